@@ -1,0 +1,376 @@
+package v1alpha1_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	podsetac "github.com/podset-dev/podset-operator/applyconfig/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	var err error
+	if env, err = testenv.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+// newNamespace creates a namespace for one test and deletes it afterwards.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "api-"}}
+	if err := env.Client.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(t.Context(), ns) })
+	return ns.Name
+}
+
+// podSet is a minimal valid PodSet; mutate adjusts it for one case.
+func podSet(ns string, mutate ...func(*podsetv1alpha1.PodSet)) *podsetv1alpha1.PodSet {
+	ps := &podsetv1alpha1.PodSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: podsetv1alpha1.PodSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", Image: "busybox:1.36"}},
+		}}},
+	}
+	for _, m := range mutate {
+		m(ps)
+	}
+	return ps
+}
+
+func containerSC(mutate func(*corev1.SecurityContext)) func(*podsetv1alpha1.PodSet) {
+	return func(ps *podsetv1alpha1.PodSet) {
+		sc := &corev1.SecurityContext{}
+		mutate(sc)
+		ps.Spec.Template.Spec.Containers[0].SecurityContext = sc
+	}
+}
+
+func podSC(mutate func(*corev1.PodSecurityContext)) func(*podsetv1alpha1.PodSet) {
+	return func(ps *podsetv1alpha1.PodSet) {
+		sc := &corev1.PodSecurityContext{}
+		mutate(sc)
+		ps.Spec.Template.Spec.SecurityContext = sc
+	}
+}
+
+func TestSampleIsAcceptedWithSchemaDefaults(t *testing.T) {
+	ns := newNamespace(t)
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "config", "samples", "podset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := &podsetv1alpha1.PodSet{}
+	if err := yaml.UnmarshalStrict(data, sample); err != nil {
+		t.Fatal(err)
+	}
+	sample.Namespace = ns
+	if err := env.Client.Create(t.Context(), sample); err != nil {
+		t.Fatalf("the sample is refused: %v", err)
+	}
+
+	minimal := podSet(ns, func(ps *podsetv1alpha1.PodSet) { ps.Name = "minimal" })
+	if err := env.Client.Create(t.Context(), minimal); err != nil {
+		t.Fatal(err)
+	}
+	got := &podsetv1alpha1.PodSet{}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(minimal), got); err != nil {
+		t.Fatal(err)
+	}
+	want := podsetv1alpha1.PodSetSpec{
+		Replicas:       ptr.To[int32](1),
+		Template:       minimal.Spec.Template,
+		UpdateStrategy: podsetv1alpha1.PodSetUpdateStrategy{Type: podsetv1alpha1.RollingUpdateStrategyType},
+	}
+	if diff := cmp.Diff(want, got.Spec); diff != "" {
+		t.Errorf("spec read back (-want +got):\n%s", diff)
+	}
+
+	withRolling := podSet(ns, func(ps *podsetv1alpha1.PodSet) {
+		ps.Name = "rolling"
+		ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{}
+	})
+	if err := env.Client.Create(t.Context(), withRolling); err != nil {
+		t.Fatal(err)
+	}
+	if got := withRolling.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable; got == nil || *got != intstr.FromInt32(1) {
+		t.Errorf("maxUnavailable defaults to %v, want 1", got)
+	}
+}
+
+func TestAdmissionRefusals(t *testing.T) {
+	ns := newNamespace(t)
+	cases := map[string]struct {
+		mutate    func(*podsetv1alpha1.PodSet)
+		wantField string
+	}{
+		"negative replicas": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Replicas = ptr.To[int32](-1) },
+			wantField: "spec.replicas",
+		},
+		"too many replicas": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Replicas = ptr.To[int32](podsetv1alpha1.MaxReplicas + 1) },
+			wantField: "spec.replicas",
+		},
+		"name too long for pod names": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Name = strings.Repeat("a", podsetv1alpha1.MaxNameLength+1) },
+			wantField: "metadata.name",
+		},
+		"name that is no DNS label": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Name = "web.v2" },
+			wantField: "metadata.name",
+		},
+		"template without containers": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Containers = nil },
+			wantField: "spec.template.spec.containers",
+		},
+		"template with a pod name": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Name = "fixed" },
+			wantField: "spec.template.metadata.name",
+		},
+		"template using the operator's labels": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Labels = map[string]string{podsetv1alpha1.NameLabel: "other"} },
+			wantField: "spec.template.metadata.labels",
+		},
+		"maxUnavailable of zero": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: ptr.To(intstr.FromInt32(0))}
+			},
+			wantField: "spec.updateStrategy.rollingUpdate.maxUnavailable",
+		},
+		"maxUnavailable over 100%": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: ptr.To(intstr.FromString("150%"))}
+			},
+			wantField: "spec.updateStrategy.rollingUpdate.maxUnavailable",
+		},
+		"unknown update strategy": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.UpdateStrategy.Type = "Recreate" },
+			wantField: "spec.updateStrategy.type",
+		},
+		"rollingUpdate with OnDelete": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.UpdateStrategy = podsetv1alpha1.PodSetUpdateStrategy{
+					Type:          podsetv1alpha1.OnDeleteStrategyType,
+					RollingUpdate: &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: ptr.To(intstr.FromInt32(2))},
+				}
+			},
+			wantField: "spec.updateStrategy.rollingUpdate",
+		},
+		"privileged container": {
+			mutate:    containerSC(func(sc *corev1.SecurityContext) { sc.Privileged = ptr.To(true) }),
+			wantField: "spec.template.spec.containers[name=app].securityContext.privileged",
+		},
+		"privilege escalation": {
+			mutate:    containerSC(func(sc *corev1.SecurityContext) { sc.AllowPrivilegeEscalation = ptr.To(true) }),
+			wantField: "spec.template.spec.containers[name=app].securityContext.allowPrivilegeEscalation",
+		},
+		"added capability": {
+			mutate: containerSC(func(sc *corev1.SecurityContext) {
+				sc.Capabilities = &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE", "SYS_ADMIN"}}
+			}),
+			wantField: "spec.template.spec.containers[name=app].securityContext.capabilities.add",
+		},
+		"container running as root": {
+			mutate:    containerSC(func(sc *corev1.SecurityContext) { sc.RunAsUser = ptr.To[int64](0) }),
+			wantField: "spec.template.spec.containers[name=app].securityContext.runAsUser",
+		},
+		"container allowed to run as root": {
+			mutate:    containerSC(func(sc *corev1.SecurityContext) { sc.RunAsNonRoot = ptr.To(false) }),
+			wantField: "spec.template.spec.containers[name=app].securityContext.runAsNonRoot",
+		},
+		"container without seccomp": {
+			mutate: containerSC(func(sc *corev1.SecurityContext) {
+				sc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
+			}),
+			wantField: "spec.template.spec.containers[name=app].securityContext.seccompProfile.type",
+		},
+		"privileged init container": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.Template.Spec.InitContainers = []corev1.Container{{
+					Name: "init", Image: "busybox:1.36", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+				}}
+			},
+			wantField: "spec.template.spec.initContainers[name=init].securityContext.privileged",
+		},
+		"host port": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8080, HostPort: 8080}}
+			},
+			wantField: "spec.template.spec.containers[name=app].ports.hostPort",
+		},
+		"pod running as root": {
+			mutate:    podSC(func(sc *corev1.PodSecurityContext) { sc.RunAsUser = ptr.To[int64](0) }),
+			wantField: "spec.template.spec.securityContext.runAsUser",
+		},
+		"pod allowed to run as root": {
+			mutate:    podSC(func(sc *corev1.PodSecurityContext) { sc.RunAsNonRoot = ptr.To(false) }),
+			wantField: "spec.template.spec.securityContext.runAsNonRoot",
+		},
+		"pod without seccomp": {
+			mutate: podSC(func(sc *corev1.PodSecurityContext) {
+				sc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
+			}),
+			wantField: "spec.template.spec.securityContext.seccompProfile.type",
+		},
+		"host network": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.HostNetwork = true },
+			wantField: "spec.template.spec.hostNetwork",
+		},
+		"host PID": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.HostPID = true },
+			wantField: "spec.template.spec.hostPID",
+		},
+		"host IPC": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.HostIPC = true },
+			wantField: "spec.template.spec.hostIPC",
+		},
+		"hostPath volume": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{
+					HostPath: &corev1.HostPathVolumeSource{Path: "/"},
+				}}}
+			},
+			wantField: "spec.template.spec.volumes[name=root].hostPath",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ps := podSet(ns, tc.mutate)
+			err := env.Client.Create(t.Context(), ps)
+			if err == nil {
+				t.Fatalf("the API server accepted the PodSet; want a refusal naming %s", tc.wantField)
+			}
+			if !strings.Contains(err.Error(), tc.wantField) {
+				t.Errorf("refusal does not name %s:\n%v", tc.wantField, err)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+}
+
+func TestAdmissionAcceptsWhatRestrictedAllows(t *testing.T) {
+	ns := newNamespace(t)
+	ps := podSet(ns, containerSC(func(sc *corev1.SecurityContext) {
+		sc.Capabilities = &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE"}}
+		sc.RunAsNonRoot = ptr.To(true)
+		sc.AllowPrivilegeEscalation = ptr.To(false)
+		sc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("profiles/app.json")}
+	}), func(ps *podsetv1alpha1.PodSet) {
+		ps.Name = strings.Repeat("a", podsetv1alpha1.MaxNameLength)
+		ps.Spec.Replicas = ptr.To[int32](0)
+		ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: ptr.To(intstr.FromString("25%"))}
+	})
+	if err := env.Client.Create(t.Context(), ps); err != nil {
+		t.Fatalf("a PodSet within the restricted profile was refused: %v", err)
+	}
+	ps.Spec.Replicas = ptr.To[int32](podsetv1alpha1.MaxReplicas)
+	if err := env.Client.Update(t.Context(), ps); err != nil {
+		t.Fatalf("replicas = MaxReplicas was refused: %v", err)
+	}
+}
+
+func TestScaleSubresource(t *testing.T) {
+	ns := newNamespace(t)
+	ps := podSet(ns)
+	if err := env.Client.Create(t.Context(), ps); err != nil {
+		t.Fatal(err)
+	}
+	// The operator publishes the selector in status; the scale subresource
+	// reads it from there (labelSelectorPath), which is what an HPA uses.
+	status := podsetac.PodSet(ps.Name, ns).WithStatus(podsetac.PodSetStatus().
+		WithReplicas(1).WithSelector(podsetv1alpha1.NameLabel + "=" + ps.Name))
+	if err := env.Client.Status().Apply(t.Context(), status, client.FieldOwner("podset-operator"), client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+
+	scale := &autoscalingv1.Scale{}
+	if err := env.Client.SubResource("scale").Get(t.Context(), ps, scale); err != nil {
+		t.Fatal(err)
+	}
+	if scale.Spec.Replicas != 1 || scale.Status.Replicas != 1 || scale.Status.Selector != "podset.dev/name=web" {
+		t.Errorf("scale = %+v, want spec 1, status 1, selector podset.dev/name=web", scale)
+	}
+
+	// kubectl scale podset web --replicas 5
+	scale.Spec.Replicas = 5
+	if err := env.Client.SubResource("scale").Update(t.Context(), ps, client.WithSubResourceBody(scale)); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ps), ps); err != nil {
+		t.Fatal(err)
+	}
+	if got := *ps.Spec.Replicas; got != 5 {
+		t.Errorf("spec.replicas after scaling = %d, want 5", got)
+	}
+}
+
+func TestGitOpsManagerAndOperatorShareThePodSet(t *testing.T) {
+	ns := newNamespace(t)
+	spec := func(replicas int32) *podsetac.PodSetApplyConfiguration {
+		return podsetac.PodSet("web", ns).WithSpec(podsetac.PodSetSpec().
+			WithReplicas(replicas).
+			WithTemplate(corev1ac.PodTemplateSpec().WithSpec(corev1ac.PodSpec().
+				WithContainers(corev1ac.Container().WithName("app").WithImage("busybox:1.36")))))
+	}
+	// Flux applies the spec without forcing, as it does for every object it
+	// manages; the operator applies status with its own manager.
+	if err := env.Client.Apply(t.Context(), spec(2), client.FieldOwner("kustomize-controller")); err != nil {
+		t.Fatal(err)
+	}
+	status := podsetac.PodSet("web", ns).WithStatus(podsetac.PodSetStatus().
+		WithObservedGeneration(1).WithReplicas(2).
+		WithConditions(metav1ac.Condition().WithType(podsetv1alpha1.ReadyCondition).WithStatus(metav1.ConditionFalse).
+			WithReason(podsetv1alpha1.NotReadyReason).WithMessage("0/2 ready").WithLastTransitionTime(metav1.Now())))
+	if err := env.Client.Status().Apply(t.Context(), status, client.FieldOwner("podset-operator")); err != nil {
+		t.Fatalf("the operator's status apply conflicts with the GitOps manager: %v", err)
+	}
+	if err := env.Client.Apply(t.Context(), spec(3), client.FieldOwner("kustomize-controller")); err != nil {
+		t.Fatalf("the GitOps manager's second apply conflicts with the operator: %v", err)
+	}
+
+	got := &podsetv1alpha1.PodSet{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if *got.Spec.Replicas != 3 || got.Status.Replicas != 2 || len(got.Status.Conditions) != 1 {
+		t.Errorf("spec.replicas = %d, status.replicas = %d, conditions = %d; want 3, 2, 1",
+			*got.Spec.Replicas, got.Status.Replicas, len(got.Status.Conditions))
+	}
+	managers := map[string]string{}
+	for _, mf := range got.ManagedFields {
+		managers[mf.Manager] = mf.Subresource
+	}
+	if diff := cmp.Diff(map[string]string{"kustomize-controller": "", "podset-operator": "status"}, managers); diff != "" {
+		t.Errorf("field managers (-want +got):\n%s", diff)
+	}
+}

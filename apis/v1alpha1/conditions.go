@@ -1,0 +1,54 @@
+package v1alpha1
+
+// Condition types, following kstatus so that kubectl wait, Argo CD and Flux
+// read a PodSet's health without custom code.
+const (
+	// ReadyCondition is True when every desired pod exists, is made from the
+	// current template and is ready.
+	ReadyCondition = "Ready"
+
+	// ReconcilingCondition is True while the operator is converging the pods
+	// towards the spec.
+	ReconcilingCondition = "Reconciling"
+
+	// StalledCondition is True when the operator cannot make progress until
+	// someone changes something; its reason and message say what.
+	StalledCondition = "Stalled"
+)
+
+// Condition reasons.
+const (
+	// ReadyReason: every desired pod exists, is up to date and ready.
+	ReadyReason = "AllReplicasReady"
+
+	// NotReadyReason: some desired pod is missing, out of date or unready.
+	NotReadyReason = "ReplicasNotReady"
+
+	// ScalingUpReason: pods are being created.
+	ScalingUpReason = "ScalingUp"
+
+	// ScalingDownReason: surplus pods are being deleted.
+	ScalingDownReason = "ScalingDown"
+
+	// RollingOutReason: out-of-date pods are being replaced.
+	RollingOutReason = "RollingOut"
+
+	// WaitingForPodsReason: the pods exist and are up to date; the operator
+	// waits for them to become ready or finish terminating.
+	WaitingForPodsReason = "WaitingForPods"
+
+	// ConvergedReason: nothing is left to do.
+	ConvergedReason = "Converged"
+
+	// InvalidTemplateReason: the pod template asks for something the
+	// operator refuses (it weakens the Pod Security "restricted" profile).
+	InvalidTemplateReason = "InvalidTemplate"
+
+	// PodRejectedReason: the API server refused a pod made from the template
+	// (invalid, or forbidden by admission such as PodSecurity).
+	PodRejectedReason = "PodRejected"
+
+	// PodConflictReason: a pod with a name this PodSet needs exists and is
+	// not controlled by it; the operator leaves it alone.
+	PodConflictReason = "PodConflict"
+)

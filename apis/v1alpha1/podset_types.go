@@ -1,0 +1,184 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Bounds that keep every name and label value derived from a PodSet valid.
+const (
+	// MaxReplicas is the largest spec.replicas the API accepts. Ordinals run
+	// from 0 to MaxReplicas-1, so they have at most four digits.
+	MaxReplicas = 10000
+
+	// MaxNameLength is the longest PodSet name the API accepts: the pod name
+	// "<name>-<ordinal>" is then at most 63 characters, a valid DNS label and
+	// hostname, and the name itself fits a label value.
+	MaxNameLength = 58
+)
+
+// Labels the operator puts on every pod it makes.
+const (
+	// NameLabel holds the name of the PodSet a pod belongs to. The manager's
+	// cache holds only pods that carry it.
+	NameLabel = "podset.dev/name"
+
+	// OrdinalLabel holds a pod's ordinal, the number at the end of its name.
+	OrdinalLabel = "podset.dev/ordinal"
+
+	// TemplateHashLabel holds a hash of the pod template a pod was made from;
+	// a pod whose hash differs from the PodSet's current one is out of date.
+	TemplateHashLabel = "podset.dev/template-hash"
+)
+
+// PodSetUpdateStrategyType is how a PodSet replaces pods after its template
+// changes.
+// +kubebuilder:validation:Enum=RollingUpdate;OnDelete
+type PodSetUpdateStrategyType string
+
+const (
+	// RollingUpdateStrategyType replaces out-of-date pods automatically, at
+	// most maxUnavailable unready pods at a time.
+	RollingUpdateStrategyType PodSetUpdateStrategyType = "RollingUpdate"
+
+	// OnDeleteStrategyType replaces an out-of-date pod only once a user
+	// deletes it.
+	OnDeleteStrategyType PodSetUpdateStrategyType = "OnDelete"
+)
+
+// PodSetSpec is the desired state of a PodSet.
+type PodSetSpec struct {
+	// replicas is the number of pods to keep running, named
+	// <name>-0 to <name>-<replicas-1>. Zero scales the PodSet down to no pods.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// template is the pod template every pod is made from. The operator adds
+	// its own labels, an owner reference and the Pod Security "restricted"
+	// settings the template leaves unset; a template that asks for less than
+	// that profile allows is refused.
+	// +kubebuilder:validation:XValidation:rule="has(self.spec) && size(self.spec.containers) > 0",message="spec.template.spec.containers: must list at least one container",fieldPath=".spec"
+	// +kubebuilder:validation:XValidation:rule="!has(self.metadata) || !has(self.metadata.name) || size(self.metadata.name) == 0",message="spec.template.metadata.name: must not be set; pods are named <name>-<ordinal>",fieldPath=".metadata"
+	// +kubebuilder:validation:XValidation:rule="!has(self.metadata) || !has(self.metadata.generateName) || size(self.metadata.generateName) == 0",message="spec.template.metadata.generateName: must not be set; pods are named <name>-<ordinal>",fieldPath=".metadata"
+	Template corev1.PodTemplateSpec `json:"template"`
+
+	// updateStrategy is how pods are replaced after the template changes.
+	// +kubebuilder:default={type: RollingUpdate}
+	// +optional
+	UpdateStrategy PodSetUpdateStrategy `json:"updateStrategy,omitempty"`
+}
+
+// PodSetUpdateStrategy is how a PodSet replaces pods after its template
+// changes.
+// +kubebuilder:validation:XValidation:rule="self.type == 'RollingUpdate' || !has(self.rollingUpdate)",message="spec.updateStrategy.rollingUpdate: may only be set when spec.updateStrategy.type is RollingUpdate"
+type PodSetUpdateStrategy struct {
+	// type is RollingUpdate (the default) or OnDelete.
+	// +kubebuilder:default=RollingUpdate
+	// +optional
+	Type PodSetUpdateStrategyType `json:"type,omitempty"`
+
+	// rollingUpdate tunes the RollingUpdate strategy.
+	// +optional
+	RollingUpdate *RollingUpdatePodSet `json:"rollingUpdate,omitempty"`
+}
+
+// RollingUpdatePodSet tunes the RollingUpdate strategy.
+type RollingUpdatePodSet struct {
+	// maxUnavailable is the most pods that may be unready at once while out-
+	// of-date pods are replaced: a number of at least 1, or a percentage of
+	// replicas (rounded down, but at least one pod).
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^[1-9][0-9]?%$|^100%$')",message="spec.updateStrategy.rollingUpdate.maxUnavailable: must be an integer of at least 1 or a percentage from 1% to 100%"
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+}
+
+// PodSetStatus is the observed state of a PodSet.
+type PodSetStatus struct {
+	// observedGeneration is the metadata.generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// replicas is the number of pods that exist and are controlled by this
+	// PodSet, terminating ones included.
+	// +optional
+	Replicas int32 `json:"replicas"`
+
+	// readyReplicas is the number of controlled, live pods with the Ready
+	// condition.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas"`
+
+	// availableReplicas is the number of controlled, live pods that are ready.
+	// PodSets have no minReadySeconds, so it equals readyReplicas.
+	// +optional
+	AvailableReplicas int32 `json:"availableReplicas"`
+
+	// updatedReplicas is the number of controlled, live pods made from the
+	// current template.
+	// +optional
+	UpdatedReplicas int32 `json:"updatedReplicas"`
+
+	// podNames lists the controlled, live (not terminating) pods by ordinal.
+	// +listType=atomic
+	// +optional
+	PodNames []string `json:"podNames,omitempty"`
+
+	// selector is the label selector of this PodSet's pods, as a string, for
+	// the scale subresource (kubectl scale, HorizontalPodAutoscaler).
+	// +optional
+	Selector string `json:"selector,omitempty"`
+
+	// conditions are Ready, Reconciling and Stalled, following kstatus.
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
+
+// PodSet keeps a number of pods with stable names, <name>-0 to
+// <name>-<replicas-1>, running from one pod template.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:shortName=ps,categories=all
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Current",type=integer,JSONPath=`.status.replicas`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Up-to-date",type=integer,JSONPath=`.status.updatedReplicas`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 58",message="metadata.name: must be at most 58 characters, so that pod names <name>-<ordinal> are valid DNS labels"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name: must be a DNS label (lower-case letters, digits and '-', starting and ending with a letter or digit), so that pod names and label values derived from it are valid"
+type PodSet struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state.
+	// +required
+	Spec PodSetSpec `json:"spec"`
+
+	// status is the observed state, written by the operator only.
+	// +optional
+	Status PodSetStatus `json:"status,omitempty"`
+}
+
+// PodSetList is a list of PodSets.
+//
+// +kubebuilder:object:root=true
+type PodSetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []PodSet `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&PodSet{}, &PodSetList{})
+}

@@ -1,0 +1,8 @@
+// Package testenv starts a real kube-apiserver and etcd (controller-runtime's
+// envtest) with the PodSet CRD and the admission policies of config/
+// installed, for the integration tests of every package.
+//
+// The binaries come from KUBEBUILDER_ASSETS, which `make test` sets to the
+// control plane it builds under bin/; run `make envtest-assets` once to use
+// plain `go test` afterwards.
+package testenv

@@ -1,0 +1,159 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// Env is a running API server with the project's CRD and policies.
+type Env struct {
+	// Config reaches the API server as a cluster admin.
+	Config *rest.Config
+	// Client is a cluster-admin client that reads straight from the API
+	// server, with the core and PodSet types registered in Scheme.
+	Client client.Client
+	// Scheme has the core Kubernetes types and the PodSet API.
+	Scheme *runtime.Scheme
+
+	env *envtest.Environment
+}
+
+// Start starts kube-apiserver and etcd, installs config/crd and
+// config/policy, and waits until the policies are enforced.
+func Start() (*Env, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, or export the path `make envtest-assets` prints")
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := podsetv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                scheme,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", os.Getenv("KUBEBUILDER_ASSETS"), err)
+	}
+	e := &Env{Config: cfg, Scheme: scheme, env: env}
+	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return nil, errors.Join(err, env.Stop())
+	}
+	if err := e.installPolicies(filepath.Join(root, "config", "policy")); err != nil {
+		return nil, errors.Join(err, env.Stop())
+	}
+	return e, nil
+}
+
+// Stop stops the API server and etcd.
+func (e *Env) Stop() error { return e.env.Stop() }
+
+// installPolicies applies every manifest in dir and waits until the API
+// server enforces the hardening policy: a policy is enforced only once the
+// API server's informers have seen it, a moment after it is created.
+func (e *Env) installPolicies(dir string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	objs, err := ReadManifests(filepath.Join(dir, "hardening.yaml"))
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		if err := e.Client.Create(ctx, obj); err != nil {
+			return fmt.Errorf("installing %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	probeNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "testenv-policy-probe"}}
+	if err := e.Client.Create(ctx, probeNS); err != nil {
+		return err
+	}
+	privileged := true
+	probe := &podsetv1alpha1.PodSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: probeNS.Name},
+		Spec: podsetv1alpha1.PodSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "c", Image: "busybox",
+				SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
+			}},
+		}}},
+	}
+	for {
+		err := e.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			return e.Client.Delete(ctx, probeNS)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the hardening policy was not enforced within a minute (last answer: %v)", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// ReadManifests decodes every object of a multi-document YAML file.
+func ReadManifests(path string) ([]*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return objs, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(obj.Object) > 0 {
+			objs = append(objs, obj)
+		}
+	}
+}
+
+// RepoRoot is the directory of the project's go.mod, found from the working
+// directory upwards (go test runs each package in its own directory).
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
