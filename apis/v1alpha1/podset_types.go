@@ -63,7 +63,6 @@ type PodSetSpec struct {
 	// that profile allows is refused.
 	// +kubebuilder:validation:XValidation:rule="has(self.spec) && size(self.spec.containers) > 0",message="spec.template.spec.containers: must list at least one container",fieldPath=".spec"
 	// +kubebuilder:validation:XValidation:rule="!has(self.metadata) || !has(self.metadata.name) || size(self.metadata.name) == 0",message="spec.template.metadata.name: must not be set; pods are named <name>-<ordinal>",fieldPath=".metadata"
-	// +kubebuilder:validation:XValidation:rule="!has(self.metadata) || !has(self.metadata.generateName) || size(self.metadata.generateName) == 0",message="spec.template.metadata.generateName: must not be set; pods are named <name>-<ordinal>",fieldPath=".metadata"
 	Template corev1.PodTemplateSpec `json:"template"`
 
 	// updateStrategy is how pods are replaced after the template changes.

@@ -1,0 +1,104 @@
+package controller
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"strconv"
+	"strings"
+
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// podName is the name of the pod with the given ordinal.
+func podName(podSetName string, ordinal int) string {
+	return podSetName + "-" + strconv.Itoa(ordinal)
+}
+
+// podOrdinal parses the ordinal out of a pod name "<podSetName>-<ordinal>".
+// It reports false for any other name, including ordinals with leading
+// zeros, which podName never makes.
+func podOrdinal(podSetName, name string) (int, bool) {
+	suffix, ok := strings.CutPrefix(name, podSetName+"-")
+	if !ok || suffix == "" || len(suffix) > 1 && suffix[0] == '0' {
+		return 0, false
+	}
+	for _, c := range suffix {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.Atoi(suffix)
+	if err != nil || n >= podsetv1alpha1.MaxReplicas {
+		return 0, false
+	}
+	return n, true
+}
+
+// templateHash identifies a pod template: pods labelled with another hash
+// were made from an older template and are rolled out.
+func templateHash(ps *podsetv1alpha1.PodSet) string {
+	data, err := json.Marshal(ps.Spec.Template)
+	if err != nil {
+		// A PodTemplateSpec always marshals; this is unreachable.
+		panic(fmt.Sprintf("marshalling a pod template: %v", err))
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(data)
+	return strconv.FormatUint(h.Sum64(), 36)
+}
+
+// selectorString is the label selector of a PodSet's pods.
+func selectorString(ps *podsetv1alpha1.PodSet) string {
+	return podsetv1alpha1.NameLabel + "=" + ps.Name
+}
+
+// desiredPod is the whole pod the PodSet wants at an ordinal: because the pod
+// is written with server-side apply, every field the operator owns must be
+// in it, every time. It is the template plus the operator's labels, the
+// controller owner reference and the hardening of hardenPodSpec.
+func desiredPod(ps *podsetv1alpha1.PodSet, ordinal int, hash string) (*corev1ac.PodApplyConfiguration, error) {
+	spec := &corev1ac.PodSpecApplyConfiguration{}
+	if err := convert(ps.Spec.Template.Spec, spec); err != nil {
+		return nil, fmt.Errorf("converting the pod template: %w", err)
+	}
+	hardenPodSpec(spec)
+
+	labels := maps.Clone(ps.Spec.Template.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[podsetv1alpha1.NameLabel] = ps.Name
+	labels[podsetv1alpha1.OrdinalLabel] = strconv.Itoa(ordinal)
+	labels[podsetv1alpha1.TemplateHashLabel] = hash
+
+	pod := corev1ac.Pod(podName(ps.Name, ordinal), ps.Namespace).
+		WithLabels(labels).
+		WithOwnerReferences(metav1ac.OwnerReference().
+			WithAPIVersion(podsetv1alpha1.GroupVersion.String()).
+			WithKind("PodSet").
+			WithName(ps.Name).
+			WithUID(ps.UID).
+			WithController(true).
+			WithBlockOwnerDeletion(true))
+	if len(ps.Spec.Template.Annotations) > 0 {
+		pod.WithAnnotations(ps.Spec.Template.Annotations)
+	}
+	pod.Spec = spec
+	return pod, nil
+}
+
+// convert copies a typed API value into its apply configuration. Apply
+// configurations share the JSON shape of their types, so JSON is the
+// faithful conversion.
+func convert(from, to any) error {
+	data, err := json.Marshal(from)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, to)
+}

@@ -1,0 +1,130 @@
+package controller
+
+import (
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+)
+
+// hardenPodSpec makes a pod spec pass the Pod Security "restricted" profile
+// and adds the operator's defaults where the template is silent. The
+// operator owns these fields: they are part of every apply.
+//
+// It only tightens: templateViolations refuses a template that explicitly
+// asks for less, before a pod is ever built from it.
+func hardenPodSpec(spec *corev1ac.PodSpecApplyConfiguration) {
+	if spec.AutomountServiceAccountToken == nil {
+		spec.WithAutomountServiceAccountToken(false)
+	}
+	if spec.SecurityContext == nil {
+		spec.WithSecurityContext(corev1ac.PodSecurityContext())
+	}
+	sc := spec.SecurityContext
+	sc.WithRunAsNonRoot(true)
+	if sc.SeccompProfile == nil || sc.SeccompProfile.Type == nil || *sc.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost {
+		sc.WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
+	}
+	for i := range spec.InitContainers {
+		hardenContainer(&spec.InitContainers[i])
+	}
+	for i := range spec.Containers {
+		hardenContainer(&spec.Containers[i])
+	}
+}
+
+func hardenContainer(c *corev1ac.ContainerApplyConfiguration) {
+	if c.SecurityContext == nil {
+		c.WithSecurityContext(corev1ac.SecurityContext())
+	}
+	sc := c.SecurityContext
+	sc.WithAllowPrivilegeEscalation(false)
+	if sc.ReadOnlyRootFilesystem == nil {
+		sc.WithReadOnlyRootFilesystem(true)
+	}
+	if sc.Capabilities == nil {
+		sc.WithCapabilities(corev1ac.Capabilities())
+	}
+	if !slices.Contains(sc.Capabilities.Drop, "ALL") {
+		sc.Capabilities.Drop = append([]corev1.Capability{"ALL"}, sc.Capabilities.Drop...)
+	}
+}
+
+// templateViolations lists, with the path of each field, what a pod spec
+// explicitly asks for that the Pod Security "restricted" profile forbids and
+// hardenPodSpec will not silently override. It mirrors the
+// ValidatingAdmissionPolicy in config/policy, so a PodSet that reached the
+// API server without that policy is still refused, as a Stalled condition.
+func templateViolations(spec *corev1.PodSpec) []string {
+	const restricted = " (Pod Security restricted)"
+	var v []string
+	add := func(format string, args ...any) { v = append(v, fmt.Sprintf(format, args...)+restricted) }
+
+	if spec.HostNetwork {
+		add("spec.template.spec.hostNetwork: must not be true")
+	}
+	if spec.HostPID {
+		add("spec.template.spec.hostPID: must not be true")
+	}
+	if spec.HostIPC {
+		add("spec.template.spec.hostIPC: must not be true")
+	}
+	for _, vol := range spec.Volumes {
+		if vol.HostPath != nil {
+			add("spec.template.spec.volumes[name=%s].hostPath: must not be set", vol.Name)
+		}
+	}
+	if len(spec.EphemeralContainers) > 0 {
+		v = append(v, "spec.template.spec.ephemeralContainers: must not be set; ephemeral containers cannot be part of a pod when it is created")
+	}
+	if sc := spec.SecurityContext; sc != nil {
+		if sc.RunAsNonRoot != nil && !*sc.RunAsNonRoot {
+			add("spec.template.spec.securityContext.runAsNonRoot: must not be false")
+		}
+		if sc.RunAsUser != nil && *sc.RunAsUser == 0 {
+			add("spec.template.spec.securityContext.runAsUser: must not be 0")
+		}
+		if sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeUnconfined {
+			add("spec.template.spec.securityContext.seccompProfile.type: must not be Unconfined")
+		}
+	}
+	check := func(list string, c *corev1.Container) {
+		path := fmt.Sprintf("spec.template.spec.%s[name=%s]", list, c.Name)
+		for _, p := range c.Ports {
+			if p.HostPort != 0 {
+				add("%s.ports.hostPort: must not be set", path)
+				break
+			}
+		}
+		sc := c.SecurityContext
+		if sc == nil {
+			return
+		}
+		if sc.Privileged != nil && *sc.Privileged {
+			add("%s.securityContext.privileged: must not be true", path)
+		}
+		if sc.AllowPrivilegeEscalation != nil && *sc.AllowPrivilegeEscalation {
+			add("%s.securityContext.allowPrivilegeEscalation: must not be true", path)
+		}
+		if sc.Capabilities != nil && slices.ContainsFunc(sc.Capabilities.Add, func(c corev1.Capability) bool { return c != "NET_BIND_SERVICE" }) {
+			add("%s.securityContext.capabilities.add: may only contain NET_BIND_SERVICE", path)
+		}
+		if sc.RunAsNonRoot != nil && !*sc.RunAsNonRoot {
+			add("%s.securityContext.runAsNonRoot: must not be false", path)
+		}
+		if sc.RunAsUser != nil && *sc.RunAsUser == 0 {
+			add("%s.securityContext.runAsUser: must not be 0", path)
+		}
+		if sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeUnconfined {
+			add("%s.securityContext.seccompProfile.type: must not be Unconfined", path)
+		}
+	}
+	for i := range spec.InitContainers {
+		check("initContainers", &spec.InitContainers[i])
+	}
+	for i := range spec.Containers {
+		check("containers", &spec.Containers[i])
+	}
+	return v
+}

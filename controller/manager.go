@@ -1,0 +1,54 @@
+package controller
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// MaxBackoff caps the exponential backoff of a PodSet whose passes fail or
+// stall, so a stalled PodSet is retried at least this often and never in a
+// hot loop.
+const MaxBackoff = 5 * time.Minute
+
+// CacheOptions is the manager cache the operator needs: pods only if they
+// carry the PodSet name label (so memory does not grow with unrelated
+// pods), no managed fields on anything, and the given namespaces (all when
+// empty).
+func CacheOptions(namespaces []string) cache.Options {
+	hasName, err := labels.NewRequirement(podsetv1alpha1.NameLabel, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant, valid label key
+	}
+	opts := cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}: {Label: labels.NewSelector().Add(*hasName)},
+		},
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
+	if len(namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts
+}
+
+// ControllerOptions is the PodSet controller's configuration: concurrency,
+// and per-PodSet exponential backoff from 5ms to MaxBackoff.
+func ControllerOptions(maxConcurrentReconciles int) controller.Options {
+	return controller.Options{
+		MaxConcurrentReconciles: maxConcurrentReconciles,
+		RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, MaxBackoff),
+	}
+}

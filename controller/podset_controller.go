@@ -1,0 +1,176 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	podsetac "github.com/podset-dev/podset-operator/applyconfig/apis/v1alpha1"
+)
+
+// FieldManager is the field manager of every write the operator makes: pod
+// applies and status applies alike, so it owns exactly what it last applied.
+const FieldManager = "podset-operator"
+
+// podsByPodSet is the cache index of pods by the PodSet name label.
+const podsByPodSet = "podset.dev/name"
+
+// DefaultWorkers is how many pod writes one pass sends at once by default.
+const DefaultWorkers = 32
+
+// PodSetReconciler keeps each PodSet's pods as its spec says.
+//
+// +kubebuilder:rbac:groups=podset.dev,resources=podsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=podset.dev,resources=podsets/status,verbs=patch
+// +kubebuilder:rbac:groups=podset.dev,resources=podsets/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+type PodSetReconciler struct {
+	// Client reads from the manager's cache and writes to the API server.
+	Client client.Client
+	// APIReader reads from the API server directly. It is used only to check
+	// that a pod name is free before a pod is created under it.
+	APIReader client.Reader
+	// Recorder emits events through the events.k8s.io API.
+	Recorder events.EventRecorder
+	// Clock stamps condition transitions.
+	Clock clock.PassiveClock
+	// Workers bounds the pod writes one pass sends at once.
+	Workers int
+
+	expectations *expectations
+}
+
+var _ reconcile.Reconciler = (*PodSetReconciler)(nil)
+
+// SetupWithManager registers the reconciler: PodSets by generation change,
+// and pods they control by the changes that matter (podChanged).
+func (r *PodSetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.Workers < 1 {
+		r.Workers = DefaultWorkers
+	}
+	r.expectations = newExpectations(r.Clock.Now)
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podsByPodSet, func(o client.Object) []string {
+		return []string{o.GetLabels()[podsetv1alpha1.NameLabel]}
+	}); err != nil {
+		return fmt.Errorf("indexing pods by PodSet: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&podsetv1alpha1.PodSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&corev1.Pod{}, builder.WithPredicates(podChanged)).
+		WithOptions(opts).
+		Complete(r)
+}
+
+// Reconcile brings one PodSet's pods and status in line with its spec.
+func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// Read the PodSet. Once it is gone, garbage collection removes its pods.
+	ps := &podsetv1alpha1.PodSet{}
+	if err := r.Client.Get(ctx, req.NamespacedName, ps); err != nil {
+		r.expectations.forget(req.NamespacedName)
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if ps.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil
+	}
+
+	// Read its pods from the cache, which holds only pods with the label.
+	pods, err := r.podsOf(ctx, ps)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	// Plan the pass and apply it, unless the template is refused outright.
+	hash := templateHash(ps)
+	var plan podPlan
+	stalled := r.checkTemplate(ps)
+	if stalled == nil {
+		plan = planPods(ps, pods, hash, r.expectations.observe(req.NamespacedName, pods))
+		stalled, err = r.execute(ctx, ps, &plan, hash)
+	}
+
+	// Publish the status; a pass that changed nothing writes nothing.
+	status := computeStatus(ps, pods, hash, &plan, stalled, metav1.NewTime(r.Clock.Now()).Rfc3339Copy())
+	if statusErr := r.applyStatus(ctx, ps, status); statusErr != nil {
+		return ctrl.Result{}, errors.Join(err, statusErr)
+	}
+	return ctrl.Result{}, errors.Join(err, stallError(stalled))
+}
+
+// podsOf lists the pods that carry the PodSet's name label, controlled by
+// it or not, from the cache. The pods are shared with the cache: read only.
+func (r *PodSetReconciler) podsOf(ctx context.Context, ps *podsetv1alpha1.PodSet) ([]corev1.Pod, error) {
+	list := &corev1.PodList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(ps.Namespace),
+		client.MatchingFields{podsByPodSet: ps.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing the pods of PodSet %s: %w", ps.Name, err)
+	}
+	return list.Items, nil
+}
+
+// checkTemplate refuses a template that asks for less than the restricted
+// profile. The admission policy refuses it first where it is installed.
+func (r *PodSetReconciler) checkTemplate(ps *podsetv1alpha1.PodSet) *stall {
+	violations := templateViolations(&ps.Spec.Template.Spec)
+	if len(violations) == 0 {
+		return nil
+	}
+	s := &stall{reason: podsetv1alpha1.InvalidTemplateReason, message: strings.Join(violations, "; ")}
+	r.Recorder.Eventf(ps, nil, corev1.EventTypeWarning, s.reason, "Validate", s.message)
+	return s
+}
+
+// applyStatus writes the status with server-side apply, unless it is what
+// the PodSet already shows.
+func (r *PodSetReconciler) applyStatus(ctx context.Context, ps *podsetv1alpha1.PodSet, status podsetv1alpha1.PodSetStatus) error {
+	if equality.Semantic.DeepEqual(status, ps.Status) {
+		return nil
+	}
+	ac := &podsetac.PodSetStatusApplyConfiguration{}
+	if err := convert(status, ac); err != nil {
+		return fmt.Errorf("converting the status of PodSet %s: %w", ps.Name, err)
+	}
+	if err := r.Client.Status().Apply(ctx, podsetac.PodSet(ps.Name, ps.Namespace).WithStatus(ac),
+		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying the status of PodSet %s: %w", ps.Name, err)
+	}
+	return nil
+}
+
+// stallError makes a stall an error, so the controller retries with
+// exponential backoff (the cause may go away without the PodSet changing,
+// as when a namespace's Pod Security level is relaxed), or not at all for a
+// template only a new spec can fix.
+func stallError(s *stall) error {
+	switch {
+	case s == nil:
+		return nil
+	case s.reason == podsetv1alpha1.InvalidTemplateReason:
+		return reconcile.TerminalError(fmt.Errorf("%s: %s", s.reason, s.message))
+	default:
+		return fmt.Errorf("stalled, retrying with backoff: %s: %s", s.reason, s.message)
+	}
+}
+
+// keyOf is the expectations key of a PodSet.
+func keyOf(ps *podsetv1alpha1.PodSet) types.NamespacedName {
+	return types.NamespacedName{Namespace: ps.Namespace, Name: ps.Name}
+}

@@ -1,0 +1,45 @@
+package controller
+
+import (
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+)
+
+// podChanged passes the pod events that can change what a pass does or the
+// status it writes: creation, deletion, and updates of the phase, the Ready
+// condition, the deletion timestamp, labels, owners or container images.
+// Everything else (a kubelet's status heartbeat, an annotation) is dropped.
+//
+// It is used on the pod watch only, never as a global event filter: a
+// generation filter on pods would drop readiness changes, the tutorial's bug.
+var podChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, okOld := e.ObjectOld.(*corev1.Pod)
+		cur, okNew := e.ObjectNew.(*corev1.Pod)
+		if !okOld || !okNew {
+			return true
+		}
+		return podOutcomeChanged(old, cur)
+	},
+}
+
+func podOutcomeChanged(old, cur *corev1.Pod) bool {
+	return old.Status.Phase != cur.Status.Phase ||
+		podReady(old) != podReady(cur) ||
+		(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
+		!maps.Equal(old.Labels, cur.Labels) ||
+		!maps.Equal(old.Annotations, cur.Annotations) ||
+		!slices.EqualFunc(old.OwnerReferences, cur.OwnerReferences, func(a, b metav1.OwnerReference) bool {
+			return a.UID == b.UID && ptrEqual(a.Controller, b.Controller) && ptrEqual(a.BlockOwnerDeletion, b.BlockOwnerDeletion)
+		}) ||
+		!slices.EqualFunc(old.Spec.Containers, cur.Spec.Containers, func(a, b corev1.Container) bool { return a.Image == b.Image })
+}
+
+func ptrEqual[T comparable](a, b *T) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
+}

@@ -1,0 +1,224 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// execute sends the plan's writes: deletions with UID preconditions, then
+// creations in slow-start batches (so a template the API server refuses
+// costs one request, not replicas of them), then repairs. It returns what
+// stalls the PodSet, if anything, and the errors worth a retry.
+func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSet, plan *podPlan, hash string) (*stall, error) {
+	var errs []error
+	r.deletePods(ctx, ps, plan.prune, "ScalingDown", "deleted surplus pods", &errs)
+	r.deletePods(ctx, ps, plan.replaceFinished, "ReplacingFinished", "deleted finished pods to replace them", &errs)
+	r.deletePods(ctx, ps, plan.rollout, podsetv1alpha1.RollingOutReason, "deleted out-of-date pods to replace them", &errs)
+
+	conflicts := plan.conflicts
+	var rejected error
+	created, taken, err := r.createPods(ctx, ps, plan.create, hash)
+	conflicts = append(conflicts, taken...)
+	if len(created) > 0 {
+		r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, podsetv1alpha1.ScalingUpReason, "Create", "created pods %s", summarize(created))
+	}
+	if isRejection(err) {
+		rejected = err
+	} else if err != nil {
+		errs = append(errs, err)
+	}
+
+	var repaired []string
+	for _, pod := range plan.repair {
+		if err := r.applyPod(ctx, ps, ordinalOf(ps, pod), hash, pod.UID); isRejection(err) {
+			rejected = err
+		} else if err != nil {
+			errs = append(errs, err)
+		} else {
+			repaired = append(repaired, pod.Name)
+		}
+	}
+	if len(repaired) > 0 {
+		r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, "Repaired", "Apply", "restored operator-owned fields of pods %s", summarize(repaired))
+	}
+
+	switch {
+	case len(conflicts) > 0:
+		s := conflictStall(conflicts)
+		r.Recorder.Eventf(ps, nil, corev1.EventTypeWarning, s.reason, "Create", s.message)
+		return s, errors.Join(errs...)
+	case rejected != nil:
+		s := &stall{reason: podsetv1alpha1.PodRejectedReason, message: "the API server refused a pod made from the template: " + string(apierrors.ReasonForError(rejected)) + ": " + rejectionMessage(rejected)}
+		r.Recorder.Eventf(ps, nil, corev1.EventTypeWarning, s.reason, "Create", s.message)
+		return s, errors.Join(errs...)
+	}
+	if len(plan.strays) > 0 {
+		r.Recorder.Eventf(ps, nil, corev1.EventTypeWarning, "StrayPods", "Observe",
+			"pods %s carry the label %s=%s but are not controlled by this PodSet; they are neither counted nor touched",
+			summarize(plan.strays), podsetv1alpha1.NameLabel, ps.Name)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// createPods creates the pods of the given ordinals. Server-side apply is an
+// upsert, so each name is first checked on the API server: a pod that is not
+// the PodSet's own must never be taken over. It returns the pods created,
+// the names held by pods the PodSet does not control, and the first error.
+func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.PodSet, ordinals []int, hash string) (created, taken []string, err error) {
+	var mu sync.Mutex
+	err = slowStart(len(ordinals), r.Workers, func(i int) error {
+		ordinal := ordinals[i]
+		name := podName(ps.Name, ordinal)
+		existing := &metav1.PartialObjectMetadata{}
+		existing.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+		switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ps.Namespace, Name: name}, existing); {
+		case err == nil && metav1.IsControlledBy(existing, ps) && existing.Labels[podsetv1alpha1.NameLabel] == ps.Name:
+			// The cache is behind: the pod is there. Wait for the cache.
+			r.expectations.expectCreated(keyOf(ps), name, existing.UID)
+			return nil
+		case err == nil && metav1.IsControlledBy(existing, ps):
+			// Ours, but someone removed the label the cache selects on, so
+			// the cache cannot see it: restore it in place.
+			return r.applyPod(ctx, ps, ordinal, hash, existing.UID)
+		case err == nil:
+			mu.Lock()
+			taken = append(taken, name)
+			mu.Unlock()
+			return nil
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("checking that pod %s is free: %w", name, err)
+		}
+		if err := r.applyPod(ctx, ps, ordinal, hash, ""); err != nil {
+			return err
+		}
+		mu.Lock()
+		created = append(created, name)
+		mu.Unlock()
+		return nil
+	})
+	return created, taken, err
+}
+
+// applyPod applies the desired pod of an ordinal. For an existing pod (uid
+// set) the UID goes into the apply, so the apply can only ever update that
+// pod and never silently create a new one under its name.
+func (r *PodSetReconciler) applyPod(ctx context.Context, ps *podsetv1alpha1.PodSet, ordinal int, hash string, uid types.UID) error {
+	pod, err := desiredPod(ps, ordinal, hash)
+	if err != nil {
+		return err
+	}
+	if uid != "" {
+		pod.WithUID(uid)
+	}
+	if err := r.Client.Apply(ctx, pod, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying pod %s: %w", *pod.Name, err)
+	}
+	if pod.UID != nil {
+		r.expectations.expectCreated(keyOf(ps), *pod.Name, *pod.UID)
+	}
+	return nil
+}
+
+// deletePods deletes pods in parallel, each with its UID as a precondition
+// so a newer pod of the same name is never deleted by mistake.
+func (r *PodSetReconciler) deletePods(ctx context.Context, ps *podsetv1alpha1.PodSet, pods []*corev1.Pod, reason, note string, errs *[]error) {
+	if len(pods) == 0 {
+		return
+	}
+	var mu sync.Mutex
+	var deleted []string
+	err := parallel(len(pods), r.Workers, func(i int) error {
+		pod := pods[i]
+		err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting pod %s: %w", pod.Name, err)
+		}
+		r.expectations.expectDeleted(keyOf(ps), pod.Name, pod.UID)
+		mu.Lock()
+		deleted = append(deleted, pod.Name)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		*errs = append(*errs, err)
+	}
+	if len(deleted) > 0 {
+		r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, reason, "Delete", "%s: %s", note, summarize(deleted))
+	}
+}
+
+// isRejection reports whether the API server refused a write in a way that
+// retrying the same request cannot fix: the pod is invalid, or admission
+// (PodSecurity, a policy, a quota) forbids it.
+func isRejection(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err)
+}
+
+// rejectionMessage is the API server's message, which names the pod and the
+// field; it is stable from pass to pass, so status does not churn.
+func rejectionMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().Message
+	}
+	return err.Error()
+}
+
+// summarize lists pod names in a short, stable form for events.
+func summarize(names []string) string {
+	const most = 5
+	if len(names) <= most {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
+}
+
+// slowStart calls fn for 0..n-1 in batches of 1, 2, 4, ... (each batch at
+// most workers wide at a time), stopping at the first batch with an error.
+// It is how the ReplicaSet controller keeps a failing create from being sent
+// hundreds of times.
+func slowStart(n, workers int, fn func(i int) error) error {
+	for start, batch := 0, 1; start < n; start, batch = start+batch, batch*2 {
+		size := min(batch, n-start)
+		offset := start
+		if err := parallel(size, workers, func(i int) error { return fn(offset + i) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parallel calls fn for 0..n-1 with at most workers calls at a time and
+// returns their errors joined.
+func parallel(n, workers int, fn func(i int) error) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, max(1, workers))
+	)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := fn(i); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

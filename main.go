@@ -1,0 +1,166 @@
+// Command podset-operator runs the PodSet controller: it keeps each PodSet's
+// pods, <name>-0 to <name>-<replicas-1>, running from its template.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/zapr"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/controller"
+)
+
+// options are the command-line flags.
+type options struct {
+	kubeconfig              string
+	namespaces              string
+	leaderElect             bool
+	leaderElectionID        string
+	leaderElectionNamespace string
+	metricsAddr             string
+	probeAddr               string
+	maxConcurrentReconciles int
+	workers                 int
+	logLevel                string
+	logFormat               string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Empty: the in-cluster config, or $KUBECONFIG.")
+	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces to watch. Empty: all namespaces.")
+	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so that only one of several replicas reconciles.")
+	flag.StringVar(&o.leaderElectionID, "leader-election-id", "podset-operator.podset.dev", "Name of the leader election Lease.")
+	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease. Empty: the operator's own namespace.")
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint, served over HTTPS to authenticated and authorized clients only. \"0\" turns it off.")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints. \"0\" turns them off.")
+	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "How many PodSets are reconciled at once.")
+	flag.IntVar(&o.workers, "pod-write-workers", controller.DefaultWorkers, "How many pod writes one reconcile sends at once.")
+	flag.StringVar(&o.logLevel, "log-level", "info", "Log level: debug, info or error.")
+	flag.StringVar(&o.logFormat, "log-format", "json", "Log format: json (for clusters) or console (for humans).")
+	flag.Parse()
+
+	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+		fmt.Fprintln(os.Stderr, "podset-operator:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	logger, err := newLogger(o.logLevel, o.logFormat)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger)
+
+	cfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := podsetv1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	var namespaces []string
+	for ns := range strings.SplitSeq(o.namespaces, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			namespaces = append(namespaces, ns)
+		}
+	}
+
+	mgr, err := ctrl.NewManager(cfg, manager.Options{
+		Scheme: scheme,
+		Cache:  controller.CacheOptions(namespaces),
+		Metrics: metricsserver.Options{
+			BindAddress:    o.metricsAddr,
+			SecureServing:  true,
+			FilterProvider: filters.WithAuthenticationAndAuthorization,
+		},
+		HealthProbeBindAddress:        o.probeAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionNamespace:       o.leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       ptrTo(30 * time.Second),
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	r := &controller.PodSetReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder(controller.FieldManager),
+		Workers:   o.workers,
+	}
+	if err := r.SetupWithManager(ctx, mgr, controller.ControllerOptions(o.maxConcurrentReconciles)); err != nil {
+		return fmt.Errorf("setting up the PodSet controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return err
+	}
+	ctrl.Log.Info("starting", "namespaces", namespaces, "leaderElection", o.leaderElect)
+	return mgr.Start(ctx)
+}
+
+// restConfig loads the kubeconfig flag if set, or else what controller-runtime
+// finds ($KUBECONFIG, in-cluster, ~/.kube/config).
+func restConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		return ctrl.GetConfig()
+	}
+	return clientcmd.BuildConfigFromFlags("", path)
+}
+
+// newLogger builds a zap logger: JSON for log collectors in a cluster,
+// console for a person at a terminal.
+func newLogger(level, format string) (logr.Logger, error) {
+	var lvl zapcore.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return logr.Logger{}, fmt.Errorf("--log-level: %w", err)
+	}
+	var cfg zap.Config
+	switch format {
+	case "json":
+		cfg = zap.NewProductionConfig()
+	case "console":
+		cfg = zap.NewDevelopmentConfig()
+		cfg.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+	default:
+		return logr.Logger{}, fmt.Errorf("--log-format must be json or console, not %q", format)
+	}
+	cfg.Level = zap.NewAtomicLevelAt(lvl)
+	cfg.DisableStacktrace = lvl > zapcore.DebugLevel
+	z, err := cfg.Build()
+	if err != nil {
+		return logr.Logger{}, err
+	}
+	return zapr.NewLogger(z), nil
+}
+
+func ptrTo[T any](v T) *T { return &v }
