@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -125,6 +126,21 @@ func templateViolations(spec *corev1.PodSpec) []string {
 	}
 	for i := range spec.Containers {
 		check("containers", &spec.Containers[i])
+	}
+	return v
+}
+
+// reservedLabelViolations refuses template labels under the operator's
+// podset.dev/ prefix: the operator sets those on every pod, and a template
+// fighting over them would make pods drift on every pass. It mirrors the
+// admission policy's rule.
+func reservedLabelViolations(labels map[string]string) []string {
+	var v []string
+	for k := range labels {
+		if strings.HasPrefix(k, "podset.dev/") {
+			v = append(v, "spec.template.metadata.labels: keys with the prefix podset.dev/ are reserved for the operator")
+			break
+		}
 	}
 	return v
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -135,14 +136,14 @@ func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, hash string, inFligh
 // operator's labels, the controller reference, or a container image.
 // Everything else in a pod's spec is immutable.
 func drifted(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, ordinal int, hash string) bool {
-	want := map[string]string{
-		podsetv1alpha1.NameLabel:         ps.Name,
-		podsetv1alpha1.OrdinalLabel:      strconv.Itoa(ordinal),
-		podsetv1alpha1.TemplateHashLabel: hash,
+	want := maps.Clone(ps.Spec.Template.Labels)
+	if want == nil {
+		want = map[string]string{}
 	}
-	for k, v := range ps.Spec.Template.Labels {
-		want[k] = v
-	}
+	// The operator's labels win over the template's, as in desiredPod.
+	want[podsetv1alpha1.NameLabel] = ps.Name
+	want[podsetv1alpha1.OrdinalLabel] = strconv.Itoa(ordinal)
+	want[podsetv1alpha1.TemplateHashLabel] = hash
 	for k, v := range want {
 		if got, ok := pod.Labels[k]; !ok || got != v {
 			return true

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -54,6 +55,7 @@ type PodSetReconciler struct {
 	Workers int
 
 	expectations *expectations
+	statusWrites *writeTimes
 }
 
 var _ reconcile.Reconciler = (*PodSetReconciler)(nil)
@@ -68,6 +70,7 @@ func (r *PodSetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		r.Workers = DefaultWorkers
 	}
 	r.expectations = newExpectations(r.Clock.Now)
+	r.statusWrites = &writeTimes{last: map[types.NamespacedName]time.Time{}}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podsByPodSet, func(o client.Object) []string {
 		return []string{o.GetLabels()[podsetv1alpha1.NameLabel]}
 	}); err != nil {
@@ -86,6 +89,7 @@ func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	ps := &podsetv1alpha1.PodSet{}
 	if err := r.Client.Get(ctx, req.NamespacedName, ps); err != nil {
 		r.expectations.forget(req.NamespacedName)
+		r.statusWrites.forget(req.NamespacedName)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if ps.DeletionTimestamp != nil {
@@ -109,10 +113,11 @@ func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 
 	// Publish the status; a pass that changed nothing writes nothing.
 	status := computeStatus(ps, pods, hash, &plan, stalled, metav1.NewTime(r.Clock.Now()).Rfc3339Copy())
-	if statusErr := r.applyStatus(ctx, ps, status); statusErr != nil {
+	wait, statusErr := r.applyStatus(ctx, ps, status)
+	if statusErr != nil {
 		return ctrl.Result{}, errors.Join(err, statusErr)
 	}
-	return ctrl.Result{}, errors.Join(err, stallError(stalled))
+	return ctrl.Result{RequeueAfter: wait}, errors.Join(err, stallError(stalled))
 }
 
 // podsOf lists the pods that carry the PodSet's name label, controlled by
@@ -129,7 +134,7 @@ func (r *PodSetReconciler) podsOf(ctx context.Context, ps *podsetv1alpha1.PodSet
 // checkTemplate refuses a template that asks for less than the restricted
 // profile. The admission policy refuses it first where it is installed.
 func (r *PodSetReconciler) checkTemplate(ps *podsetv1alpha1.PodSet) *stall {
-	violations := templateViolations(&ps.Spec.Template.Spec)
+	violations := append(templateViolations(&ps.Spec.Template.Spec), reservedLabelViolations(ps.Spec.Template.Labels)...)
 	if len(violations) == 0 {
 		return nil
 	}
@@ -139,20 +144,32 @@ func (r *PodSetReconciler) checkTemplate(ps *podsetv1alpha1.PodSet) *stall {
 }
 
 // applyStatus writes the status with server-side apply, unless it is what
-// the PodSet already shows.
-func (r *PodSetReconciler) applyStatus(ctx context.Context, ps *podsetv1alpha1.PodSet, status podsetv1alpha1.PodSetStatus) error {
+// the PodSet already shows. A change that only moves counts or messages is
+// written at most once per StatusInterval, so a scale-up of a thousand pods
+// does not cost a thousand status writes; it returns how long to wait before
+// the deferred write. A change of a condition's status or of the observed
+// generation is written at once: that is what kubectl wait, Argo CD and Flux
+// act on.
+func (r *PodSetReconciler) applyStatus(ctx context.Context, ps *podsetv1alpha1.PodSet, status podsetv1alpha1.PodSetStatus) (time.Duration, error) {
 	if equality.Semantic.DeepEqual(status, ps.Status) {
-		return nil
+		return 0, nil
+	}
+	key := keyOf(ps)
+	if !significantChange(ps.Status, status) {
+		if wait := r.statusWrites.wait(key, r.Clock.Now()); wait > 0 {
+			return wait, nil
+		}
 	}
 	ac := &podsetac.PodSetStatusApplyConfiguration{}
 	if err := convert(status, ac); err != nil {
-		return fmt.Errorf("converting the status of PodSet %s: %w", ps.Name, err)
+		return 0, fmt.Errorf("converting the status of PodSet %s: %w", ps.Name, err)
 	}
 	if err := r.Client.Status().Apply(ctx, podsetac.PodSet(ps.Name, ps.Namespace).WithStatus(ac),
 		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying the status of PodSet %s: %w", ps.Name, err)
+		return 0, fmt.Errorf("applying the status of PodSet %s: %w", ps.Name, err)
 	}
-	return nil
+	r.statusWrites.wrote(key, r.Clock.Now())
+	return 0, nil
 }
 
 // stallError makes a stall an error, so the controller retries with

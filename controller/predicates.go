@@ -37,8 +37,11 @@ func podOutcomeChanged(old, cur *corev1.Pod) bool {
 		!slices.EqualFunc(old.OwnerReferences, cur.OwnerReferences, func(a, b metav1.OwnerReference) bool {
 			return a.UID == b.UID && ptrEqual(a.Controller, b.Controller) && ptrEqual(a.BlockOwnerDeletion, b.BlockOwnerDeletion)
 		}) ||
-		!slices.EqualFunc(old.Spec.Containers, cur.Spec.Containers, func(a, b corev1.Container) bool { return a.Image == b.Image })
+		!slices.EqualFunc(old.Spec.Containers, cur.Spec.Containers, sameImage) ||
+		!slices.EqualFunc(old.Spec.InitContainers, cur.Spec.InitContainers, sameImage)
 }
+
+func sameImage(a, b corev1.Container) bool { return a.Image == b.Image }
 
 func ptrEqual[T comparable](a, b *T) bool {
 	return a == nil && b == nil || a != nil && b != nil && *a == *b

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
@@ -110,4 +113,51 @@ func conflictStall(names []string) *stall {
 		message: fmt.Sprintf("pods %s exist and are not controlled by this PodSet; it leaves them alone: delete or rename them",
 			strings.Join(names, ", ")),
 	}
+}
+
+// StatusInterval is the least time between two status writes of a PodSet
+// that only move counts or messages.
+const StatusInterval = time.Second
+
+// significantChange reports whether a new status changes what clients wait
+// on: the observed generation or the status of a condition.
+func significantChange(old, cur podsetv1alpha1.PodSetStatus) bool {
+	if old.ObservedGeneration != cur.ObservedGeneration || len(old.Conditions) != len(cur.Conditions) {
+		return true
+	}
+	for _, c := range cur.Conditions {
+		if o := meta.FindStatusCondition(old.Conditions, c.Type); o == nil || o.Status != c.Status {
+			return true
+		}
+	}
+	return false
+}
+
+// writeTimes remembers when each PodSet's status was last written.
+type writeTimes struct {
+	mu   sync.Mutex
+	last map[types.NamespacedName]time.Time
+}
+
+// wait is how long until the PodSet's status may be written again.
+func (w *writeTimes) wait(key types.NamespacedName, now time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last, ok := w.last[key]
+	if !ok {
+		return 0
+	}
+	return max(0, StatusInterval-now.Sub(last))
+}
+
+func (w *writeTimes) wrote(key types.NamespacedName, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.last[key] = now
+}
+
+func (w *writeTimes) forget(key types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.last, key)
 }

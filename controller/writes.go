@@ -84,8 +84,7 @@ func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.Po
 		existing.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
 		switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ps.Namespace, Name: name}, existing); {
 		case err == nil && metav1.IsControlledBy(existing, ps) && existing.Labels[podsetv1alpha1.NameLabel] == ps.Name:
-			// The cache is behind: the pod is there. Wait for the cache.
-			r.expectations.expectCreated(keyOf(ps), name, existing.UID)
+			// The cache is behind: the pod is there. Its event is on its way.
 			return nil
 		case err == nil && metav1.IsControlledBy(existing, ps):
 			// Ours, but someone removed the label the cache selects on, so
@@ -123,9 +122,6 @@ func (r *PodSetReconciler) applyPod(ctx context.Context, ps *podsetv1alpha1.PodS
 	}
 	if err := r.Client.Apply(ctx, pod, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("applying pod %s: %w", *pod.Name, err)
-	}
-	if pod.UID != nil {
-		r.expectations.expectCreated(keyOf(ps), *pod.Name, *pod.UID)
 	}
 	return nil
 }

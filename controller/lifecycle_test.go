@@ -1,0 +1,181 @@
+package controller_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/controller"
+)
+
+func TestCreateScaleAndScaleToZero(t *testing.T) {
+	ns := newNamespace(t, nil)
+	ps := makePodSet(ns, "web").replicas(3).create(t)
+
+	got := waitForPods(t, ns, "web-0", "web-1", "web-2")
+	pod := got["web-1"]
+	wantLabels := map[string]string{
+		"app":                       "web",
+		podsetv1alpha1.NameLabel:    "web",
+		podsetv1alpha1.OrdinalLabel: "1",
+	}
+	for k, v := range wantLabels {
+		if pod.Labels[k] != v {
+			t.Errorf("pod web-1 label %s = %q, want %q", k, pod.Labels[k], v)
+		}
+	}
+	if pod.Labels[podsetv1alpha1.TemplateHashLabel] == "" {
+		t.Errorf("pod web-1 has no %s label", podsetv1alpha1.TemplateHashLabel)
+	}
+	wantOwner := []metav1.OwnerReference{{
+		APIVersion: "podset.dev/v1alpha1", Kind: "PodSet", Name: "web", UID: ps.UID,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}}
+	if diff := cmp.Diff(wantOwner, pod.OwnerReferences); diff != "" {
+		t.Errorf("owner references (-want +got):\n%s", diff)
+	}
+
+	// Pods become ready: status follows (the tutorial's filter dropped these
+	// events and left readyReplicas stale).
+	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
+		if got.Status.Replicas != 3 || got.Status.ReadyReplicas != 0 {
+			return fmt.Errorf("status %+v, want 3 pods, 0 ready", got.Status)
+		}
+		return nil
+	})
+	markReady(t, got["web-0"])
+	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
+		if got.Status.ReadyReplicas != 1 {
+			return fmt.Errorf("readyReplicas = %d, want 1", got.Status.ReadyReplicas)
+		}
+		return nil
+	})
+	markAllReady(t, ns)
+	got2 := waitForStatus(t, ps, readyStatus(3))
+	if diff := cmp.Diff([]string{"web-0", "web-1", "web-2"}, got2.Status.PodNames); diff != "" {
+		t.Errorf("podNames (-want +got):\n%s", diff)
+	}
+	if got2.Status.Selector != "podset.dev/name=web" {
+		t.Errorf("selector = %q", got2.Status.Selector)
+	}
+
+	scale(t, ps, 5)
+	waitForPods(t, ns, "web-0", "web-1", "web-2", "web-3", "web-4")
+
+	scale(t, ps, 2)
+	waitForPods(t, ns, "web-0", "web-1")
+	waitForStatus(t, ps, readyStatus(2))
+
+	scale(t, ps, 0)
+	waitForPods(t, ns)
+	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
+		if got.Status.Replicas != 0 || len(got.Status.PodNames) != 0 ||
+			condition(got, podsetv1alpha1.ReadyCondition).Status != metav1.ConditionTrue {
+			return fmt.Errorf("status %+v, want no pods and Ready=True", got.Status)
+		}
+		return nil
+	})
+}
+
+// scale sets spec.replicas through the scale subresource, as kubectl scale
+// and the HorizontalPodAutoscaler do.
+func scale(t *testing.T, ps *podsetv1alpha1.PodSet, replicas int32) {
+	t.Helper()
+	patch := client.RawPatch("application/merge-patch+json", fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas))
+	target := &podsetv1alpha1.PodSet{ObjectMeta: metav1.ObjectMeta{Name: ps.Name, Namespace: ps.Namespace}}
+	if err := env.Client.SubResource("scale").Patch(t.Context(), target, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDeletedPodIsRecreatedUnderItsName(t *testing.T) {
+	ns := newNamespace(t, nil)
+	makePodSet(ns, "web").replicas(2).create(t)
+	before := waitForPods(t, ns, "web-0", "web-1")
+
+	forceDelete(t, before["web-1"])
+	eventually(t, "web-1 recreated", func() error {
+		p, ok := pods(t, ns)["web-1"]
+		if !ok || p.UID == before["web-1"].UID {
+			return fmt.Errorf("web-1 not recreated yet")
+		}
+		return nil
+	})
+	if got := pods(t, ns)["web-0"].UID; got != before["web-0"].UID {
+		t.Errorf("web-0 was replaced too")
+	}
+}
+
+func TestFinishedPodsAreReplaced(t *testing.T) {
+	for _, phase := range []corev1.PodPhase{corev1.PodFailed, corev1.PodSucceeded} {
+		t.Run(string(phase), func(t *testing.T) {
+			ns := newNamespace(t, nil)
+			makePodSet(ns, "job").replicas(2).create(t)
+			before := waitForPods(t, ns, "job-0", "job-1")
+
+			setPodStatus(t, before["job-0"], phase, corev1.ConditionFalse)
+			eventually(t, "job-0 replaced", func() error {
+				p, ok := pods(t, ns)["job-0"]
+				if !ok || p.UID == before["job-0"].UID || p.Status.Phase != "" && p.Status.Phase != corev1.PodPending {
+					return fmt.Errorf("job-0 not replaced by a fresh pod yet")
+				}
+				return nil
+			})
+			if got := pods(t, ns)["job-1"].UID; got != before["job-1"].UID {
+				t.Errorf("job-1 was replaced too")
+			}
+		})
+	}
+}
+
+func TestTerminatingPodIsWaitedOut(t *testing.T) {
+	ns := newNamespace(t, nil)
+	ps := makePodSet(ns, "web").replicas(1).create(t)
+	old := waitForPods(t, ns, "web-0")["web-0"]
+
+	// Scheduled pods terminate gracefully; no kubelet here confirms it, so
+	// the pod stays terminating until the test removes it.
+	bind(t, old)
+	if err := env.Client.Delete(t.Context(), &old); err != nil {
+		t.Fatal(err)
+	}
+	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
+		if got.Status.Replicas != 1 || len(got.Status.PodNames) != 0 {
+			return fmt.Errorf("status %+v, want one terminating pod and no live one", got.Status)
+		}
+		return nil
+	})
+	// Still the same single pod: nothing was created beside it.
+	all := pods(t, ns)
+	if len(all) != 1 || all["web-0"].UID != old.UID || all["web-0"].DeletionTimestamp == nil {
+		t.Fatalf("pods while web-0 terminates: %v", liveNames(all))
+	}
+
+	forceDelete(t, all["web-0"])
+	eventually(t, "web-0 recreated", func() error {
+		p, ok := pods(t, ns)["web-0"]
+		if !ok || p.UID == old.UID {
+			return fmt.Errorf("not recreated yet")
+		}
+		return nil
+	})
+}
+
+func TestFieldManagerOwnsTheOperatorsFields(t *testing.T) {
+	ns := newNamespace(t, nil)
+	makePodSet(ns, "web").create(t)
+	pod := waitForPods(t, ns, "web-0")["web-0"]
+	var managers []string
+	for _, mf := range pod.ManagedFields {
+		managers = append(managers, fmt.Sprintf("%s/%s", mf.Manager, mf.Operation))
+	}
+	if diff := cmp.Diff([]string{controller.FieldManager + "/Apply"}, managers); diff != "" {
+		t.Errorf("managers of a new pod (-want +got):\n%s", diff)
+	}
+}

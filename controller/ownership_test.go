@@ -1,0 +1,176 @@
+package controller_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// foreignPod is a pod nobody's PodSet controls.
+func foreignPod(ns, name string, labels map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "other", Image: "nginx:1.27"}}},
+	}
+}
+
+func TestDriftInOperatorOwnedFieldsIsRestored(t *testing.T) {
+	cases := map[string]func(*corev1.Pod){
+		"template label removed":        func(p *corev1.Pod) { delete(p.Labels, "app") },
+		"ordinal label changed":         func(p *corev1.Pod) { p.Labels[podsetv1alpha1.OrdinalLabel] = "7" },
+		"name label removed":            func(p *corev1.Pod) { delete(p.Labels, podsetv1alpha1.NameLabel) },
+		"blockOwnerDeletion turned off": func(p *corev1.Pod) { p.OwnerReferences[0].BlockOwnerDeletion = ptr.To(false) },
+		"image changed":                 func(p *corev1.Pod) { p.Spec.Containers[0].Image = "busybox:1.35" },
+	}
+	for name, drift := range cases {
+		t.Run(name, func(t *testing.T) {
+			ns := newNamespace(t, nil)
+			makePodSet(ns, "web").create(t)
+			pod := waitForPods(t, ns, "web-0")["web-0"]
+			want := pod.DeepCopy()
+
+			drift(&pod)
+			if err := env.Client.Update(t.Context(), &pod); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "drift restored", func() error {
+				got := pods(t, ns)["web-0"]
+				if got.UID != want.UID {
+					return fmt.Errorf("the pod was replaced, not repaired")
+				}
+				if !equalStrings(got.Labels, want.Labels) || image(got) != image(*want) ||
+					!ptr.Equal(got.OwnerReferences[0].BlockOwnerDeletion, ptr.To(true)) {
+					return fmt.Errorf("labels %v, image %s, owner %+v", got.Labels, image(got), got.OwnerReferences)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+func equalStrings(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestForeignPodHoldingANameIsNeverTouched(t *testing.T) {
+	ns := newNamespace(t, nil)
+	foreign := foreignPod(ns, "web-1", nil)
+	if err := env.Client.Create(t.Context(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	ps := makePodSet(ns, "web").replicas(2).create(t)
+
+	waitForPods(t, ns, "web-0", "web-1")
+	got := waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
+		if c := condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionTrue || c.Reason != podsetv1alpha1.PodConflictReason {
+			return fmt.Errorf("Stalled = %+v, want True/PodConflict", c)
+		}
+		return nil
+	})
+	if msg := condition(got, podsetv1alpha1.StalledCondition).Message; !strings.Contains(msg, "web-1") {
+		t.Errorf("Stalled message %q does not name web-1", msg)
+	}
+	if got.Status.Replicas != 1 || !slices.Equal(got.Status.PodNames, []string{"web-0"}) {
+		t.Errorf("status counts the foreign pod: %+v", got.Status)
+	}
+	eventually(t, "a Warning event", func() error {
+		for _, e := range warningEvents(t, ps) {
+			if strings.HasPrefix(e, podsetv1alpha1.PodConflictReason+":") && strings.Contains(e, "web-1") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no PodConflict warning among %v", warningEvents(t, ps))
+	})
+	after := pods(t, ns)["web-1"]
+	if after.ResourceVersion != foreign.ResourceVersion {
+		t.Errorf("the foreign pod web-1 was modified: labels %v, owners %v", after.Labels, after.OwnerReferences)
+	}
+
+	// Once its owner removes it, the PodSet takes the name.
+	forceDelete(t, after)
+	eventually(t, "web-1 created by the PodSet", func() error {
+		p, ok := pods(t, ns)["web-1"]
+		if !ok || !metav1.IsControlledBy(&p, ps) {
+			return fmt.Errorf("web-1 not the PodSet's yet")
+		}
+		return nil
+	})
+	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
+		if c := condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionFalse {
+			return fmt.Errorf("still stalled: %+v", c)
+		}
+		return nil
+	})
+}
+
+func TestStrayPodWithTheLabelIsNeitherCountedNorPruned(t *testing.T) {
+	ns := newNamespace(t, nil)
+	stray := foreignPod(ns, "web-7", map[string]string{podsetv1alpha1.NameLabel: "web"})
+	if err := env.Client.Create(t.Context(), stray); err != nil {
+		t.Fatal(err)
+	}
+	ps := makePodSet(ns, "web").replicas(1).create(t)
+	waitForPods(t, ns, "web-0", "web-7")
+	markReady(t, pods(t, ns)["web-0"])
+	got := waitForStatus(t, ps, readyStatus(1))
+	if !slices.Equal(got.Status.PodNames, []string{"web-0"}) {
+		t.Errorf("podNames %v, want [web-0]", got.Status.PodNames)
+	}
+	if p := pods(t, ns)["web-7"]; p.ResourceVersion != stray.ResourceVersion {
+		t.Errorf("the stray pod was modified")
+	}
+	eventually(t, "a Warning event", func() error {
+		for _, e := range warningEvents(t, ps) {
+			if strings.Contains(e, "web-7") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no warning names web-7 among %v", warningEvents(t, ps))
+	})
+}
+
+func TestUnrelatedPodsNeverEnterTheCache(t *testing.T) {
+	ns := newNamespace(t, nil)
+	makePodSet(ns, "web").create(t)
+	unrelated := foreignPod(ns, "unrelated", map[string]string{"app": "web"})
+	if err := env.Client.Create(t.Context(), unrelated); err != nil {
+		t.Fatal(err)
+	}
+	waitForPods(t, ns, "unrelated", "web-0")
+
+	// The PodSet's pod is in the operator's cache; the unrelated pod never is.
+	eventually(t, "web-0 in the cache", func() error {
+		return operatorCache.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web-0"}, &corev1.Pod{})
+	})
+	err := operatorCache.Get(t.Context(), client.ObjectKeyFromObject(unrelated), &corev1.Pod{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("reading the unrelated pod from the operator's cache: %v, want NotFound", err)
+	}
+	list := &corev1.PodList{}
+	if err := operatorCache.List(t.Context(), list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Name != "web-0" {
+		t.Errorf("the cache holds %d pods in the namespace, want only web-0", len(list.Items))
+	}
+	if len(list.Items) == 1 && list.Items[0].ManagedFields != nil {
+		t.Errorf("the cache keeps managed fields; they are stripped to save memory")
+	}
+}

@@ -1,0 +1,125 @@
+package controller_test
+
+import (
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestWriteRequests measures what the operator sends for a scale-up from 0
+// to 100, a converged pass and a rollout of 100 pods, and asserts the pod
+// writes are exactly what the work needs.
+func TestWriteRequests(t *testing.T) {
+	const n = 100
+	ns := newNamespace(t, nil)
+	ps := makePodSet(ns, "web").replicas(n).maxUnavailable(10).create(t)
+
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("web-%d", i)
+	}
+	waitForPods(t, ns, names...)
+	markAllReady(t, ns)
+	waitForStatus(t, ps, readyStatus(n))
+	podWrites, statusWrites := requests.writes(ns, "pods", ""), requests.writes(ns, "podsets", "status")
+	t.Logf("0 -> %d: %d pod writes, %d status writes, %d uncached pod reads (name checks)",
+		n, podWrites, statusWrites, requests.count("GET", ns, "pods", ""))
+	if podWrites != n {
+		t.Errorf("0 -> %d sent %d pod writes, want exactly %d", n, podWrites, n)
+	}
+
+	// A converged pass: poke a pod with a label the operator does not own,
+	// which passes the watch predicate and runs a pass with nothing to do.
+	before := pods(t, ns)
+	psBefore := get(t, ps)
+	passes := reconciles(t)
+	poked := before["web-0"]
+	poked.Labels["test.podset.dev/poke"] = "1"
+	if err := env.Client.Update(t.Context(), &poked); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a pass", func() error {
+		if reconciles(t) <= passes {
+			return fmt.Errorf("no pass ran yet")
+		}
+		return nil
+	})
+	time.Sleep(200 * time.Millisecond) // let any write of that pass land
+	if d := requests.writes(ns, "pods", "") - podWrites; d != 0 {
+		t.Errorf("a converged pass sent %d pod writes, want 0", d)
+	}
+	if d := requests.writes(ns, "podsets", "status") - statusWrites; d != 0 {
+		t.Errorf("a converged pass sent %d status writes, want 0", d)
+	}
+	after := pods(t, ns)
+	for name, p := range after {
+		if name != "web-0" && p.ResourceVersion != before[name].ResourceVersion {
+			t.Errorf("pod %s changed in a converged pass", name)
+		}
+	}
+	if get(t, ps).ResourceVersion != psBefore.ResourceVersion {
+		t.Errorf("the PodSet changed in a converged pass")
+	}
+	t.Logf("converged pass: 0 pod writes, 0 status writes")
+
+	// A rollout of every pod, with the test as the kubelet.
+	podWrites, statusWrites = requests.writes(ns, "pods", ""), requests.writes(ns, "podsets", "status")
+	setImage(t, ps, "busybox:1.37")
+	eventually(t, "rollout", func() error {
+		current := pods(t, ns)
+		done := 0
+		for p := range maps.Values(current) {
+			if p.DeletionTimestamp != nil || image(p) != "busybox:1.37" {
+				continue
+			}
+			if !isReady(p) {
+				markReady(t, p)
+			}
+			done++
+		}
+		if done != n {
+			return fmt.Errorf("%d of %d pods rolled out", done, n)
+		}
+		return readyStatus(n)(get(t, ps))
+	})
+	podWrites, statusWrites = requests.writes(ns, "pods", "")-podWrites, requests.writes(ns, "podsets", "status")-statusWrites
+	t.Logf("rollout of %d: %d pod writes (deletes and creates), %d status writes", n, podWrites, statusWrites)
+	if podWrites != 2*n {
+		t.Errorf("a rollout of %d pods sent %d pod writes, want exactly %d (one delete and one create each)", n, podWrites, 2*n)
+	}
+}
+
+func isReady(p corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue && p.Status.Phase == corev1.PodRunning
+		}
+	}
+	return false
+}
+
+func TestStatusOnlyChangeRunsNoPass(t *testing.T) {
+	ns := newNamespace(t, nil)
+	ps := makePodSet(ns, "web").create(t)
+	waitForPods(t, ns, "web-0")
+	markAllReady(t, ns)
+	cur := waitForStatus(t, ps, readyStatus(1))
+
+	// Someone else writes status; the generation does not change, so the
+	// operator's PodSet watch drops the event and no pass corrects it.
+	statusWrites := requests.writes(ns, "podsets", "status")
+	cur.Status.ReadyReplicas = 99
+	if err := env.Client.Status().Update(t.Context(), cur); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if got := get(t, ps).Status.ReadyReplicas; got != 99 {
+		t.Errorf("readyReplicas = %d: a pass ran on a status-only change", got)
+	}
+	if d := requests.writes(ns, "podsets", "status") - statusWrites; d != 0 {
+		t.Errorf("%d status writes after a status-only change, want 0", d)
+	}
+}
