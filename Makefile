@@ -18,6 +18,7 @@ K8S_VERSION  := $(shell awk '$$1 == "require" && $$2 == "k8s.io/kubernetes" {pri
 ETCD_VERSION := $(shell awk '$$1 == "require" && $$2 == "go.etcd.io/etcd/server/v3" {print $$3}' hack/etcd/go.mod)
 KWOK_VERSION := v0.8.0
 CONTROLLER_TOOLS_VERSION := v0.23.0
+KUSTOMIZE_VERSION := v5.8.2# v5.8.3 needs Go 1.27
 
 # The control plane: kube-apiserver and etcd are what envtest needs
 # (KUBEBUILDER_ASSETS); the rest is for the local kwok cluster.
@@ -31,6 +32,8 @@ KWOK_DIR := $(BIN)/kwok-$(KWOK_VERSION)
 KWOK := $(KWOK_DIR)/kwok
 KWOKCTL := $(KWOK_DIR)/kwokctl
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)/controller-gen
+KUSTOMIZE := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)/kustomize
+IMG ?= ghcr.io/podset-dev/podset-operator:latest
 
 export KUBEBUILDER_ASSETS := $(CONTROLPLANE)
 
@@ -76,10 +79,42 @@ test: $(KUBE_APISERVER) $(ETCD) ## Run all tests (unit and envtest; builds the c
 	go test ./... $(TESTFLAGS)
 
 .PHONY: verify
-verify: generate manifests ## Fail when generated files are stale or Go code is unformatted.
+verify: generate manifests $(KUSTOMIZE) ## Fail when generated files are stale, Go code is unformatted or the install does not build.
+	$(KUSTOMIZE) build config/default >/dev/null
 	@test -z "$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))" || { gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }
 	@git diff --exit-code --stat -- . || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- apis applyconfig config)" || { git status --porcelain -- apis applyconfig config; echo "untracked generated files: commit them"; exit 1; }
+
+##@ Running
+
+# CLUSTER_KUBECONFIG: a kubeconfig to run against a real cluster. Empty (the
+# default): a local kwok cluster under bin/, started on demand.
+CLUSTER_KUBECONFIG ?=
+CLUSTER_ENV = CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) CLUSTER_KUBECONFIG=$(CLUSTER_KUBECONFIG)
+
+.PHONY: run
+run: build controlplane ## Run the operator with the sample PodSet on a local cluster (or CLUSTER_KUBECONFIG).
+	@$(CLUSTER_ENV) hack/run.sh
+
+.PHONY: cluster-up
+cluster-up: controlplane ## Start the local kwok cluster and print its kubeconfig path.
+	@$(CLUSTER_ENV) hack/local-cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## Stop and delete the local kwok cluster.
+	@$(CLUSTER_ENV) hack/local-cluster.sh down
+
+.PHONY: deploy
+deploy: $(KUSTOMIZE) $(KUBECTL) ## Install the operator (config/default) into the cluster of CLUSTER_KUBECONFIG.
+	@test -n "$(CLUSTER_KUBECONFIG)" || { echo "set CLUSTER_KUBECONFIG to the kubeconfig of the cluster to install into"; exit 1; }
+	@rm -rf $(BIN)/deploy && mkdir -p $(BIN)/deploy && cd $(BIN)/deploy && \
+	$(KUSTOMIZE) create --resources ../../config/default && \
+	$(KUSTOMIZE) edit set image ghcr.io/podset-dev/podset-operator=$(IMG) && \
+	$(KUSTOMIZE) build . | $(KUBECTL) --kubeconfig $(CLUSTER_KUBECONFIG) apply --server-side --field-manager=podset-install -f -
+
+.PHONY: docker-build
+docker-build: ## Build the operator image $(IMG) (needs a Docker engine).
+	docker build -t $(IMG) .
 
 ##@ Tools
 
@@ -101,6 +136,9 @@ $(ETCD):
 
 $(KWOK_DIR)/%:
 	GOBIN=$(KWOK_DIR) CGO_ENABLED=0 go install sigs.k8s.io/kwok/cmd/$*@$(KWOK_VERSION)
+
+$(KUSTOMIZE):
+	GOBIN=$(dir $@) CGO_ENABLED=0 go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
 
 $(CONTROLLER_GEN):
 	GOBIN=$(dir $@) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)

@@ -16,8 +16,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -31,7 +29,6 @@ import (
 
 // options are the command-line flags.
 type options struct {
-	kubeconfig              string
 	namespaces              string
 	leaderElect             bool
 	leaderElectionID        string
@@ -46,7 +43,8 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Empty: the in-cluster config, or $KUBECONFIG.")
+	// --kubeconfig is registered by controller-runtime: a kubeconfig path,
+	// else $KUBECONFIG, the in-cluster config, or ~/.kube/config.
 	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces to watch. Empty: all namespaces.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, so that only one of several replicas reconciles.")
 	flag.StringVar(&o.leaderElectionID, "leader-election-id", "podset-operator.podset.dev", "Name of the leader election Lease.")
@@ -73,9 +71,9 @@ func run(ctx context.Context, o options) error {
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger)
 
-	cfg, err := restConfig(o.kubeconfig)
+	cfg, err := ctrl.GetConfig()
 	if err != nil {
-		return err
+		return fmt.Errorf("loading the kubeconfig: %w", err)
 	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -121,20 +119,11 @@ func run(ctx context.Context, o options) error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("readyz", mgr.GetWebhookServer().StartedChecker()); err != nil {
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
 	ctrl.Log.Info("starting", "namespaces", namespaces, "leaderElection", o.leaderElect)
 	return mgr.Start(ctx)
-}
-
-// restConfig loads the kubeconfig flag if set, or else what controller-runtime
-// finds ($KUBECONFIG, in-cluster, ~/.kube/config).
-func restConfig(path string) (*rest.Config, error) {
-	if path == "" {
-		return ctrl.GetConfig()
-	}
-	return clientcmd.BuildConfigFromFlags("", path)
 }
 
 // newLogger builds a zap logger: JSON for log collectors in a cluster,

@@ -34,13 +34,17 @@ const podsByPodSet = "podset.dev/name"
 // DefaultWorkers is how many pod writes one pass sends at once by default.
 const DefaultWorkers = 32
 
-// PodSetReconciler keeps each PodSet's pods as its spec says.
+// The operator's permissions, and no more: it reads PodSets, applies their
+// status, owns pods with blockOwnerDeletion (which needs update on the
+// owner's finalizers), creates, applies and deletes pods, and records events.
 //
 // +kubebuilder:rbac:groups=podset.dev,resources=podsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=podset.dev,resources=podsets/status,verbs=patch
 // +kubebuilder:rbac:groups=podset.dev,resources=podsets/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// PodSetReconciler keeps each PodSet's pods as its spec says.
 type PodSetReconciler struct {
 	// Client reads from the manager's cache and writes to the API server.
 	Client client.Client

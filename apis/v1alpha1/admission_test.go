@@ -158,7 +158,9 @@ func TestAdmissionRefusals(t *testing.T) {
 			wantField: "spec.template.metadata.name",
 		},
 		"template using the operator's labels": {
-			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Labels = map[string]string{podsetv1alpha1.NameLabel: "other"} },
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.Template.Labels = map[string]string{podsetv1alpha1.NameLabel: "other"}
+			},
 			wantField: "spec.template.metadata.labels",
 		},
 		"maxUnavailable of zero": {

@@ -164,7 +164,11 @@ type PodSet struct {
 	// +required
 	Spec PodSetSpec `json:"spec"`
 
-	// status is the observed state, written by the operator only.
+	// status is the observed state, written by the operator only. It
+	// defaults to observedGeneration 0, so that before the operator's first
+	// pass kstatus (Flux, kubectl wait) sees a PodSet in progress, not
+	// current.
+	// +kubebuilder:default={observedGeneration: 0}
 	// +optional
 	Status PodSetStatus `json:"status,omitempty"`
 }

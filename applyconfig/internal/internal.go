@@ -41,6 +41,8 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: status
       type:
         namedType: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetStatus
+      default:
+        observedGeneration: 0
 - name: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetSpec
   map:
     fields:

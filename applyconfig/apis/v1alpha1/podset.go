@@ -21,7 +21,10 @@ type PodSetApplyConfiguration struct {
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
 	// spec is the desired state.
 	Spec *PodSetSpecApplyConfiguration `json:"spec,omitempty"`
-	// status is the observed state, written by the operator only.
+	// status is the observed state, written by the operator only. It
+	// defaults to observedGeneration 0, so that before the operator's first
+	// pass kstatus (Flux, kubectl wait) sees a PodSet in progress, not
+	// current.
 	Status *PodSetStatusApplyConfiguration `json:"status,omitempty"`
 }
 
