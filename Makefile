@@ -47,7 +47,7 @@ GO_BUILD_TOOL = CGO_ENABLED=0 go build -trimpath
 
 .PHONY: help
 help: ## Show the targets.
-	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2} /^##@/ {printf "\n%s\n", substr($$0, 5)}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*##/ {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2} /^##@/ {printf "\n%s\n", substr($$0, 5)}' $(MAKEFILE_LIST)
 
 ##@ Development
 
@@ -75,8 +75,15 @@ build: ## Build the operator binary into bin/.
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/podset-operator .
 
 .PHONY: test
-test: $(KUBE_APISERVER) $(ETCD) ## Run all tests (unit and envtest; builds the control plane first).
-	go test ./... $(TESTFLAGS)
+test: test-unit test-e2e ## Run all tests: unit and envtest suites, then end-to-end on a local kwok cluster.
+
+.PHONY: test-unit
+test-unit: $(KUBE_APISERVER) $(ETCD) ## Run the unit and envtest suites (they need only kube-apiserver and etcd).
+	go test ./... -count=1 $(TESTFLAGS)
+
+.PHONY: test-e2e
+test-e2e: controlplane $(KUSTOMIZE) ## Run the end-to-end suite on its own local kwok cluster.
+	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -tags e2e ./test/e2e/ -count=1 -v $(TESTFLAGS)
 
 .PHONY: verify
 verify: generate manifests $(KUSTOMIZE) ## Fail when generated files are stale, Go code is unformatted or the install does not build.
