@@ -7,7 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +39,8 @@ type Env struct {
 	Scheme *runtime.Scheme
 
 	env *envtest.Environment
+	// restarted is the kube-apiserver started by RestartAPIServer, if any.
+	restarted *exec.Cmd
 }
 
 // Start starts kube-apiserver and etcd, installs config/crd and
@@ -73,8 +79,52 @@ func Start() (*Env, error) {
 	return e, nil
 }
 
+// RestartAPIServer crashes kube-apiserver (SIGKILL: no graceful shutdown,
+// connections just drop), waits, and starts it again with the same command
+// line: the same address, certificates and etcd, as after a crash or an
+// upgrade of the control plane. It returns once the new one answers.
+func (e *Env) RestartAPIServer(down time.Duration) error {
+	port := "--secure-port=" + e.env.ControlPlane.GetAPIServer().SecureServing.Port
+	pid, args, err := findProcess("kube-apiserver", port)
+	if err != nil {
+		return err
+	}
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		return err
+	}
+	if err := proc.Kill(); err != nil {
+		return fmt.Errorf("killing kube-apiserver: %w", err)
+	}
+	if e.restarted != nil {
+		_ = e.restarted.Wait()
+	}
+	time.Sleep(down)
+	cmd := exec.Command(args[0], args[1:]...)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting kube-apiserver again: %w", err)
+	}
+	e.restarted = cmd
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		if err := e.Client.List(ctx, &corev1.NamespaceList{}, client.Limit(1)); err == nil {
+			return nil
+		} else if ctx.Err() != nil {
+			return fmt.Errorf("kube-apiserver did not come back: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // Stop stops the API server and etcd.
-func (e *Env) Stop() error { return e.env.Stop() }
+func (e *Env) Stop() error {
+	if e.restarted != nil {
+		_ = e.restarted.Process.Kill()
+		_ = e.restarted.Wait()
+	}
+	return e.env.Stop()
+}
 
 // installPolicies applies every manifest in dir and waits until the API
 // server enforces the hardening policy: a policy is enforced only once the
@@ -156,4 +206,28 @@ func RepoRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// findProcess finds a running command whose arguments include arg, and
+// returns its PID and command line.
+func findProcess(command, arg string) (int, []string, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
+		if filepath.Base(args[0]) == command && slices.Contains(args, arg) {
+			return pid, args, nil
+		}
+	}
+	return 0, nil, fmt.Errorf("no %s process with %s", command, arg)
 }

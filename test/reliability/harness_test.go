@@ -1,0 +1,454 @@
+package reliability_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/controller"
+	"github.com/podset-dev/podset-operator/test/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	var err error
+	if env, err = testenv.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+// operatorOptions configure one operator instance of a test.
+type operatorOptions struct {
+	// transport wraps the operator's HTTP transport (fault injection).
+	transport func(http.RoundTripper) http.RoundTripper
+	// leaderElection turns on leader election with short timings.
+	leaderElection bool
+	// identity names the instance in leader election.
+	identity string
+}
+
+// operator is a running operator instance, watching one namespace.
+type operator struct {
+	cancel context.CancelFunc
+	done   chan error
+	// writes counts the instance's pod and PodSet write requests.
+	writes atomic.Int64
+	// logWrites prints each write, to name the culprit of a quiet period.
+	logWrites atomic.Bool
+}
+
+// startOperator runs an operator for the namespace, assembled as main.go
+// does, and stops it when the test ends.
+func startOperator(t *testing.T, ns string, o operatorOptions) *operator {
+	t.Helper()
+	op := &operator{done: make(chan error, 1)}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = -1, -1
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		if o.transport != nil {
+			rt = o.transport(rt)
+		}
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			// Pod and PodSet writes; lease renewals and events do not count.
+			segments := strings.Split(req.URL.Path, "/")
+			if req.Method != http.MethodGet && (slices.Contains(segments, "pods") || slices.Contains(segments, "podsets")) {
+				op.writes.Add(1)
+				if op.logWrites.Load() {
+					fmt.Fprintf(os.Stderr, "quiet-period write: %s %s\n", req.Method, req.URL.Path)
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+	opts := manager.Options{
+		Scheme:                 env.Scheme,
+		Cache:                  controller.CacheOptions([]string{ns}),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	if o.leaderElection {
+		opts.LeaderElection = true
+		opts.LeaderElectionID = "podset-operator.podset.dev"
+		opts.LeaderElectionNamespace = ns
+		opts.LeaseDuration = ptr.To(2 * time.Second)
+		opts.RenewDeadline = ptr.To(1500 * time.Millisecond)
+		opts.RetryPeriod = ptr.To(200 * time.Millisecond)
+		cfg.UserAgent = o.identity
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	op.cancel = cancel
+	r := &controller.PodSetReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder(controller.FieldManager),
+	}
+	if err := r.SetupWithManager(ctx, mgr, controller.ControllerOptions(4)); err != nil {
+		t.Fatal(err)
+	}
+	go func() { op.done <- mgr.Start(ctx) }()
+	t.Cleanup(op.stop)
+	return op
+}
+
+// stop stops the instance and waits for it, as a crash would: without
+// releasing its lease.
+func (op *operator) stop() {
+	op.cancel()
+	<-op.done
+	op.done <- nil // later stops return at once
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// newNamespace creates a namespace for one test.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "rel-"}}
+	if err := env.Client.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// newPodSet creates a PodSet with a plain template.
+func newPodSet(t *testing.T, ns, name string, replicas int32) *podsetv1alpha1.PodSet {
+	t.Helper()
+	ps := &podsetv1alpha1.PodSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: podsetv1alpha1.PodSetSpec{
+			Replicas: &replicas,
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+				Spec: corev1.PodSpec{
+					SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](65532)},
+					Containers:      []corev1.Container{{Name: "app", Image: "busybox:1.36"}},
+				},
+			},
+		},
+	}
+	if err := env.Client.Create(t.Context(), ps); err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// update changes a PodSet's spec, retrying on conflicts.
+func update(t *testing.T, key types.NamespacedName, mutate func(*podsetv1alpha1.PodSet)) {
+	t.Helper()
+	eventually(t, "update "+key.Name, func() error {
+		ps := &podsetv1alpha1.PodSet{}
+		if err := env.Client.Get(t.Context(), key, ps); err != nil {
+			return err
+		}
+		mutate(ps)
+		return env.Client.Update(t.Context(), ps)
+	})
+}
+
+// eventually polls cond until it returns nil, or fails after two minutes.
+func eventually(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// kubelet plays the kubelet for a namespace: it marks every new pod Running
+// and Ready, until the test ends.
+func kubelet(t *testing.T, ns string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			list := &corev1.PodList{}
+			if err := env.Client.List(ctx, list, client.InNamespace(ns)); err == nil {
+				for i := range list.Items {
+					p := &list.Items[i]
+					if p.DeletionTimestamp != nil || ready(p) || p.Status.Phase == corev1.PodFailed {
+						continue
+					}
+					p.Status.Phase = corev1.PodRunning
+					p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+					_ = env.Client.Status().Update(ctx, p)
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+func ready(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue && p.Status.Phase == corev1.PodRunning
+		}
+	}
+	return false
+}
+
+// foreignPods records pods that no PodSet controls, to prove they are never
+// modified or deleted.
+type foreignPods map[string]string // name -> resourceVersion
+
+// createForeign creates a pod no PodSet controls.
+func (f foreignPods) create(t *testing.T, ns, name string, labels map[string]string) {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "other", Image: "nginx:1.27"}}},
+	}
+	if err := env.Client.Create(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	f[name] = pod.ResourceVersion
+}
+
+// converged waits until every PodSet in the namespace is Ready at its
+// current generation and its pods are exactly the desired ones.
+func converged(t *testing.T, ns string) {
+	t.Helper()
+	eventually(t, "convergence", func() error {
+		list := &podsetv1alpha1.PodSetList{}
+		if err := env.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, ps := range list.Items {
+			c := condition(&ps, podsetv1alpha1.ReadyCondition)
+			if ps.Status.ObservedGeneration != ps.Generation || c.Status != metav1.ConditionTrue || c.ObservedGeneration != ps.Generation {
+				return fmt.Errorf("%s: not Ready at generation %d: %+v", ps.Name, ps.Generation, ps.Status)
+			}
+		}
+		return nil
+	})
+}
+
+func condition(ps *podsetv1alpha1.PodSet, typ string) metav1.Condition {
+	for _, c := range ps.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}
+
+// checkInvariants checks, once the namespace is quiet, what must always
+// hold: no two live pods for one ordinal, every labelled pod controlled by
+// its PodSet (foreign ones aside), foreign pods untouched, status equal to
+// what the pods show, and no write during a quiet second (no hot loop).
+func checkInvariants(t *testing.T, ns string, foreign foreignPods, ops ...*operator) (violations int) {
+	t.Helper()
+	violate := func(format string, args ...any) {
+		t.Helper()
+		violations++
+		t.Errorf(format, args...)
+	}
+	converged(t, ns)
+	var before int64
+	for _, op := range ops {
+		before += op.writes.Load()
+		op.logWrites.Store(true)
+	}
+	time.Sleep(time.Second)
+	var after int64
+	for _, op := range ops {
+		after += op.writes.Load()
+		op.logWrites.Store(false)
+	}
+	if after != before {
+		violate("invariant: %d writes in a quiet second, want 0 (hot loop?)", after-before)
+	}
+
+	podSets := &podsetv1alpha1.PodSetList{}
+	if err := env.Client.List(t.Context(), podSets, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	pods := &corev1.PodList{}
+	if err := env.Client.List(t.Context(), pods, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*podsetv1alpha1.PodSet{}
+	for i := range podSets.Items {
+		byName[podSets.Items[i].Name] = &podSets.Items[i]
+	}
+	seen := map[string]bool{}
+	live := map[string][]string{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		seen[p.Name] = true
+		if rv, ok := foreign[p.Name]; ok {
+			if p.ResourceVersion != rv {
+				violate("invariant: foreign pod %s was modified", p.Name)
+			}
+			continue
+		}
+		owner := byName[p.Labels[podsetv1alpha1.NameLabel]]
+		if owner == nil || !metav1.IsControlledBy(p, owner) {
+			violate("invariant: pod %s is not controlled by its PodSet %q", p.Name, p.Labels[podsetv1alpha1.NameLabel])
+			continue
+		}
+		if p.DeletionTimestamp == nil {
+			key := owner.Name + "/" + p.Labels[podsetv1alpha1.OrdinalLabel]
+			live[key] = append(live[key], p.Name)
+		}
+	}
+	for name := range foreign {
+		if !seen[name] {
+			violate("invariant: foreign pod %s was deleted", name)
+		}
+	}
+	for key, names := range live {
+		if len(names) > 1 {
+			violate("invariant: ordinal %s has %d live pods: %v", key, len(names), names)
+		}
+	}
+	for _, ps := range byName {
+		want := wantStatus(ps, pods.Items)
+		got := fmt.Sprintf("replicas=%d ready=%d updated=%d pods=%v", ps.Status.Replicas, ps.Status.ReadyReplicas, ps.Status.UpdatedReplicas, ps.Status.PodNames)
+		if got != want {
+			violate("invariant: %s status %s, pods show %s", ps.Name, got, want)
+		}
+		if int(*ps.Spec.Replicas) != len(ps.Status.PodNames) {
+			violate("invariant: %s wants %d pods, has %v", ps.Name, *ps.Spec.Replicas, ps.Status.PodNames)
+		}
+	}
+	return violations
+}
+
+// wantStatus is the status the pods show, computed independently of the
+// operator's code.
+func wantStatus(ps *podsetv1alpha1.PodSet, pods []corev1.Pod) string {
+	var replicas, readyN, updated int
+	type named struct {
+		ordinal int
+		name    string
+	}
+	var names []named
+	hash := ""
+	for i := range pods {
+		p := &pods[i]
+		if !metav1.IsControlledBy(p, ps) {
+			continue
+		}
+		replicas++
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if ready(p) {
+			readyN++
+		}
+		n, _ := strconv.Atoi(p.Labels[podsetv1alpha1.OrdinalLabel])
+		names = append(names, named{n, p.Name})
+		// Every live pod of a converged PodSet carries the current hash.
+		hash = p.Labels[podsetv1alpha1.TemplateHashLabel]
+	}
+	for i := range pods {
+		if metav1.IsControlledBy(&pods[i], ps) && pods[i].DeletionTimestamp == nil && pods[i].Labels[podsetv1alpha1.TemplateHashLabel] == hash {
+			updated++
+		}
+	}
+	slices.SortFunc(names, func(a, b named) int { return a.ordinal - b.ordinal })
+	var podNames []string
+	for _, n := range names {
+		podNames = append(podNames, n.name)
+	}
+	return fmt.Sprintf("replicas=%d ready=%d updated=%d pods=%v", replicas, readyN, updated, podNames)
+}
+
+// faultyTransport fails a share of requests with 429, 500 or a timeout,
+// drawn from a seeded source so a failing run can be replayed.
+type faultyTransport struct {
+	mu       sync.Mutex
+	rng      *rand.Rand
+	rate     float64
+	injected atomic.Int64
+	on       atomic.Bool
+}
+
+func (f *faultyTransport) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if req.URL.Query().Get("watch") == "true" || !f.on.Load() {
+			return rt.RoundTrip(req)
+		}
+		f.mu.Lock()
+		roll, kind := f.rng.Float64(), f.rng.IntN(3)
+		f.mu.Unlock()
+		if roll >= f.rate {
+			return rt.RoundTrip(req)
+		}
+		f.injected.Add(1)
+		switch kind {
+		case 0:
+			return statusResponse(req, http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests), nil
+		case 1:
+			return statusResponse(req, http.StatusInternalServerError, metav1.StatusReasonInternalError), nil
+		default:
+			// The request reached the server, but its answer was lost.
+			if _, err := rt.RoundTrip(req); err != nil {
+				return nil, err
+			}
+			return nil, errors.New("injected: timeout awaiting response headers")
+		}
+	})
+}
+
+func statusResponse(req *http.Request, code int, reason metav1.StatusReason) *http.Response {
+	body := fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected","reason":%q,"code":%d,"details":{"retryAfterSeconds":0}}`, reason, code)
+	return &http.Response{
+		StatusCode: code,
+		Header:     http.Header{"Content-Type": []string{"application/json"}},
+		Body:          io.NopCloser(strings.NewReader(body)),
+		Request:       req,
+		ContentLength: int64(len(body)),
+	}
+}
+
+// isGone reports whether an object no longer exists.
+func isGone(err error) bool { return apierrors.IsNotFound(err) }
