@@ -442,8 +442,8 @@ func (f *faultyTransport) wrap(rt http.RoundTripper) http.RoundTripper {
 func statusResponse(req *http.Request, code int, reason metav1.StatusReason) *http.Response {
 	body := fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected","reason":%q,"code":%d,"details":{"retryAfterSeconds":0}}`, reason, code)
 	return &http.Response{
-		StatusCode: code,
-		Header:     http.Header{"Content-Type": []string{"application/json"}},
+		StatusCode:    code,
+		Header:        http.Header{"Content-Type": []string{"application/json"}},
 		Body:          io.NopCloser(strings.NewReader(body)),
 		Request:       req,
 		ContentLength: int64(len(body)),
