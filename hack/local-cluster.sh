@@ -71,7 +71,7 @@ case "${1:-}" in
 up) up ;;
 down)
 	if exists; then "${kwokctl[@]}" delete cluster >&2; fi
-	rm -f "$kubeconfig"
+	rm -f "$kubeconfig" "$KWOK_WORKDIR/$name.yaml"
 	;;
 kubeconfig) echo "$kubeconfig" ;;
 *)

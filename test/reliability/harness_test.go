@@ -225,6 +225,34 @@ func kubelet(t *testing.T, ns string) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 }
 
+// garbageCollector plays kube-controller-manager's garbage collector, which
+// envtest lacks: until the test ends it deletes pods whose controller is a
+// PodSet that no longer exists (by UID).
+func garbageCollector(t *testing.T, ns string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			podSets := &podsetv1alpha1.PodSetList{}
+			pods := &corev1.PodList{}
+			if env.Client.List(ctx, podSets, client.InNamespace(ns)) == nil && env.Client.List(ctx, pods, client.InNamespace(ns)) == nil {
+				live := map[types.UID]bool{}
+				for _, ps := range podSets.Items {
+					live[ps.UID] = true
+				}
+				for i := range pods.Items {
+					if ref := metav1.GetControllerOf(&pods.Items[i]); ref != nil && ref.Kind == "PodSet" && !live[ref.UID] {
+						_ = env.Client.Delete(ctx, &pods.Items[i])
+					}
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
 func ready(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {

@@ -1,0 +1,34 @@
+//go:build e2e
+
+// Package e2e is the end-to-end suite: it installs the operator the way a
+// user does and runs the operator's binary against a real cluster with no
+// more permissions than the shipped RBAC grants.
+//
+// The cluster is a local kwok cluster (hack/local-cluster.sh): real
+// kube-apiserver (with PodSecurity admission), etcd, kube-controller-manager
+// (garbage collector, Deployment controller) and kube-scheduler, and fake
+// nodes on which pods of any image are scheduled and become Running and
+// Ready without pulling an image.
+//
+// Every file carries the build constraint e2e, so `go test ./...` skips the
+// suite. Run it from the repository root with the binaries that
+// `make controlplane` and the kustomize target build:
+//
+//	CONTROLPLANE=$PWD/bin/controlplane/k8s-v1.37.1_etcd-v3.7.3 \
+//	KWOK_DIR=$PWD/bin/kwok-v0.8.0 \
+//	KUSTOMIZE=$PWD/bin/kustomize-v5.8.2/kustomize \
+//	go test -tags e2e ./test/e2e/ -count=1 -v
+//
+// TestMain builds the operator with the Dockerfile's build command and
+// checks that the result is a static binary, deletes any cluster left over
+// by an interrupted run, starts the cluster "podset-e2e" with two nodes, runs
+// the tests and deletes the cluster again, whatever the outcome. It never
+// touches the cluster "podset" that `make run` uses.
+//
+// TestInstallWithKustomize applies `kustomize build config/default` with
+// `kubectl apply --server-side`; TestOperatorUnderItsShippedRBAC then scales
+// the installed Deployment to zero (in kwok its pod runs no code) and runs
+// the freshly built binary as a subprocess that impersonates the shipped
+// service account, so every request it makes is authorized by config/rbac
+// alone.
+package e2e

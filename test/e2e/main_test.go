@@ -1,0 +1,221 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
+)
+
+// clusterName is the kwok cluster of this suite; `make run` uses "podset",
+// which the suite leaves alone.
+const clusterName = "podset-e2e"
+
+// suite is what TestMain sets up for every test.
+var suite struct {
+	// root is the repository root.
+	root string
+	// kubectl and kustomize are the paths of those binaries.
+	kubectl, kustomize string
+	// operator is the operator binary built for this run.
+	operator string
+	// kubeconfig is the cluster's admin kubeconfig.
+	kubeconfig string
+	// client is a cluster-admin client that reads straight from the API
+	// server, with the core and PodSet types registered.
+	client client.Client
+}
+
+// TestMain builds the operator, starts the cluster, runs the tests and
+// deletes the cluster, also when the tests fail.
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+// run is TestMain's body, so that deferred cleanups run before os.Exit.
+func run(m *testing.M) int {
+	env, err := readEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 2
+	}
+	if suite.root, err = testenv.RepoRoot(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	suite.kubectl = filepath.Join(env.controlPlane, "kubectl")
+	suite.kustomize = env.kustomize
+
+	tmp, err := os.MkdirTemp("", "podset-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	if suite.operator, err = buildOperator(suite.root, tmp); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	fmt.Println("e2e: built the operator with CGO_ENABLED=0 go build -trimpath: a static ELF binary (no PT_INTERP, no shared libraries)")
+
+	// A cluster left over by an interrupted run (a test timeout kills the
+	// process before any cleanup) is deleted first, so every run starts from
+	// scratch.
+	if _, err := localCluster(env, "down"); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: deleting a leftover cluster:", err)
+		return 1
+	}
+	defer func() {
+		if _, err := localCluster(env, "down"); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: deleting the cluster:", err)
+		}
+	}()
+	out, err := localCluster(env, "up")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: starting the cluster:", err)
+		return 1
+	}
+	suite.kubeconfig = lastLine(out)
+	fmt.Printf("e2e: cluster %s is up, kubeconfig %s\n", clusterName, suite.kubeconfig)
+	if suite.client, err = newClient(suite.kubeconfig); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// suiteEnv holds the environment variables the suite needs.
+type suiteEnv struct {
+	controlPlane, kwokDir, kustomize string
+}
+
+// readEnv reads CONTROLPLANE, KWOK_DIR and KUSTOMIZE, and checks that the
+// binaries the suite runs are there.
+func readEnv() (suiteEnv, error) {
+	env := suiteEnv{
+		controlPlane: os.Getenv("CONTROLPLANE"),
+		kwokDir:      os.Getenv("KWOK_DIR"),
+		kustomize:    os.Getenv("KUSTOMIZE"),
+	}
+	var missing []string
+	for _, v := range []struct{ name, value string }{
+		{"CONTROLPLANE", env.controlPlane},
+		{"KWOK_DIR", env.kwokDir},
+		{"KUSTOMIZE", env.kustomize},
+	} {
+		if v.value == "" {
+			missing = append(missing, v.name)
+		}
+	}
+	if len(missing) > 0 {
+		return env, fmt.Errorf("set %s. From the repository root, with the binaries the Makefile builds under bin/\n"+
+			"(`make controlplane`; kustomize comes with `make verify`):\n\n"+
+			"\tCONTROLPLANE=$PWD/bin/controlplane/k8s-<version>_etcd-<version>  # kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubectl\n"+
+			"\tKWOK_DIR=$PWD/bin/kwok-<version>                                  # kwok, kwokctl\n"+
+			"\tKUSTOMIZE=$PWD/bin/kustomize-<version>/kustomize\n\n"+
+			"\tgo test -tags e2e ./test/e2e/ -count=1 -v",
+			strings.Join(missing, ", "))
+	}
+	for _, bin := range []string{
+		filepath.Join(env.controlPlane, "kubectl"),
+		filepath.Join(env.controlPlane, "kube-apiserver"),
+		filepath.Join(env.kwokDir, "kwokctl"),
+		env.kustomize,
+	} {
+		if _, err := os.Stat(bin); err != nil {
+			return env, fmt.Errorf("a binary the suite needs is missing: %w", err)
+		}
+	}
+	return env, nil
+}
+
+// buildOperator builds the operator into dir with the Dockerfile's build
+// command and checks that the result is a static binary, as the distroless
+// static image requires. It returns the binary's path.
+func buildOperator(root, dir string) (string, error) {
+	bin := filepath.Join(dir, "podset-operator")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("CGO_ENABLED=0 go build -trimpath: %w\n%s", err, out)
+	}
+	return bin, checkStatic(bin)
+}
+
+// checkStatic fails when the ELF file at path asks for a dynamic loader (a
+// PT_INTERP program header) or names shared libraries.
+func checkStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is not static: it has a PT_INTERP program header", path)
+		}
+	}
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		return err
+	}
+	if len(libs) > 0 {
+		return fmt.Errorf("%s is not static: it needs %v", path, libs)
+	}
+	return nil
+}
+
+// localCluster runs hack/local-cluster.sh with the suite's cluster name and
+// two nodes and returns its standard output. Its progress (standard error)
+// is part of the error when it fails.
+func localCluster(env suiteEnv, action string) (string, error) {
+	cmd := exec.Command(filepath.Join(suite.root, "hack", "local-cluster.sh"), action)
+	cmd.Env = append(os.Environ(),
+		"CONTROLPLANE="+env.controlPlane,
+		"KWOK_DIR="+env.kwokDir,
+		"CLUSTER_NAME="+clusterName,
+		"NODES=2",
+	)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("CLUSTER_NAME=%s NODES=2 hack/local-cluster.sh %s: %w\n%s", clusterName, action, err, stderr.Bytes())
+	}
+	return stdout.String(), nil
+}
+
+// newClient is a client for the cluster of kubeconfig with the core and
+// PodSet types registered.
+func newClient(kubeconfig string) (client.Client, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading %s: %w", kubeconfig, err)
+	}
+	scheme := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), podsetv1alpha1.AddToScheme(scheme)); err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
+}
+
+// lastLine is the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
