@@ -34,11 +34,13 @@ const podsByPodSet = "podset.dev/name"
 // DefaultWorkers is how many pod writes one pass sends at once by default.
 const DefaultWorkers = 32
 
-// The operator's permissions, and no more: it reads PodSets, applies their
-// status, owns pods with blockOwnerDeletion (which needs update on the
-// owner's finalizers), creates, applies and deletes pods, and records events.
+// The operator's permissions, and no more: it watches PodSets (reading
+// them from its cache only), applies their status, owns pods with
+// blockOwnerDeletion (which needs update on the owner's finalizers),
+// checks pod names, creates, applies and deletes pods, and records events.
+// test/reliability proves the operator uses every one of them.
 //
-// +kubebuilder:rbac:groups=podset.dev,resources=podsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=podset.dev,resources=podsets,verbs=list;watch
 // +kubebuilder:rbac:groups=podset.dev,resources=podsets/status,verbs=patch
 // +kubebuilder:rbac:groups=podset.dev,resources=podsets/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;patch;delete

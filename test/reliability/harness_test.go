@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -56,6 +57,10 @@ type operatorOptions struct {
 	leaderElection bool
 	// identity names the instance in leader election.
 	identity string
+	// impersonate runs the instance as this user (a service account).
+	impersonate string
+	// metricsAddr serves metrics securely there; empty turns them off.
+	metricsAddr string
 }
 
 // operator is a running operator instance, watching one namespace.
@@ -91,10 +96,17 @@ func startOperator(t *testing.T, ns string, o operatorOptions) *operator {
 			return rt.RoundTrip(req)
 		})
 	}
+	if o.impersonate != "" {
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: o.impersonate}
+	}
+	metrics := metricsserver.Options{BindAddress: "0"}
+	if o.metricsAddr != "" {
+		metrics = metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization}
+	}
 	opts := manager.Options{
 		Scheme:                 env.Scheme,
 		Cache:                  controller.CacheOptions([]string{ns}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
+		Metrics:                metrics,
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	}
