@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -31,16 +30,14 @@ func waitForStall(t *testing.T, ps *podsetv1alpha1.PodSet, reason string) string
 
 func TestTemplateTheAPIServerRefusesStallsWithBackoff(t *testing.T) {
 	ns := newNamespace(t, nil)
-	// Limits below requests: the CRD cannot see it, pod validation refuses it.
+	// A hostname that is no DNS label: neither the CRD nor the admission
+	// policies check it, pod validation refuses it.
 	ps := makePodSet(ns, "web").replicas(5).mutate(func(ps *podsetv1alpha1.PodSet) {
-		ps.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
-			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
-		}
+		ps.Spec.Template.Spec.Hostname = "Not_A_Label"
 	}).create(t)
 
 	msg := waitForStall(t, ps, podsetv1alpha1.PodRejectedReason)
-	if !strings.Contains(msg, "Invalid") || !strings.Contains(msg, "resources") {
+	if !strings.Contains(msg, "Invalid") || !strings.Contains(msg, "hostname") {
 		t.Errorf("Stalled message %q does not say what the API server refused", msg)
 	}
 	eventually(t, "a Warning event", func() error {
@@ -72,7 +69,7 @@ func TestTemplateTheAPIServerRefusesStallsWithBackoff(t *testing.T) {
 	// A new template fixes it.
 	eventually(t, "fix the template", func() error {
 		cur := get(t, ps)
-		cur.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+		cur.Spec.Template.Spec.Hostname = ""
 		return env.Client.Update(t.Context(), cur)
 	})
 	waitForPods(t, ns, "web-0", "web-1", "web-2", "web-3", "web-4")

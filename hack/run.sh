@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make run`: the operator in the foreground against a cluster, with the CRD,
-# the admission policy and the sample PodSet installed.
+# the admission policies and the sample PodSet installed.
 #
 # With CLUSTER_KUBECONFIG unset (the default) it uses a local kwok cluster
 # (hack/local-cluster.sh), started if needed. Set CLUSTER_KUBECONFIG to a
@@ -20,7 +20,8 @@ else
 fi
 kubectl=("$kubectl_bin" --kubeconfig "$kubeconfig")
 
-"${kubectl[@]}" apply --server-side --field-manager=podset-install -f "$root/config/crd/bases" -f "$root/config/policy/hardening.yaml" >/dev/null
+"${kubectl[@]}" apply --server-side --field-manager=podset-install -f "$root/config/crd/bases" >/dev/null
+"${kubectl[@]}" apply --server-side --field-manager=podset-install -k "$root/config/policy" >/dev/null
 "${kubectl[@]}" wait --for=condition=Established crd/podsets.podset.dev --timeout=60s >/dev/null
 "${kubectl[@]}" apply --server-side --field-manager=podset-install -n default -k "$root/config/samples" >/dev/null
 

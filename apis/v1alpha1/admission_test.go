@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -255,6 +256,39 @@ func TestAdmissionRefusals(t *testing.T) {
 		"host IPC": {
 			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.HostIPC = true },
 			wantField: "spec.template.spec.hostIPC",
+		},
+		"container name that is no DNS label": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Containers[0].Name = "App_1" },
+			wantField: "spec.template.spec.containers[name=App_1].name",
+		},
+		"container port out of range": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 70000}}
+			},
+			wantField: "spec.template.spec.containers[name=app].ports.containerPort",
+		},
+		"request above its limit": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+				}
+			},
+			wantField: "spec.template.spec.containers[name=app].resources.requests",
+		},
+		"mount of a missing volume": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+			},
+			wantField: "spec.template.spec.containers[name=app].volumeMounts.name",
+		},
+		"invalid template label value": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Labels = map[string]string{"app": "not valid"} },
+			wantField: "spec.template.metadata.labels",
+		},
+		"empty container list": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Containers = []corev1.Container{} },
+			wantField: "spec.template.spec.containers",
 		},
 		"hostPath volume": {
 			mutate: func(ps *podsetv1alpha1.PodSet) {

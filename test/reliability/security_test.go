@@ -14,7 +14,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -144,10 +143,7 @@ func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Containers[0].Image = "busybox:1.37" })
 	converged(t, ns)
 	checkInvariants(t, ns, nil, op)
-	update(t, key, func(ps *podsetv1alpha1.PodSet) {
-		ps.Spec.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
-		ps.Spec.Template.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
-	})
+	update(t, key, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Hostname = "Not_A_Label" })
 	eventually(t, "Stalled", func() error {
 		got := &podsetv1alpha1.PodSet{}
 		if err := env.Client.Get(t.Context(), key, got); err != nil {

@@ -15,13 +15,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -126,46 +126,54 @@ func (e *Env) Stop() error {
 	return e.env.Stop()
 }
 
-// installPolicies applies every manifest in dir and waits until the API
-// server enforces the hardening policy: a policy is enforced only once the
-// API server's informers have seen it, a moment after it is created.
+// installPolicies applies the admission policies and waits until the API
+// server enforces each: a policy is enforced only once the API server's
+// informers have seen it, a moment after it is created.
 func (e *Env) installPolicies(dir string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	objs, err := ReadManifests(filepath.Join(dir, "hardening.yaml"))
-	if err != nil {
-		return err
-	}
-	for _, obj := range objs {
-		if err := e.Client.Create(ctx, obj); err != nil {
-			return fmt.Errorf("installing %s %s: %w", obj.GetKind(), obj.GetName(), err)
+	for _, file := range []string{"hardening.yaml", "pod-validity.yaml"} {
+		objs, err := ReadManifests(filepath.Join(dir, file))
+		if err != nil {
+			return err
+		}
+		for _, obj := range objs {
+			if err := e.Client.Create(ctx, obj); err != nil {
+				return fmt.Errorf("installing %s %s: %w", obj.GetKind(), obj.GetName(), err)
+			}
 		}
 	}
 	probeNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "testenv-policy-probe"}}
 	if err := e.Client.Create(ctx, probeNS); err != nil {
 		return err
 	}
-	privileged := true
-	probe := &podsetv1alpha1.PodSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: probeNS.Name},
-		Spec: podsetv1alpha1.PodSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{
-				Name: "c", Image: "busybox",
-				SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
-			}},
-		}}},
+	// One PodSet each policy refuses: a privileged container, a port out of
+	// range.
+	probes := map[string]func(*corev1.Container){
+		"podset-hardening.podset.dev":    func(c *corev1.Container) { c.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)} },
+		"podset-pod-validity.podset.dev": func(c *corev1.Container) { c.Ports = []corev1.ContainerPort{{ContainerPort: 70000}} },
 	}
-	for {
-		err := e.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll)
-		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
-			return e.Client.Delete(ctx, probeNS)
+	for policy, mutate := range probes {
+		probe := &podsetv1alpha1.PodSet{
+			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: probeNS.Name},
+			Spec: podsetv1alpha1.PodSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "c", Image: "busybox"}},
+			}}},
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the hardening policy was not enforced within a minute (last answer: %v)", err)
-		case <-time.After(100 * time.Millisecond):
+		mutate(&probe.Spec.Template.Spec.Containers[0])
+		for {
+			err := e.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+			if err != nil && strings.Contains(err.Error(), policy) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("the policy %s was not enforced within a minute (last answer: %v)", policy, err)
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
 	}
+	return e.Client.Delete(ctx, probeNS)
 }
 
 // ReadManifests decodes every object of a multi-document YAML file.

@@ -1,0 +1,7 @@
+package controller
+
+// Test-only access to the pure core for the external test package.
+var (
+	DesiredPodForTest   = desiredPod
+	TemplateHashForTest = templateHash
+)
