@@ -16,9 +16,10 @@ import (
 )
 
 // MaxBackoff caps the exponential backoff of a PodSet whose passes fail or
-// stall, so a stalled PodSet is retried at least this often and never in a
-// hot loop.
-const MaxBackoff = 5 * time.Minute
+// stall: a stalled PodSet costs at most one refused request a minute (never
+// a hot loop), and a streak of transient API errors delays a PodSet by at
+// most a minute once the API server is healthy again.
+const MaxBackoff = time.Minute
 
 // CacheOptions is the manager cache the operator needs: pods only if they
 // carry the PodSet name label (so memory does not grow with unrelated

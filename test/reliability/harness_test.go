@@ -195,10 +195,12 @@ func update(t *testing.T, key types.NamespacedName, mutate func(*podsetv1alpha1.
 	})
 }
 
-// eventually polls cond until it returns nil, or fails after two minutes.
+// eventually polls cond until it returns nil, or fails after three minutes:
+// longer than the operator's longest backoff (controller.MaxBackoff), so a
+// PodSet backing off after a streak of injected faults is not a failure.
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(3 * controller.MaxBackoff)
 	for {
 		err := cond()
 		if err == nil {
