@@ -85,6 +85,18 @@ test-unit: $(KUBE_APISERVER) $(ETCD) ## Run the unit and envtest suites (they ne
 test-e2e: controlplane $(KUSTOMIZE) ## Run the end-to-end suite on its own local kwok cluster.
 	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -tags e2e ./test/e2e/ -count=1 -v $(TESTFLAGS)
 
+# The soak: the seeded model-based fault test, repeated for SOAK_DURATION
+# with SOAK_FAULT_RATE of the operator's requests failed (429, 500, lost
+# answers). RELIABILITY_SEED picks the seed.
+SOAK_DURATION ?= 10m
+SOAK_FAULT_RATE ?= 0.05
+RELIABILITY_SEED ?= 1
+
+.PHONY: soak
+soak: $(KUBE_APISERVER) $(ETCD) ## Run the long fault soak (SOAK_DURATION, SOAK_FAULT_RATE, RELIABILITY_SEED).
+	SOAK_DURATION=$(SOAK_DURATION) SOAK_FAULT_RATE=$(SOAK_FAULT_RATE) RELIABILITY_SEED=$(RELIABILITY_SEED) \
+		go test ./test/reliability/ -run TestModelBasedRandomSteps -count=1 -v -timeout 0
+
 .PHONY: verify
 verify: generate manifests $(KUSTOMIZE) ## Fail when generated files are stale, Go code is unformatted or the install does not build.
 	$(KUSTOMIZE) build config/default >/dev/null

@@ -4,5 +4,6 @@
 //
 // The binaries come from KUBEBUILDER_ASSETS, which `make test` sets to the
 // control plane it builds under bin/; run `make envtest-assets` once to use
-// plain `go test` afterwards.
+// plain `go test` afterwards. TEST_LOGS=1 shows the logs of the operators
+// under test.
 package testenv
