@@ -68,16 +68,8 @@ func desiredPod(ps *podsetv1alpha1.PodSet, ordinal int, hash string) (*corev1ac.
 	}
 	hardenPodSpec(spec)
 
-	labels := maps.Clone(ps.Spec.Template.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[podsetv1alpha1.NameLabel] = ps.Name
-	labels[podsetv1alpha1.OrdinalLabel] = strconv.Itoa(ordinal)
-	labels[podsetv1alpha1.TemplateHashLabel] = hash
-
 	pod := corev1ac.Pod(podName(ps.Name, ordinal), ps.Namespace).
-		WithLabels(labels).
+		WithLabels(podLabels(ps, ordinal, hash)).
 		WithOwnerReferences(metav1ac.OwnerReference().
 			WithAPIVersion(podsetv1alpha1.GroupVersion.String()).
 			WithKind("PodSet").
@@ -90,6 +82,19 @@ func desiredPod(ps *podsetv1alpha1.PodSet, ordinal int, hash string) (*corev1ac.
 	}
 	pod.Spec = spec
 	return pod, nil
+}
+
+// podLabels are the labels of the pod at an ordinal: the template's, and
+// the operator's, which win over the template's.
+func podLabels(ps *podsetv1alpha1.PodSet, ordinal int, hash string) map[string]string {
+	labels := maps.Clone(ps.Spec.Template.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[podsetv1alpha1.NameLabel] = ps.Name
+	labels[podsetv1alpha1.OrdinalLabel] = strconv.Itoa(ordinal)
+	labels[podsetv1alpha1.TemplateHashLabel] = hash
+	return labels
 }
 
 // convert copies a typed API value into its apply configuration. Apply

@@ -2,9 +2,7 @@ package controller
 
 import (
 	"cmp"
-	"maps"
 	"slices"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -136,15 +134,7 @@ func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, hash string, inFligh
 // operator's labels, the controller reference, or a container image.
 // Everything else in a pod's spec is immutable.
 func drifted(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, ordinal int, hash string) bool {
-	want := maps.Clone(ps.Spec.Template.Labels)
-	if want == nil {
-		want = map[string]string{}
-	}
-	// The operator's labels win over the template's, as in desiredPod.
-	want[podsetv1alpha1.NameLabel] = ps.Name
-	want[podsetv1alpha1.OrdinalLabel] = strconv.Itoa(ordinal)
-	want[podsetv1alpha1.TemplateHashLabel] = hash
-	for k, v := range want {
+	for k, v := range podLabels(ps, ordinal, hash) {
 		if got, ok := pod.Labels[k]; !ok || got != v {
 			return true
 		}

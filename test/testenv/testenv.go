@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -125,6 +126,21 @@ func (e *Env) RestartAPIServer(down time.Duration) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// Main is a test package's TestMain: it starts the environment into *env,
+// runs the tests and stops it, and returns the exit code.
+func Main(m *testing.M, env **Env) int {
+	var err error
+	if *env, err = Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	if err := (*env).Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	return code
 }
 
 // Stop stops the API server and etcd.
