@@ -12,8 +12,9 @@ import (
 
 // podChanged passes the pod events that can change what a pass does or the
 // status it writes: creation, deletion, and updates of the phase, the Ready
-// condition, the deletion timestamp, labels, owners or container images.
-// Everything else (a kubelet's status heartbeat, an annotation) is dropped.
+// condition, the deletion timestamp, labels, annotations (the template's are
+// restored on drift), owners or container images. Everything else (a
+// kubelet's status heartbeat, a new pod IP) is dropped.
 //
 // It is used on the pod watch only, never as a global event filter: a
 // generation filter on pods would drop readiness changes, the tutorial's bug.

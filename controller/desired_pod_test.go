@@ -1,0 +1,504 @@
+package controller
+
+import (
+	"regexp"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+func TestPodOrdinal(t *testing.T) {
+	cases := map[string]struct {
+		podSet, name string
+		want         int
+		wantOK       bool
+	}{
+		"ordinal 0":                       {podSet: "web", name: "web-0", want: 0, wantOK: true},
+		"ordinal 7":                       {podSet: "web", name: "web-7", want: 7, wantOK: true},
+		"ordinal 10":                      {podSet: "web", name: "web-10", want: 10, wantOK: true},
+		"the highest ordinal":             {podSet: "web", name: "web-9999", want: 9999, wantOK: true},
+		"a PodSet name ending in a digit": {podSet: "web-1", name: "web-1-2", want: 2, wantOK: true},
+		"a leading zero":                  {podSet: "web", name: "web-01"},
+		"two zeros":                       {podSet: "web", name: "web-00"},
+		"an empty ordinal":                {podSet: "web", name: "web-"},
+		"no dash":                         {podSet: "web", name: "web"},
+		"a letter":                        {podSet: "web", name: "web-x"},
+		"a digit then a letter":           {podSet: "web", name: "web-1a"},
+		"another PodSet's prefix":         {podSet: "web", name: "webby-1"},
+		"a longer PodSet name":            {podSet: "web", name: "web-1-2"},
+		"a shorter PodSet name":           {podSet: "web-1", name: "web-2"},
+		"a sign":                          {podSet: "web", name: "web-+1"},
+		"a negative ordinal":              {podSet: "web", name: "web--1"},
+		"a space":                         {podSet: "web", name: "web- 1"},
+		"a non-ASCII digit":               {podSet: "web", name: "web-١"},
+		"MaxReplicas itself":              {podSet: "web", name: "web-10000"},
+		"beyond MaxReplicas":              {podSet: "web", name: "web-123456"},
+		"beyond int64":                    {podSet: "web", name: "web-99999999999999999999"},
+		"another PodSet":                  {podSet: "web", name: "api-1"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, ok := podOrdinal(tc.podSet, tc.name)
+			if got != tc.want || ok != tc.wantOK {
+				t.Errorf("podOrdinal(%q, %q) = %d, %v; want %d, %v", tc.podSet, tc.name, got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
+
+func TestPodNameRoundTrip(t *testing.T) {
+	for _, podSet := range []string{"web", "a", "web-1", "x0"} {
+		for ordinal := range podsetv1alpha1.MaxReplicas {
+			name := podName(podSet, ordinal)
+			if got, ok := podOrdinal(podSet, name); !ok || got != ordinal {
+				t.Fatalf("podOrdinal(%q, podName(%q, %d) = %q) = %d, %v; want %d, true", podSet, podSet, ordinal, name, got, ok, ordinal)
+			}
+		}
+	}
+	if got := podName("web", 12); got != "web-12" {
+		t.Errorf("podName(web, 12) = %q, want web-12", got)
+	}
+}
+
+func TestTemplateHash(t *testing.T) {
+	base := makePodSet("web").replicas(3).obj()
+	h := templateHash(base)
+	if !regexp.MustCompile(`^[0-9a-z]{1,63}$`).MatchString(h) {
+		t.Fatalf("templateHash() = %q, want a valid label value of digits and lower-case letters", h)
+	}
+
+	cases := map[string]struct {
+		change   func(ps *podsetv1alpha1.PodSet)
+		wantSame bool
+	}{
+		"an equal template built separately": {
+			change:   func(ps *podsetv1alpha1.PodSet) { *ps = *makePodSet("web").replicas(3).obj() },
+			wantSame: true,
+		},
+		"replicas":                {change: func(ps *podsetv1alpha1.PodSet) { ps.Spec.Replicas = ptr.To[int32](7) }, wantSame: true},
+		"the update strategy":     {change: func(ps *podsetv1alpha1.PodSet) { ps.Spec.UpdateStrategy.Type = podsetv1alpha1.OnDeleteStrategyType }, wantSame: true},
+		"the PodSet's own labels": {change: func(ps *podsetv1alpha1.PodSet) { ps.Labels = map[string]string{"app": "x"} }, wantSame: true},
+		"the PodSet's generation": {change: func(ps *podsetv1alpha1.PodSet) { ps.Generation = 9 }, wantSame: true},
+		"the PodSet's status":     {change: func(ps *podsetv1alpha1.PodSet) { ps.Status.Replicas = 3 }, wantSame: true},
+		"the image":               {change: func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Containers[0].Image = "busybox:1.37" }},
+		"a template label value":  {change: func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Labels["tier"] = "db" }},
+		"an added template label": {change: func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Labels["team"] = "a" }},
+		"a template annotation":   {change: func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Annotations["example.com/note"] = "new" }},
+		"the command":             {change: func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Containers[0].Command = []string{"sleep", "1"} }},
+		"an environment variable": {change: func(ps *podsetv1alpha1.PodSet) {
+			ps.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "A", Value: "1"}}
+		}},
+		"the pod security context": {change: func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.SecurityContext.RunAsUser = ptr.To[int64](1000) }},
+		"an added init container": {change: func(ps *podsetv1alpha1.PodSet) {
+			ps.Spec.Template.Spec.InitContainers = []corev1.Container{{Name: "i", Image: "x"}}
+		}},
+		"an added sidecar container": {change: func(ps *podsetv1alpha1.PodSet) {
+			ps.Spec.Template.Spec.Containers = append(ps.Spec.Template.Spec.Containers, corev1.Container{Name: "s", Image: "x"})
+		}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ps := base.DeepCopy()
+			tc.change(ps)
+			got := templateHash(ps)
+			if tc.wantSame && got != h {
+				t.Errorf("templateHash() = %q after changing %s, want it unchanged (%q)", got, name, h)
+			}
+			if !tc.wantSame && got == h {
+				t.Errorf("templateHash() = %q after changing %s, want it to change", got, name)
+			}
+			if again := templateHash(ps); again != got {
+				t.Errorf("templateHash() = %q, then %q: not stable", got, again)
+			}
+		})
+	}
+}
+
+// ownerRef is the controller reference every pod of the fixture PodSet
+// "web" carries.
+func ownerRef() *metav1ac.OwnerReferenceApplyConfiguration {
+	return metav1ac.OwnerReference().
+		WithAPIVersion("podset.dev/v1alpha1").
+		WithKind("PodSet").
+		WithName("web").
+		WithUID("web-uid").
+		WithController(true).
+		WithBlockOwnerDeletion(true)
+}
+
+// hardenedSecurityContext is the container security context the operator
+// sets where the template is silent.
+func hardenedSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
+	return corev1ac.SecurityContext().
+		WithAllowPrivilegeEscalation(false).
+		WithReadOnlyRootFilesystem(true).
+		WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))
+}
+
+func TestDesiredPod(t *testing.T) {
+	cases := map[string]struct {
+		ps      *podsetv1alpha1.PodSet
+		ordinal int
+		hash    string
+		want    *corev1ac.PodApplyConfiguration
+	}{
+		"the fixture template": {
+			ps:      makePodSet("web").replicas(3).obj(),
+			ordinal: 2,
+			hash:    "abc",
+			want: corev1ac.Pod("web-2", "demo").
+				WithLabels(map[string]string{
+					"tier":                     "web",
+					"podset.dev/name":          "web",
+					"podset.dev/ordinal":       "2",
+					"podset.dev/template-hash": "abc",
+				}).
+				WithAnnotations(map[string]string{"example.com/note": "kept"}).
+				WithOwnerReferences(ownerRef()).
+				WithSpec(corev1ac.PodSpec().
+					WithAutomountServiceAccountToken(false).
+					WithSecurityContext(corev1ac.PodSecurityContext().
+						WithRunAsUser(65532).
+						WithRunAsNonRoot(true).
+						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+					WithContainers(corev1ac.Container().
+						WithName("app").
+						WithImage("busybox:1.36").
+						WithCommand("sleep", "3600").
+						WithResources(corev1ac.ResourceRequirements()).
+						WithSecurityContext(hardenedSecurityContext()))),
+		},
+		"no template labels or annotations, ordinal 10": {
+			ps: func() *podsetv1alpha1.PodSet {
+				ps := makePodSet("web").obj()
+				ps.Spec.Template.Labels = nil
+				ps.Spec.Template.Annotations = nil
+				ps.Spec.Template.Spec.SecurityContext = nil
+				return ps
+			}(),
+			ordinal: 10,
+			hash:    "h1",
+			want: corev1ac.Pod("web-10", "demo").
+				WithLabels(map[string]string{
+					"podset.dev/name":          "web",
+					"podset.dev/ordinal":       "10",
+					"podset.dev/template-hash": "h1",
+				}).
+				WithOwnerReferences(ownerRef()).
+				WithSpec(corev1ac.PodSpec().
+					WithAutomountServiceAccountToken(false).
+					WithSecurityContext(corev1ac.PodSecurityContext().
+						WithRunAsNonRoot(true).
+						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+					WithContainers(corev1ac.Container().
+						WithName("app").
+						WithImage("busybox:1.36").
+						WithCommand("sleep", "3600").
+						WithResources(corev1ac.ResourceRequirements()).
+						WithSecurityContext(hardenedSecurityContext()))),
+		},
+		"the operator's labels win over template labels with their keys": {
+			ps: makePodSet("web").
+				templateLabel("podset.dev/name", "other").
+				templateLabel("podset.dev/ordinal", "99").
+				templateLabel("podset.dev/template-hash", "forged").obj(),
+			ordinal: 0,
+			hash:    "abc",
+			want: corev1ac.Pod("web-0", "demo").
+				WithLabels(map[string]string{
+					"tier":                     "web",
+					"podset.dev/name":          "web",
+					"podset.dev/ordinal":       "0",
+					"podset.dev/template-hash": "abc",
+				}).
+				WithAnnotations(map[string]string{"example.com/note": "kept"}).
+				WithOwnerReferences(ownerRef()).
+				WithSpec(corev1ac.PodSpec().
+					WithAutomountServiceAccountToken(false).
+					WithSecurityContext(corev1ac.PodSecurityContext().
+						WithRunAsUser(65532).
+						WithRunAsNonRoot(true).
+						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+					WithContainers(corev1ac.Container().
+						WithName("app").
+						WithImage("busybox:1.36").
+						WithCommand("sleep", "3600").
+						WithResources(corev1ac.ResourceRequirements()).
+						WithSecurityContext(hardenedSecurityContext()))),
+		},
+		"explicit template choices are kept, the rest hardened": {
+			ps: func() *podsetv1alpha1.PodSet {
+				ps := makePodSet("web").obj()
+				ps.Spec.Template.Labels = nil
+				ps.Spec.Template.Annotations = nil
+				ps.Spec.Template.Spec = corev1.PodSpec{
+					AutomountServiceAccountToken: ptr.To(true),
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptr.To(true),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("profiles/app.json")},
+					},
+					InitContainers: []corev1.Container{{Name: "init", Image: "busybox:1.36"}},
+					Containers: []corev1.Container{
+						{
+							Name:  "app",
+							Image: "nginx:1.27",
+							SecurityContext: &corev1.SecurityContext{
+								ReadOnlyRootFilesystem: ptr.To(false),
+								Capabilities: &corev1.Capabilities{
+									Add:  []corev1.Capability{"NET_BIND_SERVICE"},
+									Drop: []corev1.Capability{"NET_RAW"},
+								},
+							},
+						},
+						{
+							Name:  "sidecar",
+							Image: "envoy:1",
+							SecurityContext: &corev1.SecurityContext{
+								AllowPrivilegeEscalation: ptr.To(false),
+								ReadOnlyRootFilesystem:   ptr.To(true),
+								Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+								SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+							},
+						},
+					},
+				}
+				return ps
+			}(),
+			ordinal: 1,
+			hash:    "abc",
+			want: corev1ac.Pod("web-1", "demo").
+				WithLabels(map[string]string{
+					"podset.dev/name":          "web",
+					"podset.dev/ordinal":       "1",
+					"podset.dev/template-hash": "abc",
+				}).
+				WithOwnerReferences(ownerRef()).
+				WithSpec(corev1ac.PodSpec().
+					WithAutomountServiceAccountToken(true).
+					WithSecurityContext(corev1ac.PodSecurityContext().
+						WithRunAsNonRoot(true).
+						WithSeccompProfile(corev1ac.SeccompProfile().
+							WithType(corev1.SeccompProfileTypeLocalhost).
+							WithLocalhostProfile("profiles/app.json"))).
+					WithInitContainers(corev1ac.Container().
+						WithName("init").
+						WithImage("busybox:1.36").
+						WithResources(corev1ac.ResourceRequirements()).
+						WithSecurityContext(hardenedSecurityContext())).
+					WithContainers(
+						corev1ac.Container().
+							WithName("app").
+							WithImage("nginx:1.27").
+							WithResources(corev1ac.ResourceRequirements()).
+							WithSecurityContext(corev1ac.SecurityContext().
+								WithAllowPrivilegeEscalation(false).
+								WithReadOnlyRootFilesystem(false).
+								WithCapabilities(corev1ac.Capabilities().
+									WithAdd("NET_BIND_SERVICE").
+									WithDrop("ALL", "NET_RAW"))),
+						corev1ac.Container().
+							WithName("sidecar").
+							WithImage("envoy:1").
+							WithResources(corev1ac.ResourceRequirements()).
+							WithSecurityContext(corev1ac.SecurityContext().
+								WithAllowPrivilegeEscalation(false).
+								WithReadOnlyRootFilesystem(true).
+								WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
+								WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))))),
+		},
+		"an explicit RuntimeDefault seccomp profile and runAsNonRoot are kept": {
+			ps: func() *podsetv1alpha1.PodSet {
+				ps := makePodSet("web").obj()
+				ps.Spec.Template.Spec.SecurityContext = &corev1.PodSecurityContext{
+					RunAsNonRoot:   ptr.To(true),
+					RunAsUser:      ptr.To[int64](1000),
+					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+				}
+				ps.Spec.Template.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false)}
+				return ps
+			}(),
+			ordinal: 0,
+			hash:    "abc",
+			want: corev1ac.Pod("web-0", "demo").
+				WithLabels(map[string]string{
+					"tier":                     "web",
+					"podset.dev/name":          "web",
+					"podset.dev/ordinal":       "0",
+					"podset.dev/template-hash": "abc",
+				}).
+				WithAnnotations(map[string]string{"example.com/note": "kept"}).
+				WithOwnerReferences(ownerRef()).
+				WithSpec(corev1ac.PodSpec().
+					WithAutomountServiceAccountToken(false).
+					WithSecurityContext(corev1ac.PodSecurityContext().
+						WithRunAsNonRoot(true).
+						WithRunAsUser(1000).
+						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
+					WithContainers(corev1ac.Container().
+						WithName("app").
+						WithImage("busybox:1.36").
+						WithCommand("sleep", "3600").
+						WithResources(corev1ac.ResourceRequirements()).
+						WithSecurityContext(hardenedSecurityContext()))),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := desiredPod(tc.ps, tc.ordinal, tc.hash)
+			if err != nil {
+				t.Fatalf("desiredPod() error = %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("desiredPod() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDesiredPodHardening checks the hardening invariants on pods from
+// templates that are silent, or explicit, about each field.
+func TestDesiredPodHardening(t *testing.T) {
+	cases := map[string]struct {
+		spec corev1.PodSpec
+		// wantReadOnly is readOnlyRootFilesystem of every container.
+		wantReadOnly  bool
+		wantAutomount bool
+		wantSeccomp   corev1.SeccompProfileType
+		// wantDrop is capabilities.drop of every container.
+		wantDrop []corev1.Capability
+	}{
+		"a silent template": {
+			spec: corev1.PodSpec{
+				InitContainers: []corev1.Container{{Name: "init", Image: "x"}},
+				Containers:     []corev1.Container{{Name: "a", Image: "x"}, {Name: "b", Image: "y"}},
+			},
+			wantReadOnly: true, wantSeccomp: corev1.SeccompProfileTypeRuntimeDefault, wantDrop: []corev1.Capability{"ALL"},
+		},
+		"empty security contexts": {
+			spec: corev1.PodSpec{
+				SecurityContext: &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{}},
+				InitContainers:  []corev1.Container{{Name: "init", Image: "x", SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{}}}},
+				Containers:      []corev1.Container{{Name: "a", Image: "x", SecurityContext: &corev1.SecurityContext{}}},
+			},
+			wantReadOnly: true, wantSeccomp: corev1.SeccompProfileTypeRuntimeDefault, wantDrop: []corev1.Capability{"ALL"},
+		},
+		"readOnlyRootFilesystem false, automount true and Localhost kept; other drops kept": {
+			spec: corev1.PodSpec{
+				AutomountServiceAccountToken: ptr.To(true),
+				SecurityContext:              &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("p.json")}},
+				InitContainers: []corev1.Container{{Name: "init", Image: "x", SecurityContext: &corev1.SecurityContext{
+					ReadOnlyRootFilesystem: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"NET_RAW", "CHOWN"}},
+				}}},
+				Containers: []corev1.Container{{Name: "a", Image: "x", SecurityContext: &corev1.SecurityContext{
+					ReadOnlyRootFilesystem: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"NET_RAW", "CHOWN"}},
+				}}},
+			},
+			wantReadOnly: false, wantAutomount: true, wantSeccomp: corev1.SeccompProfileTypeLocalhost,
+			wantDrop: []corev1.Capability{"ALL", "NET_RAW", "CHOWN"},
+		},
+		"ALL already dropped is not repeated": {
+			spec: corev1.PodSpec{
+				AutomountServiceAccountToken: ptr.To(false),
+				Containers: []corev1.Container{{Name: "a", Image: "x", SecurityContext: &corev1.SecurityContext{
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"NET_RAW", "ALL"}},
+				}}},
+			},
+			wantReadOnly: true, wantSeccomp: corev1.SeccompProfileTypeRuntimeDefault,
+			wantDrop: []corev1.Capability{"NET_RAW", "ALL"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ps := makePodSet("web").obj()
+			ps.Spec.Template.Spec = tc.spec
+			pod, err := desiredPod(ps, 0, "h")
+			if err != nil {
+				t.Fatalf("desiredPod() error = %v", err)
+			}
+			spec := pod.Spec
+			if got := ptr.Deref(spec.AutomountServiceAccountToken, !tc.wantAutomount); got != tc.wantAutomount {
+				t.Errorf("automountServiceAccountToken = %v, want %v", got, tc.wantAutomount)
+			}
+			sc := spec.SecurityContext
+			if sc == nil || !ptr.Deref(sc.RunAsNonRoot, false) {
+				t.Errorf("pod securityContext.runAsNonRoot is not true: %+v", sc)
+			}
+			if sc == nil || sc.SeccompProfile == nil || ptr.Deref(sc.SeccompProfile.Type, "") != tc.wantSeccomp {
+				t.Errorf("pod securityContext.seccompProfile = %+v, want type %s", sc.SeccompProfile, tc.wantSeccomp)
+			}
+			if len(spec.Containers) != len(tc.spec.Containers) || len(spec.InitContainers) != len(tc.spec.InitContainers) {
+				t.Fatalf("desiredPod() has %d containers and %d init containers, want %d and %d",
+					len(spec.Containers), len(spec.InitContainers), len(tc.spec.Containers), len(tc.spec.InitContainers))
+			}
+			for _, c := range append(spec.InitContainers, spec.Containers...) {
+				csc := c.SecurityContext
+				if csc == nil {
+					t.Errorf("container %s: no securityContext", *c.Name)
+					continue
+				}
+				if got := ptr.Deref(csc.AllowPrivilegeEscalation, true); got {
+					t.Errorf("container %s: allowPrivilegeEscalation = %v, want false", *c.Name, csc.AllowPrivilegeEscalation)
+				}
+				if csc.ReadOnlyRootFilesystem == nil || *csc.ReadOnlyRootFilesystem != tc.wantReadOnly {
+					t.Errorf("container %s: readOnlyRootFilesystem = %v, want %v", *c.Name, csc.ReadOnlyRootFilesystem, tc.wantReadOnly)
+				}
+				var drop []corev1.Capability
+				if csc.Capabilities != nil {
+					drop = csc.Capabilities.Drop
+				}
+				if diff := cmp.Diff(tc.wantDrop, drop); diff != "" {
+					t.Errorf("container %s: capabilities.drop (-want +got):\n%s", *c.Name, diff)
+				}
+			}
+		})
+	}
+}
+
+// TestDesiredPodLeavesThePodSetAlone checks that building a pod neither
+// changes the PodSet (it comes from the shared cache) nor shares memory
+// with it, so that changing the pod cannot change the PodSet later.
+func TestDesiredPodLeavesThePodSetAlone(t *testing.T) {
+	ps := makePodSet("web").replicas(3).maxUnavailable(intstr.FromString("50%")).initContainer("init", "busybox:1.36").obj()
+	ps.Spec.Template.Spec.SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("p.json")}
+	ps.Spec.Template.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{
+		ReadOnlyRootFilesystem: ptr.To(false),
+		Capabilities:           &corev1.Capabilities{Drop: []corev1.Capability{"NET_RAW"}, Add: []corev1.Capability{"NET_BIND_SERVICE"}},
+	}
+	ps.Status.Conditions = []metav1.Condition{{Type: podsetv1alpha1.ReadyCondition, Status: metav1.ConditionTrue}}
+	before := ps.DeepCopy()
+
+	first, err := desiredPod(ps, 1, "h")
+	if err != nil {
+		t.Fatalf("desiredPod() error = %v", err)
+	}
+	if diff := cmp.Diff(before, ps); diff != "" {
+		t.Fatalf("desiredPod() changed the PodSet (-before +after):\n%s", diff)
+	}
+	second, err := desiredPod(ps, 1, "h")
+	if err != nil {
+		t.Fatalf("desiredPod() error = %v", err)
+	}
+	if diff := cmp.Diff(first, second); diff != "" {
+		t.Errorf("desiredPod() twice differs (-first +second):\n%s", diff)
+	}
+
+	// Change every part of the first pod that came from the template.
+	first.Labels["tier"] = "changed"
+	first.Annotations["example.com/note"] = "changed"
+	first.Spec.SecurityContext.SeccompProfile.WithLocalhostProfile("changed")
+	first.Spec.Containers[0].WithImage("changed").WithCommand("changed")
+	first.Spec.Containers[0].SecurityContext.Capabilities.Drop[1] = "changed"
+	first.Spec.Containers[0].SecurityContext.Capabilities.Add[0] = "changed"
+	first.Spec.InitContainers[0].WithImage("changed")
+	if diff := cmp.Diff(before, ps); diff != "" {
+		t.Errorf("changing the desired pod changed the PodSet (-before +after):\n%s", diff)
+	}
+}

@@ -1,0 +1,155 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// fakeClock is a settable clock for expectations.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time          { return c.t }
+func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+func newTestExpectations() (*expectations, *fakeClock) {
+	clock := &fakeClock{t: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}
+	return newExpectations(clock.now), clock
+}
+
+var webKey = types.NamespacedName{Namespace: testNamespace, Name: "web"}
+
+// cachedPod is a live pod as the cache shows it.
+func cachedPod(name string, uid types.UID) corev1.Pod {
+	p := makePod(name).obj()
+	p.UID = uid
+	return p
+}
+
+func TestExpectationsDelete(t *testing.T) {
+	cases := map[string]struct {
+		cache        []corev1.Pod
+		wantInFlight bool
+	}{
+		"the cache still shows the pod, live": {
+			cache:        []corev1.Pod{cachedPod("web-0", "doomed")},
+			wantInFlight: true,
+		},
+		"the pod is gone": {
+			cache: []corev1.Pod{cachedPod("web-1", "other")},
+		},
+		"the cache is empty": {},
+		"the pod is terminating": {
+			cache: []corev1.Pod{func() corev1.Pod {
+				p := makePod("web-0").terminating().obj()
+				p.UID = "doomed"
+				return p
+			}()},
+		},
+		"the pod was replaced by another UID": {
+			cache: []corev1.Pod{cachedPod("web-0", "replacement")},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e, _ := newTestExpectations()
+			e.expectDeleted(webKey, "web-0", "doomed")
+			inFlight := e.observe(webKey, tc.cache)
+			if got := inFlight("web-0"); got != tc.wantInFlight {
+				t.Errorf("inFlight(web-0) = %v, want %v", got, tc.wantInFlight)
+			}
+			if inFlight("web-1") {
+				t.Error("inFlight(web-1) = true for a name with no expectation")
+			}
+			// Once satisfied, the old pod reappearing (a cache that went
+			// back in time) does not bring the expectation back; a pending
+			// one stays.
+			if got := e.observe(webKey, []corev1.Pod{cachedPod("web-0", "doomed")})("web-0"); got != tc.wantInFlight {
+				t.Errorf("inFlight(web-0) on the next pass = %v, want %v", got, tc.wantInFlight)
+			}
+		})
+	}
+}
+
+func TestExpectationsExpire(t *testing.T) {
+	e, clock := newTestExpectations()
+	e.expectDeleted(webKey, "web-0", "never-gone-0")
+	e.expectDeleted(webKey, "web-1", "never-gone-1")
+	clock.advance(expectationTTL / 2)
+	e.expectDeleted(webKey, "web-2", "never-gone-2")
+	// The cache never shows the deletions.
+	cache := []corev1.Pod{cachedPod("web-0", "never-gone-0"), cachedPod("web-1", "never-gone-1"), cachedPod("web-2", "never-gone-2")}
+
+	clock.advance(expectationTTL / 2)
+	inFlight := e.observe(webKey, cache)
+	for _, name := range []string{"web-0", "web-1", "web-2"} {
+		if !inFlight(name) {
+			t.Errorf("after exactly expectationTTL: inFlight(%s) = false, want true", name)
+		}
+	}
+
+	clock.advance(time.Nanosecond)
+	inFlight = e.observe(webKey, cache)
+	for name, want := range map[string]bool{"web-0": false, "web-1": false, "web-2": true} {
+		if got := inFlight(name); got != want {
+			t.Errorf("after expectationTTL: inFlight(%s) = %v, want %v", name, got, want)
+		}
+	}
+
+	clock.advance(expectationTTL)
+	if e.observe(webKey, cache)("web-2") {
+		t.Error("inFlight(web-2) = true after its own expectationTTL, want false")
+	}
+	if len(e.pending) != 0 {
+		t.Errorf("pending = %v after every expectation expired, want none", e.pending)
+	}
+}
+
+func TestExpectationsAreKeptPerPodSet(t *testing.T) {
+	e, _ := newTestExpectations()
+	other := types.NamespacedName{Namespace: "other", Name: "web"}
+	e.expectDeleted(webKey, "web-0", "a")
+	e.expectDeleted(other, "web-0", "b")
+
+	// The other PodSet's pod going satisfies its own expectation only.
+	if e.observe(other, nil)("web-0") {
+		t.Error("observe(other) without its pod: inFlight(web-0) = true, want false")
+	}
+	if !e.observe(webKey, []corev1.Pod{cachedPod("web-0", "a")})("web-0") {
+		t.Error("observe(web) with its pod still live: inFlight(web-0) = false, want true")
+	}
+}
+
+func TestExpectationsForget(t *testing.T) {
+	e, _ := newTestExpectations()
+	other := types.NamespacedName{Namespace: testNamespace, Name: "api"}
+	e.expectDeleted(webKey, "web-0", "a")
+	e.expectDeleted(webKey, "web-1", "b")
+	e.expectDeleted(other, "api-0", "c")
+
+	e.forget(webKey)
+
+	inFlight := e.observe(webKey, []corev1.Pod{cachedPod("web-0", "a"), cachedPod("web-1", "b")})
+	if inFlight("web-0") || inFlight("web-1") {
+		t.Error("a forgotten PodSet still has deletions in flight")
+	}
+	if !e.observe(other, []corev1.Pod{cachedPod("api-0", "c")})("api-0") {
+		t.Error("forget(web) dropped the expectations of another PodSet")
+	}
+}
+
+// TestExpectationsLatestWins checks that a second deletion of a name (the
+// replacement pod, deleted in turn) replaces the expectation of the first.
+func TestExpectationsLatestWins(t *testing.T) {
+	e, _ := newTestExpectations()
+	e.expectDeleted(webKey, "web-0", "first")
+	e.expectDeleted(webKey, "web-0", "second")
+	if !e.observe(webKey, []corev1.Pod{cachedPod("web-0", "second")})("web-0") {
+		t.Error("inFlight(web-0) = false while the second pod is still live, want true")
+	}
+	if e.observe(webKey, nil)("web-0") {
+		t.Error("inFlight(web-0) = true once the second pod is gone, want false")
+	}
+}

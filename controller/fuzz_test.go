@@ -1,0 +1,487 @@
+package controller
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// Bits of FuzzDesiredPod's flags argument: what the template says.
+const (
+	fuzzInitContainer = 1 << iota // an init container with the same settings
+	fuzzReadOnlyFalse             // readOnlyRootFilesystem: false
+	fuzzReadOnlyTrue              // readOnlyRootFilesystem: true
+	fuzzLocalhost                 // pod seccompProfile Localhost
+	fuzzNoPodSC                   // no pod securityContext at all
+	fuzzAutomountTrue             // automountServiceAccountToken: true
+	fuzzDropNetRaw                // capabilities.drop: [NET_RAW]
+	fuzzDropAll                   // capabilities.drop also has ALL
+)
+
+// fuzzLabels parses "k=v;k=v" into labels.
+func fuzzLabels(s string) map[string]string {
+	if s == "" {
+		return nil
+	}
+	labels := map[string]string{}
+	for kv := range strings.SplitSeq(s, ";") {
+		k, v, _ := strings.Cut(kv, "=")
+		labels[k] = v
+	}
+	return labels
+}
+
+func FuzzDesiredPod(f *testing.F) {
+	f.Add("web", uint16(3), uint16(2), "busybox:1.36", "tier=web", uint8(0))
+	f.Add("a", uint16(1), uint16(0), "nginx", "", uint8(fuzzInitContainer|fuzzReadOnlyFalse|fuzzLocalhost))
+	f.Add("web-1", uint16(10000), uint16(9999), "img@sha256:00", "podset.dev/name=x;podset.dev/ordinal=9;a=", uint8(0xff))
+	f.Add("x", uint16(12), uint16(10), "", "=;team=a", uint8(fuzzNoPodSC|fuzzAutomountTrue|fuzzDropNetRaw))
+
+	f.Fuzz(func(t *testing.T, name string, replicasIn, ordinalIn uint16, image, labelSpec string, flags uint8) {
+		for _, s := range []string{name, image, labelSpec} {
+			if !utf8.ValidString(s) {
+				t.Skip("the API only holds valid UTF-8")
+			}
+		}
+		replicasN := max(1, int(replicasIn)%(podsetv1alpha1.MaxReplicas+1))
+		ordinal := int(ordinalIn) % replicasN
+
+		sc := &corev1.SecurityContext{}
+		switch {
+		case flags&fuzzReadOnlyFalse != 0:
+			sc.ReadOnlyRootFilesystem = ptr.To(false)
+		case flags&fuzzReadOnlyTrue != 0:
+			sc.ReadOnlyRootFilesystem = ptr.To(true)
+		}
+		var drop []corev1.Capability
+		if flags&fuzzDropNetRaw != 0 {
+			drop = append(drop, "NET_RAW")
+		}
+		if flags&fuzzDropAll != 0 {
+			drop = append(drop, "ALL")
+		}
+		if drop != nil {
+			sc.Capabilities = &corev1.Capabilities{Drop: drop}
+		}
+		if *sc == (corev1.SecurityContext{}) && flags&fuzzNoPodSC != 0 {
+			sc = nil
+		}
+		ps := makePodSet(name).replicas(int32(replicasN)).obj()
+		ps.Spec.Template.Labels = fuzzLabels(labelSpec)
+		spec := &ps.Spec.Template.Spec
+		spec.Containers = []corev1.Container{{Name: "app", Image: image, SecurityContext: sc.DeepCopy()}}
+		if flags&fuzzInitContainer != 0 {
+			spec.InitContainers = []corev1.Container{{Name: "init", Image: image, SecurityContext: sc.DeepCopy()}}
+		}
+		switch {
+		case flags&fuzzNoPodSC != 0:
+			spec.SecurityContext = nil
+		case flags&fuzzLocalhost != 0:
+			spec.SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("p.json")}
+		}
+		if flags&fuzzAutomountTrue != 0 {
+			spec.AutomountServiceAccountToken = ptr.To(true)
+		}
+		before := ps.DeepCopy()
+		hash := templateHash(ps)
+
+		pod, err := desiredPod(ps, ordinal, hash)
+		if err != nil {
+			t.Fatalf("desiredPod() error = %v", err)
+		}
+
+		// The template is not mutated, and the hash does not move.
+		if diff := cmp.Diff(before, ps); diff != "" {
+			t.Fatalf("desiredPod() changed the PodSet (-before +after):\n%s", diff)
+		}
+		if got := templateHash(ps); got != hash {
+			t.Fatalf("templateHash() = %q, then %q", hash, got)
+		}
+
+		// The name parses back to the ordinal.
+		if got, ok := podOrdinal(name, ptr.Deref(pod.Name, "")); !ok || got != ordinal {
+			t.Fatalf("podOrdinal(%q, %q) = %d, %v; want %d, true", name, ptr.Deref(pod.Name, ""), got, ok, ordinal)
+		}
+		if ptr.Deref(pod.Namespace, "") != testNamespace {
+			t.Errorf("namespace = %v, want %s", pod.Namespace, testNamespace)
+		}
+
+		// The operator's labels win; every other template label is kept.
+		wantLabels := maps.Clone(ps.Spec.Template.Labels)
+		if wantLabels == nil {
+			wantLabels = map[string]string{}
+		}
+		wantLabels[podsetv1alpha1.NameLabel] = name
+		wantLabels[podsetv1alpha1.OrdinalLabel] = strconv.Itoa(ordinal)
+		wantLabels[podsetv1alpha1.TemplateHashLabel] = hash
+		if diff := cmp.Diff(wantLabels, pod.Labels); diff != "" {
+			t.Errorf("labels (-want +got):\n%s", diff)
+		}
+		if len(pod.OwnerReferences) != 1 {
+			t.Fatalf("ownerReferences = %d, want 1", len(pod.OwnerReferences))
+		}
+		ref := pod.OwnerReferences[0]
+		if !ptr.Deref(ref.Controller, false) || !ptr.Deref(ref.BlockOwnerDeletion, false) || ptr.Deref(ref.UID, "") != ps.UID ||
+			ptr.Deref(ref.Name, "") != name || ptr.Deref(ref.Kind, "") != "PodSet" || ptr.Deref(ref.APIVersion, "") != "podset.dev/v1alpha1" {
+			t.Errorf("ownerReference = %+v, want the controller reference of %s", ref, name)
+		}
+
+		// Hardening.
+		want := func(set *bool, dflt bool) bool { return ptr.Deref(set, dflt) }
+		if got := ptr.Deref(pod.Spec.AutomountServiceAccountToken, true); got != want(spec.AutomountServiceAccountToken, false) {
+			t.Errorf("automountServiceAccountToken = %v, want the template's or false", got)
+		}
+		psc := pod.Spec.SecurityContext
+		if psc == nil || !ptr.Deref(psc.RunAsNonRoot, false) {
+			t.Fatalf("pod securityContext.runAsNonRoot is not true")
+		}
+		wantSeccomp := corev1.SeccompProfileTypeRuntimeDefault
+		if flags&fuzzLocalhost != 0 && flags&fuzzNoPodSC == 0 {
+			wantSeccomp = corev1.SeccompProfileTypeLocalhost
+		}
+		if psc.SeccompProfile == nil || ptr.Deref(psc.SeccompProfile.Type, "") != wantSeccomp {
+			t.Errorf("pod seccompProfile = %+v, want %s", psc.SeccompProfile, wantSeccomp)
+		}
+		if len(pod.Spec.Containers) != len(spec.Containers) || len(pod.Spec.InitContainers) != len(spec.InitContainers) {
+			t.Fatalf("desiredPod() changed the number of containers")
+		}
+		for _, c := range slices.Concat(pod.Spec.InitContainers, pod.Spec.Containers) {
+			if ptr.Deref(c.Image, "") != image {
+				t.Errorf("container %s: image = %q, want %q", ptr.Deref(c.Name, ""), ptr.Deref(c.Image, ""), image)
+			}
+			csc := c.SecurityContext
+			if csc == nil {
+				t.Fatalf("container %s: no securityContext", ptr.Deref(c.Name, ""))
+			}
+			if ptr.Deref(csc.AllowPrivilegeEscalation, true) {
+				t.Errorf("container %s: allowPrivilegeEscalation is not false", ptr.Deref(c.Name, ""))
+			}
+			var templateRO *bool
+			if sc != nil {
+				templateRO = sc.ReadOnlyRootFilesystem
+			}
+			if csc.ReadOnlyRootFilesystem == nil || *csc.ReadOnlyRootFilesystem != want(templateRO, true) {
+				t.Errorf("container %s: readOnlyRootFilesystem = %v, want the template's or true", ptr.Deref(c.Name, ""), csc.ReadOnlyRootFilesystem)
+			}
+			if csc.Capabilities == nil || !slices.Contains(csc.Capabilities.Drop, "ALL") {
+				t.Errorf("container %s: capabilities.drop lacks ALL", ptr.Deref(c.Name, ""))
+			} else {
+				for _, d := range drop {
+					if !slices.Contains(csc.Capabilities.Drop, d) {
+						t.Errorf("container %s: capabilities.drop lost the template's %s", ptr.Deref(c.Name, ""), d)
+					}
+				}
+				if n := len(csc.Capabilities.Drop); n != len(drop) && n != len(drop)+1 {
+					t.Errorf("container %s: capabilities.drop = %v from %v", ptr.Deref(c.Name, ""), csc.Capabilities.Drop, drop)
+				}
+			}
+		}
+
+		// The pod, once stored, is converged: no pass repairs it.
+		stored := storedPod(t, ps, ordinal, hash)
+		if drifted(ps, &stored, ordinal, hash) {
+			t.Errorf("drifted() = true for the pod desiredPod built")
+		}
+	})
+}
+
+// fuzzSpecialNames are pod names without a valid ordinal of PodSet "web",
+// or with one past the usual range.
+var fuzzSpecialNames = []string{
+	"web-01", "web-x", "web-", "webby-1", "web-1-2", "web-00", "web-9999", "web-10000",
+	"web--1", "web-+1", "web", "api-0", "web-63", "web-64", "web-100", "web-1a",
+}
+
+// fuzzPod is one pod of FuzzPlanPods with what the fuzzer chose for it.
+type fuzzPod struct {
+	pod        corev1.Pod
+	inFlight   bool
+	controlled bool
+}
+
+// fuzzPods decodes 4 bytes per pod: name, phase and state, ownership, and
+// template hash and drift. A name seen before is skipped: a namespace holds
+// one pod per name.
+func fuzzPods(ps *podsetv1alpha1.PodSet, hash string, data []byte) []fuzzPod {
+	var out []fuzzPod
+	seen := map[string]bool{}
+	for i := 0; i+4 <= len(data); i += 4 {
+		b := data[i : i+4]
+		name := podName("web", int(b[0])%64)
+		if b[0] >= 240 {
+			name = fuzzSpecialNames[b[0]-240]
+		}
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+
+		p := makePod(name)
+		controlled := false
+		switch b[2] % 5 {
+		case 0, 1:
+			p.controlledBy(ps)
+			controlled = true
+		case 2:
+			p.label(podsetv1alpha1.NameLabel, "web")
+		case 3:
+			p.controlledByOther("other-uid").label(podsetv1alpha1.NameLabel, "web")
+		case 4:
+			p.controlledBy(ps)
+			p.pod.OwnerReferences[0].Controller = ptr.To(false)
+		}
+		if b[3]&1 == 0 {
+			p.hash(hash)
+		} else {
+			p.hash("stale")
+		}
+		if controlled {
+			if b[3]&2 != 0 {
+				p.withoutLabel(podsetv1alpha1.OrdinalLabel)
+			}
+			if b[3]&4 != 0 {
+				p.image("app", "drifted")
+			}
+			if b[3]&8 != 0 {
+				p.blockOwnerDeletion(false)
+			}
+		}
+		switch b[1] & 3 {
+		case 0:
+			p.phase(corev1.PodPending)
+		case 1:
+			if b[1]&4 != 0 {
+				p.ready()
+			} else {
+				p.running()
+			}
+		case 2:
+			p.phase(corev1.PodSucceeded)
+		case 3:
+			p.phase(corev1.PodFailed)
+		}
+		if b[1]&8 != 0 {
+			p.terminating()
+		}
+		out = append(out, fuzzPod{pod: p.obj(), inFlight: b[1]&16 != 0, controlled: controlled})
+	}
+	return out
+}
+
+func FuzzPlanPods(f *testing.F) {
+	// replicas, maxUnavailable, percent, onDelete, pods (4 bytes each:
+	// name, phase|ready<<2|terminating<<3|inFlight<<4, ownership, stale|drift).
+	f.Add(uint8(3), uint8(0), false, false, []byte{})
+	f.Add(uint8(3), uint8(0), false, false, []byte{0, 5, 0, 1, 1, 5, 0, 1, 2, 5, 0, 1})
+	f.Add(uint8(2), uint8(1), false, false, []byte{0, 5, 0, 0, 1, 1, 0, 1, 5, 5, 0, 0, 240, 5, 0, 0, 9, 13, 0, 0})
+	f.Add(uint8(4), uint8(49), true, false, []byte{0, 5, 2, 1, 1, 2, 3, 0, 2, 3, 0, 1, 3, 21, 0, 1, 7, 5, 2, 0})
+	f.Add(uint8(5), uint8(1), false, true, []byte{0, 5, 0, 1, 1, 1, 0, 1, 2, 5, 4, 14, 3, 0, 1, 6})
+	f.Add(uint8(0), uint8(0), false, false, []byte{0, 5, 0, 0, 241, 5, 0, 0, 247, 5, 1, 0})
+
+	f.Fuzz(func(t *testing.T, replicasIn, maxUnavailableIn uint8, percent, onDelete bool, data []byte) {
+		b := makePodSet("web").replicas(int32(replicasIn) % 51)
+		if percent {
+			b.maxUnavailable(intstr.FromString(fmt.Sprintf("%d%%", 1+int(maxUnavailableIn)%100)))
+		} else {
+			b.maxUnavailable(intstr.FromInt32(1 + int32(maxUnavailableIn)%10))
+		}
+		if onDelete {
+			b.onDelete()
+		}
+		ps := b.obj()
+		hash := templateHash(ps)
+		replicasN := int(replicas(ps))
+
+		fuzzed := fuzzPods(ps, hash, data)
+		var pods []corev1.Pod
+		inFlightSet := map[string]bool{}
+		for _, fp := range fuzzed {
+			pods = append(pods, fp.pod)
+			if fp.inFlight {
+				inFlightSet[fp.pod.Name] = true
+			}
+		}
+		byName := map[string]*corev1.Pod{}
+		for i := range pods {
+			byName[pods[i].Name] = &pods[i]
+		}
+		before := deepCopyPods(pods)
+		inFlight := func(name string) bool { return inFlightSet[name] }
+
+		plan := planPods(ps, pods, hash, inFlight)
+
+		if diff := cmp.Diff(before, pods); diff != "" {
+			t.Fatalf("planPods() modified its pods (-before +after):\n%s", diff)
+		}
+
+		// Creates: in range, free, not in flight, each once, and every
+		// free ordinal not in flight.
+		created := map[int]bool{}
+		for _, o := range plan.create {
+			name := podName("web", o)
+			switch {
+			case o < 0 || o >= replicasN:
+				t.Errorf("create %d, outside 0..%d", o, replicasN-1)
+			case byName[name] != nil:
+				t.Errorf("create %d, but pod %s exists", o, name)
+			case inFlight(name):
+				t.Errorf("create %d, but %s has a write in flight", o, name)
+			case created[o]:
+				t.Errorf("create %d twice", o)
+			}
+			created[o] = true
+		}
+		for o := range replicasN {
+			if name := podName("web", o); byName[name] == nil && !inFlight(name) && !created[o] {
+				t.Errorf("ordinal %d has no pod and no write in flight, but is not created", o)
+			}
+		}
+
+		// Writes: only controlled, settled pods, each in one list once.
+		lists := map[string][]*corev1.Pod{
+			"repair": plan.repair, "prune": plan.prune, "replaceFinished": plan.replaceFinished, "rollout": plan.rollout,
+		}
+		writtenIn := map[string]string{}
+		for list, written := range lists {
+			for _, p := range written {
+				if prev, ok := writtenIn[p.Name]; ok {
+					t.Errorf("pod %s is in %s and %s", p.Name, prev, list)
+				}
+				writtenIn[p.Name] = list
+				if !metav1.IsControlledBy(p, ps) {
+					t.Errorf("pod %s, not controlled by the PodSet, is in %s", p.Name, list)
+				}
+				if inFlight(p.Name) {
+					t.Errorf("pod %s, with a write in flight, is in %s", p.Name, list)
+				}
+				if p.DeletionTimestamp != nil {
+					t.Errorf("pod %s, terminating, is in %s", p.Name, list)
+				}
+			}
+		}
+
+		// Prune: only surplus or unnamed pods, highest first, and all of them.
+		for i, p := range plan.prune {
+			if o, ok := podOrdinal("web", p.Name); ok && o < replicasN {
+				t.Errorf("prune %s, a pod with an ordinal below replicas %d", p.Name, replicasN)
+			}
+			if i > 0 && ordinalOf(ps, plan.prune[i-1]) < ordinalOf(ps, p) {
+				t.Errorf("prune order %s before %s: not highest first", plan.prune[i-1].Name, p.Name)
+			}
+		}
+		for _, fp := range fuzzed {
+			p := fp.pod
+			o, ok := podOrdinal("web", p.Name)
+			if fp.controlled && !fp.inFlight && p.DeletionTimestamp == nil && (!ok || o >= replicasN) && writtenIn[p.Name] != "prune" {
+				t.Errorf("surplus pod %s is not pruned", p.Name)
+			}
+		}
+
+		// Finished pods are replaced; repaired pods are current.
+		for _, p := range plan.replaceFinished {
+			if p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded {
+				t.Errorf("replaceFinished has %s in phase %s", p.Name, p.Status.Phase)
+			}
+		}
+		for _, p := range plan.repair {
+			if p.Labels[podsetv1alpha1.TemplateHashLabel] != hash {
+				t.Errorf("repair has the out-of-date pod %s", p.Name)
+			}
+		}
+
+		// Foreign pods: each a conflict or a stray, never written.
+		foreign := map[string]bool{}
+		for _, fp := range fuzzed {
+			if !fp.controlled {
+				foreign[fp.pod.Name] = true
+			}
+		}
+		reported := map[string]int{}
+		for _, n := range slices.Concat(plan.conflicts, plan.strays) {
+			reported[n]++
+			if !foreign[n] {
+				t.Errorf("%s is reported as a conflict or stray but is controlled by the PodSet", n)
+			}
+		}
+		for n := range foreign {
+			if reported[n] != 1 {
+				t.Errorf("foreign pod %s is reported %d times in conflicts and strays, want once", n, reported[n])
+			}
+		}
+		for _, n := range plan.conflicts {
+			if o, ok := podOrdinal("web", n); !ok || o >= replicasN {
+				t.Errorf("conflict %s holds no name the PodSet needs", n)
+			}
+		}
+
+		// Rollout: out-of-date pods only; none with OnDelete; every unready
+		// one; ready ones from the highest ordinal within the budget.
+		if onDelete && len(plan.rollout) > 0 {
+			t.Fatalf("OnDelete rolled out %d pods", len(plan.rollout))
+		}
+		unavailable := 0
+		var staleReady []string
+		for o := range replicasN {
+			p := byName[podName("web", o)]
+			if p == nil || !metav1.IsControlledBy(p, ps) || inFlight(p.Name) || p.DeletionTimestamp != nil || !podReady(p) {
+				unavailable++
+				continue
+			}
+			if p.Labels[podsetv1alpha1.TemplateHashLabel] != hash {
+				staleReady = append(staleReady, p.Name)
+			}
+		}
+		budget := max(0, maxUnavailable(ps)-unavailable)
+		var readyTaken []string
+		for _, p := range plan.rollout {
+			if p.Labels[podsetv1alpha1.TemplateHashLabel] == hash {
+				t.Errorf("rollout has the up-to-date pod %s", p.Name)
+			}
+			if o, ok := podOrdinal("web", p.Name); !ok || o >= replicasN {
+				t.Errorf("rollout has %s, which is not a desired ordinal", p.Name)
+			}
+			if podReady(p) {
+				readyTaken = append(readyTaken, p.Name)
+			}
+		}
+		if len(readyTaken) > budget {
+			t.Errorf("rollout takes %d ready pods %v, budget %d (maxUnavailable %d, %d unavailable)",
+				len(readyTaken), readyTaken, budget, maxUnavailable(ps), unavailable)
+		}
+		if !onDelete {
+			if want := min(budget, len(staleReady)); len(readyTaken) != want {
+				t.Errorf("rollout takes %d ready pods, want %d (budget %d, %d stale ready)", len(readyTaken), want, budget, len(staleReady))
+			}
+			slices.Reverse(staleReady)
+			if want := staleReady[:len(readyTaken)]; !slices.Equal(readyTaken, want) {
+				t.Errorf("rollout takes ready pods %v, want the highest ordinals %v", readyTaken, want)
+			}
+			for _, fp := range fuzzed {
+				p := &fp.pod
+				o, ok := podOrdinal("web", p.Name)
+				if fp.controlled && !fp.inFlight && p.DeletionTimestamp == nil && ok && o < replicasN &&
+					p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded &&
+					p.Labels[podsetv1alpha1.TemplateHashLabel] != hash && !podReady(p) && writtenIn[p.Name] != "rollout" {
+					t.Errorf("the unready out-of-date pod %s is not rolled out", p.Name)
+				}
+			}
+		}
+
+		// A converged set is empty.
+		if plan.empty() != (len(plan.create) == 0 && len(writtenIn) == 0) {
+			t.Errorf("empty() = %v with %d creates and %d pod writes", plan.empty(), len(plan.create), len(writtenIn))
+		}
+	})
+}

@@ -1,0 +1,411 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+func TestComputeStatus(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+	earlier := metav1.NewTime(now.Add(-time.Hour))
+	cond := func(typ string, status metav1.ConditionStatus, reason, message string, at metav1.Time, generation int64) metav1.Condition {
+		return metav1.Condition{
+			Type: typ, Status: status, Reason: reason, Message: message,
+			LastTransitionTime: at, ObservedGeneration: generation,
+		}
+	}
+	const (
+		ready       = "Ready"
+		reconciling = "Reconciling"
+		stalled     = "Stalled"
+		tru         = metav1.ConditionTrue
+		fls         = metav1.ConditionFalse
+		stale       = "stale-hash"
+	)
+	ps3 := makePodSet("web").replicas(3).generation(4).obj()
+	h := templateHash(ps3)
+	readyPods := func(ordinals ...int) []corev1.Pod {
+		var pods []corev1.Pod
+		for _, o := range ordinals {
+			pods = append(pods, makePod(podName("web", o)).controlledBy(ps3).ready().hash(h).obj())
+		}
+		return pods
+	}
+	// reconcilingSince are the conditions of a PodSet that has been scaling
+	// up since earlier.
+	reconcilingSince := []metav1.Condition{
+		cond(ready, fls, "ReplicasNotReady", "0/3 pods ready, 0/3 up to date", earlier, 3),
+		cond(reconciling, tru, "ScalingUp", "0/3 pods ready, 0/3 up to date", earlier, 3),
+		cond(stalled, fls, "ScalingUp", "0/3 pods ready, 0/3 up to date", earlier, 3),
+	}
+
+	cases := map[string]struct {
+		ps      *podsetv1alpha1.PodSet
+		pods    []corev1.Pod
+		stalled *stall
+		want    podsetv1alpha1.PodSetStatus
+	}{
+		"no pods: scaling up": {
+			ps: ps3,
+			want: podsetv1alpha1.PodSetStatus{
+				ObservedGeneration: 4,
+				Selector:           "podset.dev/name=web",
+				Conditions: []metav1.Condition{
+					cond(ready, fls, "ReplicasNotReady", "0/3 pods ready, 0/3 up to date", now, 4),
+					cond(reconciling, tru, "ScalingUp", "0/3 pods ready, 0/3 up to date", now, 4),
+					cond(stalled, fls, "ScalingUp", "0/3 pods ready, 0/3 up to date", now, 4),
+				},
+			},
+		},
+		"all ready and up to date, pod names by ordinal as numbers": {
+			ps:   makePodSet("web").replicas(11).generation(4).obj(),
+			pods: readyPods(10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+			want: podsetv1alpha1.PodSetStatus{
+				ObservedGeneration: 4,
+				Replicas:           11,
+				ReadyReplicas:      11,
+				AvailableReplicas:  11,
+				UpdatedReplicas:    11,
+				PodNames:           []string{"web-0", "web-1", "web-2", "web-3", "web-4", "web-5", "web-6", "web-7", "web-8", "web-9", "web-10"},
+				Selector:           "podset.dev/name=web",
+				Conditions: []metav1.Condition{
+					cond(ready, tru, "AllReplicasReady", "11/11 pods ready, 11/11 up to date", now, 4),
+					cond(reconciling, fls, "Converged", "11/11 pods ready, 11/11 up to date", now, 4),
+					cond(stalled, fls, "Converged", "11/11 pods ready, 11/11 up to date", now, 4),
+				},
+			},
+		},
+		"terminating pods count in replicas only": {
+			ps: ps3,
+			pods: append(readyPods(0, 1),
+				makePod("web-2").controlledBy(ps3).ready().hash(h).terminating().obj()),
+			want: podsetv1alpha1.PodSetStatus{
+				ObservedGeneration: 4,
+				Replicas:           3,
+				ReadyReplicas:      2,
+				AvailableReplicas:  2,
+				UpdatedReplicas:    2,
+				PodNames:           []string{"web-0", "web-1"},
+				Selector:           "podset.dev/name=web",
+				Conditions: []metav1.Condition{
+					cond(ready, fls, "ReplicasNotReady", "2/3 pods ready, 2/3 up to date", now, 4),
+					cond(reconciling, tru, "ScalingUp", "2/3 pods ready, 2/3 up to date", now, 4),
+					cond(stalled, fls, "ScalingUp", "2/3 pods ready, 2/3 up to date", now, 4),
+				},
+			},
+		},
+		"a terminating surplus pod keeps the PodSet from being ready": {
+			ps: ps3,
+			pods: append(readyPods(0, 1, 2),
+				makePod("web-3").controlledBy(ps3).ready().hash(h).terminating().obj()),
+			want: podsetv1alpha1.PodSetStatus{
+				ObservedGeneration: 4,
+				Replicas:           4,
+				ReadyReplicas:      3,
+				AvailableReplicas:  3,
+				UpdatedReplicas:    3,
+				PodNames:           []string{"web-0", "web-1", "web-2"},
+				Selector:           "podset.dev/name=web",
+				Conditions: []metav1.Condition{
+					cond(ready, fls, "ReplicasNotReady", "3/3 pods ready, 3/3 up to date", now, 4),
+					cond(reconciling, tru, "WaitingForPods", "3/3 pods ready, 3/3 up to date", now, 4),
+					cond(stalled, fls, "WaitingForPods", "3/3 pods ready, 3/3 up to date", now, 4),
+				},
+			},
+		},
+		"stale pods: rolling out": {
+			ps: ps3,
+			pods: append(readyPods(0, 1),
+				makePod("web-2").controlledBy(ps3).ready().hash(stale).obj()),
+			want: podsetv1alpha1.PodSetStatus{
+				ObservedGeneration: 4,
+				Replicas:           3,
+				ReadyReplicas:      3,
+				AvailableReplicas:  3,
+				UpdatedReplicas:    2,
+				PodNames:           []string{"web-0", "web-1", "web-2"},
+				Selector:           "podset.dev/name=web",
+				Conditions: []metav1.Condition{
+					cond(ready, fls, "ReplicasNotReady", "3/3 pods ready, 2/3 up to date", now, 4),
+					cond(reconciling, tru, "RollingOut", "3/3 pods ready, 2/3 up to date", now, 4),
+					cond(stalled, fls, "RollingOut", "3/3 pods ready, 2/3 up to date", now, 4),
+				},
+			},
+		},
+		"surplus pods: scaling down": {
+			ps:   makePodSet("web").replicas(2).generation(4).obj(),
+			pods: readyPods(0, 1, 2),
+			want: podsetv1alpha1.PodSetStatus{
+				ObservedGeneration: 4,
+				Replicas:           3,
+				ReadyReplicas:      3,
+				AvailableReplicas:  3,
+				UpdatedReplicas:    3,
+				PodNames:           []string{"web-0", "web-1", "web-2"},
+				Selector:           "podset.dev/name=web",
+				Conditions: []metav1.Condition{
+					cond(ready, fls, "ReplicasNotReady", "3/2 pods ready, 3/2 up to date", now, 4),
+					cond(reconciling, tru, "ScalingDown", "3/2 pods ready, 3/2 up to date", now, 4),
+					cond(stalled, fls, "ScalingDown", "3/2 pods ready, 3/2 up to date", now, 4),
+				},
+			},
+		},
+		"unready up-to-date pods: waiting for pods": {
+			ps: ps3,
+			pods: append(readyPods(0, 1),
+				makePod("web-2").controlledBy(ps3).running().hash(h).obj()),
+			want: podsetv1alpha1.PodSetStatus{
+				ObservedGeneration: 4,
+				Replicas:           3,
+				ReadyReplicas:      2,
+				AvailableReplicas:  2,
+				UpdatedReplicas:    3,
+				PodNames:           []string{"web-0", "web-1", "web-2"},
+				Selector:           "podset.dev/name=web",
+				Conditions: []metav1.Condition{
+					cond(ready, fls, "ReplicasNotReady", "2/3 pods ready, 3/3 up to date", now, 4),
+					cond(reconciling, tru, "WaitingForPods", "2/3 pods ready, 3/3 up to date", now, 4),
+					cond(stalled, fls, "WaitingForPods", "2/3 pods ready, 3/3 up to date", now, 4),
+				},
+			},
+		},
+		"a conflict stalls the PodSet and the foreign pod is not counted": {
+			ps: ps3,
+			pods: append(readyPods(0, 2),
+				makePod("web-1").label(podsetv1alpha1.NameLabel, "web").ready().hash(h).obj()),
+			stalled: conflictStall([]string{"web-1"}),
+			want: podsetv1alpha1.PodSetStatus{
+				ObservedGeneration: 4,
+				Replicas:           2,
+				ReadyReplicas:      2,
+				AvailableReplicas:  2,
+				UpdatedReplicas:    2,
+				PodNames:           []string{"web-0", "web-2"},
+				Selector:           "podset.dev/name=web",
+				Conditions: []metav1.Condition{
+					cond(ready, fls, "ReplicasNotReady", "2/3 pods ready, 2/3 up to date", now, 4),
+					cond(reconciling, fls, "PodConflict", "pods web-1 exist and are not controlled by this PodSet; it leaves them alone: delete or rename them", now, 4),
+					cond(stalled, tru, "PodConflict", "pods web-1 exist and are not controlled by this PodSet; it leaves them alone: delete or rename them", now, 4),
+				},
+			},
+		},
+		"a stall keeps a PodSet with every pod ready from being ready": {
+			ps:      ps3,
+			pods:    readyPods(0, 1, 2),
+			stalled: &stall{reason: "InvalidTemplate", message: "spec.template.spec.hostPID: must not be true (Pod Security restricted)"},
+			want: podsetv1alpha1.PodSetStatus{
+				ObservedGeneration: 4,
+				Replicas:           3,
+				ReadyReplicas:      3,
+				AvailableReplicas:  3,
+				UpdatedReplicas:    3,
+				PodNames:           []string{"web-0", "web-1", "web-2"},
+				Selector:           "podset.dev/name=web",
+				Conditions: []metav1.Condition{
+					cond(ready, fls, "ReplicasNotReady", "3/3 pods ready, 3/3 up to date", now, 4),
+					cond(reconciling, fls, "InvalidTemplate", "spec.template.spec.hostPID: must not be true (Pod Security restricted)", now, 4),
+					cond(stalled, tru, "InvalidTemplate", "spec.template.spec.hostPID: must not be true (Pod Security restricted)", now, 4),
+				},
+			},
+		},
+		"foreign pods are never counted": {
+			ps: ps3,
+			pods: append(readyPods(0, 1, 2),
+				makePod("web-7").label(podsetv1alpha1.NameLabel, "web").ready().hash(h).obj(),
+				makePod("web-5").controlledByOther("other-uid").label(podsetv1alpha1.NameLabel, "web").ready().hash(h).obj(),
+				makePod("api-0").controlledBy(makePodSet("api").obj()).ready().hash(h).obj()),
+			want: podsetv1alpha1.PodSetStatus{
+				ObservedGeneration: 4,
+				Replicas:           3,
+				ReadyReplicas:      3,
+				AvailableReplicas:  3,
+				UpdatedReplicas:    3,
+				PodNames:           []string{"web-0", "web-1", "web-2"},
+				Selector:           "podset.dev/name=web",
+				Conditions: []metav1.Condition{
+					cond(ready, tru, "AllReplicasReady", "3/3 pods ready, 3/3 up to date", now, 4),
+					cond(reconciling, fls, "Converged", "3/3 pods ready, 3/3 up to date", now, 4),
+					cond(stalled, fls, "Converged", "3/3 pods ready, 3/3 up to date", now, 4),
+				},
+			},
+		},
+		"unchanged condition statuses keep their transition time": {
+			ps: makePodSet("web").replicas(3).generation(4).conditions(reconcilingSince...).obj(),
+			pods: append(readyPods(0, 1),
+				makePod("web-2").controlledBy(ps3).ready().hash(stale).obj()),
+			want: podsetv1alpha1.PodSetStatus{
+				ObservedGeneration: 4,
+				Replicas:           3,
+				ReadyReplicas:      3,
+				AvailableReplicas:  3,
+				UpdatedReplicas:    2,
+				PodNames:           []string{"web-0", "web-1", "web-2"},
+				Selector:           "podset.dev/name=web",
+				Conditions: []metav1.Condition{
+					cond(ready, fls, "ReplicasNotReady", "3/3 pods ready, 2/3 up to date", earlier, 4),
+					cond(reconciling, tru, "RollingOut", "3/3 pods ready, 2/3 up to date", earlier, 4),
+					cond(stalled, fls, "RollingOut", "3/3 pods ready, 2/3 up to date", earlier, 4),
+				},
+			},
+		},
+		"changed condition statuses move their transition time to now": {
+			ps:   makePodSet("web").replicas(3).generation(4).conditions(reconcilingSince...).obj(),
+			pods: readyPods(0, 1, 2),
+			want: podsetv1alpha1.PodSetStatus{
+				ObservedGeneration: 4,
+				Replicas:           3,
+				ReadyReplicas:      3,
+				AvailableReplicas:  3,
+				UpdatedReplicas:    3,
+				PodNames:           []string{"web-0", "web-1", "web-2"},
+				Selector:           "podset.dev/name=web",
+				Conditions: []metav1.Condition{
+					cond(ready, tru, "AllReplicasReady", "3/3 pods ready, 3/3 up to date", now, 4),
+					cond(reconciling, fls, "Converged", "3/3 pods ready, 3/3 up to date", now, 4),
+					cond(stalled, fls, "Converged", "3/3 pods ready, 3/3 up to date", earlier, 4),
+				},
+			},
+		},
+		"a stall after scaling up moves Stalled and Reconciling, not Ready": {
+			ps:      makePodSet("web").replicas(3).generation(4).conditions(reconcilingSince...).obj(),
+			pods:    readyPods(0, 2),
+			stalled: conflictStall([]string{"web-1"}),
+			want: podsetv1alpha1.PodSetStatus{
+				ObservedGeneration: 4,
+				Replicas:           2,
+				ReadyReplicas:      2,
+				AvailableReplicas:  2,
+				UpdatedReplicas:    2,
+				PodNames:           []string{"web-0", "web-2"},
+				Selector:           "podset.dev/name=web",
+				Conditions: []metav1.Condition{
+					cond(ready, fls, "ReplicasNotReady", "2/3 pods ready, 2/3 up to date", earlier, 4),
+					cond(reconciling, fls, "PodConflict", "pods web-1 exist and are not controlled by this PodSet; it leaves them alone: delete or rename them", now, 4),
+					cond(stalled, tru, "PodConflict", "pods web-1 exist and are not controlled by this PodSet; it leaves them alone: delete or rename them", now, 4),
+				},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			hash := templateHash(tc.ps)
+			plan := planPods(tc.ps, tc.pods, hash, noneInFlight)
+			before := tc.ps.DeepCopy()
+			got := computeStatus(tc.ps, tc.pods, hash, &plan, tc.stalled, now)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("computeStatus() (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(before, tc.ps); diff != "" {
+				t.Errorf("computeStatus() changed the PodSet (-before +after):\n%s", diff)
+			}
+			// A second pass over the same state with the new status in place
+			// must compute the same status: otherwise every pass writes.
+			again := tc.ps.DeepCopy()
+			again.Status = got
+			later := metav1.NewTime(now.Add(time.Minute))
+			if diff := cmp.Diff(got, computeStatus(again, tc.pods, hash, &plan, tc.stalled, later)); diff != "" {
+				t.Errorf("computeStatus() on its own result changed (-first +second):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestConflictStall(t *testing.T) {
+	want := &stall{
+		reason:  "PodConflict",
+		message: "pods web-1, web-10, web-2 exist and are not controlled by this PodSet; it leaves them alone: delete or rename them",
+	}
+	for _, names := range [][]string{
+		{"web-1", "web-10", "web-2"},
+		{"web-2", "web-10", "web-1"},
+		{"web-10", "web-1", "web-2"},
+	} {
+		got := conflictStall(names)
+		if diff := cmp.Diff(want, got, cmp.AllowUnexported(stall{})); diff != "" {
+			t.Errorf("conflictStall(%q) (-want +got):\n%s", names, diff)
+		}
+	}
+}
+
+func TestSignificantChange(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+	base := func() podsetv1alpha1.PodSetStatus {
+		return podsetv1alpha1.PodSetStatus{
+			ObservedGeneration: 2,
+			Replicas:           3,
+			ReadyReplicas:      2,
+			PodNames:           []string{"web-0", "web-1", "web-2"},
+			Conditions: []metav1.Condition{
+				{Type: "Ready", Status: metav1.ConditionFalse, Reason: "ReplicasNotReady", Message: "2/3", LastTransitionTime: at},
+				{Type: "Reconciling", Status: metav1.ConditionTrue, Reason: "WaitingForPods", Message: "2/3", LastTransitionTime: at},
+			},
+		}
+	}
+	cases := map[string]struct {
+		change func(*podsetv1alpha1.PodSetStatus)
+		want   bool
+	}{
+		"nothing":               {change: func(*podsetv1alpha1.PodSetStatus) {}},
+		"counts":                {change: func(s *podsetv1alpha1.PodSetStatus) { s.ReadyReplicas, s.AvailableReplicas = 3, 3 }},
+		"pod names":             {change: func(s *podsetv1alpha1.PodSetStatus) { s.PodNames = s.PodNames[:2] }},
+		"a condition's message": {change: func(s *podsetv1alpha1.PodSetStatus) { s.Conditions[0].Message = "3/3" }},
+		"a condition's reason":  {change: func(s *podsetv1alpha1.PodSetStatus) { s.Conditions[1].Reason = "RollingOut" }},
+		"the conditions' order": {change: func(s *podsetv1alpha1.PodSetStatus) {
+			s.Conditions[0], s.Conditions[1] = s.Conditions[1], s.Conditions[0]
+		}},
+		"the observed generation": {change: func(s *podsetv1alpha1.PodSetStatus) { s.ObservedGeneration = 3 }, want: true},
+		"a condition's status":    {change: func(s *podsetv1alpha1.PodSetStatus) { s.Conditions[0].Status = metav1.ConditionTrue }, want: true},
+		"a condition added": {change: func(s *podsetv1alpha1.PodSetStatus) {
+			s.Conditions = append(s.Conditions, metav1.Condition{Type: "Stalled", Status: metav1.ConditionFalse})
+		}, want: true},
+		"a condition removed":     {change: func(s *podsetv1alpha1.PodSetStatus) { s.Conditions = s.Conditions[:1] }, want: true},
+		"a condition replaced":    {change: func(s *podsetv1alpha1.PodSetStatus) { s.Conditions[1].Type = "Stalled" }, want: true},
+		"every condition removed": {change: func(s *podsetv1alpha1.PodSetStatus) { s.Conditions = nil }, want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			old, cur := base(), base()
+			tc.change(&cur)
+			if got := significantChange(old, cur); got != tc.want {
+				t.Errorf("significantChange() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestWriteTimes(t *testing.T) {
+	t0 := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	other := types.NamespacedName{Namespace: testNamespace, Name: "api"}
+	w := &writeTimes{last: map[types.NamespacedName]time.Time{}}
+	if got := w.wait(webKey, t0); got != 0 {
+		t.Errorf("wait() before any write = %v, want 0", got)
+	}
+	w.wrote(webKey, t0)
+	for _, tc := range []struct {
+		after time.Duration
+		want  time.Duration
+	}{
+		{0, StatusInterval},
+		{StatusInterval / 4, StatusInterval * 3 / 4},
+		{StatusInterval, 0},
+		{time.Hour, 0},
+	} {
+		if got := w.wait(webKey, t0.Add(tc.after)); got != tc.want {
+			t.Errorf("wait() %v after a write = %v, want %v", tc.after, got, tc.want)
+		}
+	}
+	if got := w.wait(other, t0); got != 0 {
+		t.Errorf("wait() of another PodSet = %v, want 0", got)
+	}
+	w.forget(webKey)
+	if got := w.wait(webKey, t0); got != 0 {
+		t.Errorf("wait() after forget = %v, want 0", got)
+	}
+}
