@@ -294,11 +294,31 @@ func converged(t *testing.T, ns string) {
 		for _, ps := range list.Items {
 			c := condition(&ps, podsetv1alpha1.ReadyCondition)
 			if ps.Status.ObservedGeneration != ps.Generation || c.Status != metav1.ConditionTrue || c.ObservedGeneration != ps.Generation {
-				return fmt.Errorf("%s: not Ready at generation %d: %+v", ps.Name, ps.Generation, ps.Status)
+				return fmt.Errorf("%s: not Ready at generation %d: %+v; pods: %s", ps.Name, ps.Generation, ps.Status, describePods(t, ns))
 			}
 		}
 		return nil
 	})
+}
+
+// describePods lists the pods of a namespace as the API server has them,
+// for failure messages.
+func describePods(t *testing.T, ns string) string {
+	t.Helper()
+	list := &corev1.PodList{}
+	if err := env.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, p := range list.Items {
+		owner := "none"
+		if ref := metav1.GetControllerOf(&p); ref != nil {
+			owner = string(ref.UID)[:8]
+		}
+		out = append(out, fmt.Sprintf("%s(uid %s, owner %s, phase %s, ready %t, hash %s, deleting %t, rv %s)",
+			p.Name, string(p.UID)[:8], owner, p.Status.Phase, ready(&p), p.Labels[podsetv1alpha1.TemplateHashLabel], p.DeletionTimestamp != nil, p.ResourceVersion))
+	}
+	return strings.Join(out, " ")
 }
 
 func condition(ps *podsetv1alpha1.PodSet, typ string) metav1.Condition {
