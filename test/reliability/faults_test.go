@@ -56,6 +56,8 @@ func TestTransientAPIErrors(t *testing.T) {
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { *ps.Spec.Replicas = 7 })
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Containers[0].Image = "busybox:1.37" })
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { *ps.Spec.Replicas = 15 })
+	converged(t, ns)
+	faults.on.Store(false) // see TestModelBasedRandomSteps
 	checkInvariants(t, ns, nil, op)
 	t.Logf("faults injected (429, 500, lost answers): %d", faults.injected.Load())
 	if faults.injected.Load() == 0 {
