@@ -82,8 +82,13 @@ test-unit: $(KUBE_APISERVER) $(ETCD) ## Run the unit and envtest suites (they ne
 	go test ./... -count=1 $(TESTFLAGS)
 
 .PHONY: test-e2e
-test-e2e: controlplane $(KUSTOMIZE) ## Run the end-to-end suite on its own local kwok cluster.
-	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -tags e2e ./test/e2e/ -count=1 -v $(TESTFLAGS)
+test-e2e: controlplane $(KUSTOMIZE) ## Run the end-to-end suite and a tiny benchmark (correctness only) on local kwok clusters.
+	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -tags e2e ./test/e2e/ -count=1 -v -timeout 30m $(TESTFLAGS)
+	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) go run ./test/bench -size tiny
+
+.PHONY: bench
+bench: controlplane ## Measure podset-operator beside the physical limit, ReplicaSet and the tutorial controller: one markdown table.
+	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) go run ./test/bench -size full $(BENCHFLAGS)
 
 # The soak: the seeded model-based fault test, repeated for SOAK_DURATION
 # with SOAK_FAULT_RATE of the operator's requests failed (429, 500, lost

@@ -1,0 +1,504 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// clusterName is the only cluster the benchmark starts, uses and deletes.
+const clusterName = "podset-bench"
+
+// podsPerNode is how many pods a kwok node takes.
+const podsPerNode = 110
+
+// cluster is the podset-bench kwok cluster and the admin clients to it.
+type cluster struct {
+	root         string // repository root
+	controlplane string // folder of kube-apiserver, etcd, ... kubectl
+	kwokDir      string // folder of kwok and kwokctl
+	kubeconfig   string
+	existed      bool // the cluster was there before this run
+	nodes        int
+
+	cfg    *rest.Config
+	cs     kubernetes.Interface
+	cl     client.Client
+	scheme *runtime.Scheme
+	runID  string
+}
+
+// newCluster finds the binaries: $CONTROLPLANE and $KWOK_DIR as the
+// Makefile sets them, else the Makefile's default folders under bin/.
+func newCluster() (*cluster, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{
+		root:         root,
+		controlplane: os.Getenv("CONTROLPLANE"),
+		kwokDir:      os.Getenv("KWOK_DIR"),
+		runID:        strconv.FormatInt(time.Now().Unix()%1e6, 36),
+	}
+	if c.controlplane == "" {
+		c.controlplane = filepath.Join(root, "bin", "controlplane", "k8s-v1.37.1_etcd-v3.7.3")
+	}
+	if c.kwokDir == "" {
+		c.kwokDir = filepath.Join(root, "bin", "kwok-v0.8.0")
+	}
+	for _, f := range []string{filepath.Join(c.controlplane, "kube-apiserver"), filepath.Join(c.kwokDir, "kwokctl")} {
+		if _, err := os.Stat(f); err != nil {
+			return nil, fmt.Errorf("%s is missing: run `make controlplane` (or set CONTROLPLANE and KWOK_DIR): %w", f, err)
+		}
+	}
+	return c, nil
+}
+
+// script runs hack/local-cluster.sh for the benchmark's cluster.
+func (c *cluster) script(ctx context.Context, nodes int, arg string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.root, "hack", "local-cluster.sh"), arg)
+	cmd.Env = append(os.Environ(),
+		"CLUSTER_NAME="+clusterName,
+		"CONTROLPLANE="+c.controlplane,
+		"KWOK_DIR="+c.kwokDir,
+		"NODES="+strconv.Itoa(nodes),
+		"DISABLE_QPS_LIMITS=true",
+	)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("hack/local-cluster.sh %s: %w\n%s", arg, err, lastLines(stderr.String(), 20))
+	}
+	return strings.TrimSpace(lastLines(stdout.String(), 1)), nil
+}
+
+// up starts or reuses the cluster with the given number of nodes and
+// connects to it.
+func (c *cluster) up(ctx context.Context, nodes int) error {
+	// kwokctl lists the clusters of KWOK_WORKDIR, which the script sets.
+	if list, err := c.kwokctl(ctx, "get", "clusters"); err == nil && c.cfg == nil {
+		c.existed = strings.Contains("\n"+list+"\n", "\n"+clusterName+"\n")
+	}
+	var err error
+	c.kubeconfig, err = c.script(ctx, nodes, "up")
+	if err != nil {
+		return err
+	}
+	c.nodes = nodes
+	if c.cfg != nil {
+		return nil
+	}
+	// Load the kubeconfig the way main.go does (ctrl.GetConfig): it turns
+	// client-side rate limiting off (QPS -1), relying on the API server's
+	// priority and fairness.
+	if err := os.Setenv("KUBECONFIG", c.kubeconfig); err != nil {
+		return err
+	}
+	if c.cfg, err = ctrl.GetConfig(); err != nil {
+		return err
+	}
+	c.scheme = runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, podsetv1alpha1.AddToScheme} {
+		if err := add(c.scheme); err != nil {
+			return err
+		}
+	}
+	if c.cs, err = kubernetes.NewForConfig(c.cfg); err != nil {
+		return err
+	}
+	c.cl, err = client.New(c.cfg, client.Options{Scheme: c.scheme})
+	return err
+}
+
+func (c *cluster) kwokctl(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.kwokDir, "kwokctl"), args...)
+	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+filepath.Join(c.root, "bin", "kwok-work"))
+	out, err := cmd.Output()
+	return string(out), err
+}
+
+// down deletes the cluster.
+func (c *cluster) down(ctx context.Context) error {
+	_, err := c.script(ctx, 0, "down")
+	return err
+}
+
+// installCRD applies the PodSet CRD of config/crd and waits until it is
+// served.
+func (c *cluster) installCRD(ctx context.Context) error {
+	objs, err := readManifests(filepath.Join(c.root, "config", "crd", "bases", "podset.dev_podsets.yaml"))
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		obj.SetManagedFields(nil)
+		if err := c.cl.Patch(ctx, obj, client.Apply, client.FieldOwner(benchFieldManager), client.ForceOwnership); err != nil {
+			return fmt.Errorf("installing the PodSet CRD: %w", err)
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		crd := &unstructured.Unstructured{}
+		crd.SetAPIVersion("apiextensions.k8s.io/v1")
+		crd.SetKind("CustomResourceDefinition")
+		err := c.cl.Get(ctx, client.ObjectKey{Name: "podsets.podset.dev"}, crd)
+		if err == nil && crdEstablished(crd) {
+			// A fresh client, so that its REST mapper discovers the new type.
+			c.cl, err = client.New(c.cfg, client.Options{Scheme: c.scheme})
+			if err != nil {
+				return err
+			}
+			if err = c.cl.List(ctx, &podsetv1alpha1.PodSetList{}, client.Limit(1)); err == nil {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the PodSet CRD is not served after a minute: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func crdEstablished(crd *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Established" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// namespace creates a fresh namespace for one contender's run. It enforces
+// the Pod Security "restricted" profile, as a hardened cluster would.
+func (c *cluster) namespace(ctx context.Context, name string) (string, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: "b" + c.runID + "-" + name,
+		Labels: map[string]string{
+			runLabel:                             c.runID,
+			"pod-security.kubernetes.io/enforce": "restricted",
+		},
+	}}
+	if err := c.cl.Create(ctx, ns); err != nil {
+		return "", fmt.Errorf("creating namespace %s: %w", ns.Name, err)
+	}
+	return ns.Name, nil
+}
+
+// cleanup empties the namespaces, deletes them and waits until they are
+// gone.
+func (c *cluster) cleanup(ctx context.Context, obs *observer, namespaces ...string) error {
+	if err := c.empty(ctx, obs, namespaces...); err != nil {
+		return err
+	}
+	return c.deleteNamespaces(ctx, namespaces...)
+}
+
+// empty removes everything a run made in its namespaces: the workload
+// objects, then every pod at once (grace period 0), and waits until the
+// observer has seen the last pod go.
+func (c *cluster) empty(ctx context.Context, obs *observer, namespaces ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
+	for _, ns := range namespaces {
+		for _, obj := range []client.Object{&podsetv1alpha1.PodSet{}, &appsv1.Deployment{}, &appsv1.ReplicaSet{}} {
+			if err := c.cl.DeleteAllOf(ctx, obj, client.InNamespace(ns), bg); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("cleaning up %s: %w", ns, err)
+			}
+		}
+		if err := c.cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptrTo[int64](0)}, metav1.ListOptions{}); err != nil {
+			return fmt.Errorf("cleaning up the pods of %s: %w", ns, err)
+		}
+	}
+	if obs != nil {
+		return obs.waitFor(ctx, "pods gone", func(s *state) bool { return len(s.pods) == 0 })
+	}
+	return nil
+}
+
+// deleteNamespaces deletes namespaces and waits until they are gone (the
+// namespace controller takes about five seconds even for an empty one).
+func (c *cluster) deleteNamespaces(ctx context.Context, namespaces ...string) error {
+	for _, ns := range namespaces {
+		if err := c.cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for _, ns := range namespaces {
+		if err := c.waitNamespaceGone(ctx, ns); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitNamespaceGone watches a namespace until it is deleted.
+func (c *cluster) waitNamespaceGone(ctx context.Context, name string) error {
+	for {
+		list, err := c.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+		if err != nil {
+			return err
+		}
+		if len(list.Items) == 0 {
+			return nil
+		}
+		w, err := c.cs.CoreV1().Namespaces().Watch(ctx, metav1.ListOptions{
+			FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
+			ResourceVersion: list.ResourceVersion,
+		})
+		if err != nil {
+			return err
+		}
+		gone := false
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Deleted {
+				gone = true
+				break
+			}
+		}
+		w.Stop()
+		if gone {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("namespace %s is still there: %w", name, ctx.Err())
+		}
+	}
+}
+
+// removeLeftovers deletes the namespaces of earlier, interrupted runs.
+func (c *cluster) removeLeftovers(ctx context.Context) error {
+	list := &corev1.NamespaceList{}
+	if err := c.cl.List(ctx, list, client.HasLabels{runLabel}); err != nil {
+		return err
+	}
+	var names []string
+	for _, ns := range list.Items {
+		names = append(names, ns.Name)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	logf("removing %d namespaces left by earlier runs", len(names))
+	obs, err := newObserver(ctx, c, names, kindPods)
+	if err != nil {
+		return err
+	}
+	defer obs.stop()
+	return c.cleanup(ctx, obs, names...)
+}
+
+// requestKey is one series of kube-apiserver's apiserver_request_total.
+type requestKey struct {
+	verb, group, resource, subresource, code string
+}
+
+// requests is a snapshot of apiserver_request_total.
+type requests map[requestKey]float64
+
+var labelRE = regexp.MustCompile(`(\w+)="([^"]*)"`)
+
+// scrape reads kube-apiserver's /metrics with the admin credentials.
+func (c *cluster) scrape(ctx context.Context) (requests, error) {
+	data, err := c.cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("scraping kube-apiserver /metrics: %w", err)
+	}
+	r := requests{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		end := strings.LastIndexByte(line, '}')
+		if end < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
+		if err != nil {
+			continue
+		}
+		var k requestKey
+		for _, m := range labelRE.FindAllStringSubmatch(line[:end], -1) {
+			switch m[1] {
+			case "verb":
+				k.verb = m[2]
+			case "group":
+				k.group = m[2]
+			case "resource":
+				k.resource = m[2]
+			case "subresource":
+				k.subresource = m[2]
+			case "code":
+				k.code = m[2]
+			}
+		}
+		r[k] += v
+	}
+	return r, sc.Err()
+}
+
+// sub is the requests sent between two snapshots.
+func (r requests) sub(before requests) requests {
+	d := requests{}
+	for k, v := range r {
+		if dv := v - before[k]; dv != 0 {
+			d[k] = dv
+		}
+	}
+	return d
+}
+
+// count sums the series that match.
+func (r requests) count(match func(k requestKey) bool) int {
+	n := 0.0
+	for k, v := range r {
+		if match(k) {
+			n += v
+		}
+	}
+	return int(n + 0.5)
+}
+
+func isWrite(verb string) bool {
+	switch verb {
+	case "POST", "PUT", "PATCH", "APPLY", "DELETE":
+		return true
+	}
+	return false
+}
+
+// counts is what one run cost the API server.
+type counts struct {
+	podCreates   int // POST, PUT, PATCH and APPLY on pods (no subresource)
+	podDeletes   int // successful DELETEs on pods; includes kwok's own final delete of each pod
+	statusWrites int // writes to podsets/status, replicasets/status, deployments/status
+	podGets      int // GET on pods: reads that bypass any cache
+	kwokStatus   int // pods/status writes: kwok's fake kubelet
+	bindings     int // pods/binding: the scheduler
+	other        string
+}
+
+func (r requests) counts() counts {
+	pods := func(k requestKey) bool { return k.group == "" && k.resource == "pods" }
+	c := counts{
+		podCreates: r.count(func(k requestKey) bool {
+			return pods(k) && k.subresource == "" && isWrite(k.verb) && k.verb != "DELETE"
+		}),
+		podDeletes: r.count(func(k requestKey) bool {
+			return pods(k) && k.subresource == "" && k.verb == "DELETE" && strings.HasPrefix(k.code, "2")
+		}),
+		statusWrites: r.count(func(k requestKey) bool {
+			return k.subresource == "status" && isWrite(k.verb) &&
+				(k.group == podsetv1alpha1.GroupVersion.Group && k.resource == "podsets" ||
+					k.group == "apps" && (k.resource == "replicasets" || k.resource == "deployments"))
+		}),
+		podGets:    r.count(func(k requestKey) bool { return pods(k) && k.subresource == "" && k.verb == "GET" }),
+		kwokStatus: r.count(func(k requestKey) bool { return pods(k) && k.subresource == "status" && isWrite(k.verb) }),
+		bindings:   r.count(func(k requestKey) bool { return pods(k) && k.subresource == "binding" }),
+	}
+	// Everything else that wrote, for the log.
+	other := map[string]int{}
+	for k, v := range r {
+		if isWrite(k.verb) && !(k.group == "" && k.resource == "pods") && k.subresource != "status" {
+			other[k.verb+" "+strings.Trim(k.group+"/"+k.resource+"/"+k.subresource, "/")] += int(v)
+		}
+	}
+	var parts []string
+	for k, v := range other {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, v))
+	}
+	c.other = strings.Join(sortStrings(parts), " ")
+	return c
+}
+
+func (c counts) String() string {
+	return fmt.Sprintf("pod writes %d (+%d DELETE), status writes %d, pod GETs %d; kwok pods/status %d, bindings %d; other writes: %s",
+		c.podCreates, c.podDeletes, c.statusWrites, c.podGets, c.kwokStatus, c.bindings, c.other)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+var errTimeout = errors.New("timed out")
+
+// repoRoot is the directory of the project's go.mod, found from the
+// working directory upwards.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// readManifests decodes every object of a multi-document YAML file.
+func readManifests(path string) ([]*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return objs, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(obj.Object) > 0 {
+			objs = append(objs, obj)
+		}
+	}
+}

@@ -1,0 +1,523 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// job is one piece of identical work: K sets of n replicas in a namespace.
+// rollout marks the set-up of the rollout scenario (maxUnavailable 100%,
+// and a Deployment instead of bare ReplicaSets).
+type job struct {
+	ns      string
+	sets    []string
+	n       int32
+	rollout bool
+}
+
+// contender is one way of getting the job done.
+type contender interface {
+	// name is the contender's name in the table.
+	name() string
+	// kinds is what the observer watches to see it converge.
+	kinds() kinds
+	// start begins controlling the namespaces; the returned func stops it.
+	start(ctx context.Context, namespaces []string) (func() error, error)
+	// prepare does untimed set-up before the clock starts.
+	prepare(ctx context.Context, j job) error
+	// create is the timed trigger of 0 -> n (the limit does the whole job).
+	create(ctx context.Context, j job) error
+	// ready reports that every set runs n ready pods.
+	ready(s *state, j job) bool
+	// scale is the timed trigger of n -> to.
+	scale(ctx context.Context, j job, to int32) error
+	// rollout is the timed trigger of a change to template revision 2; nil
+	// when the contender cannot roll out.
+	rollout(ctx context.Context, j job) error
+	// rolledOut reports that every set runs n ready pods of revision 2.
+	rolledOut(s *state, j job) bool
+	// canRollout reports whether rollout is supported.
+	canRollout() bool
+}
+
+// podsReady: every set has exactly n live pods, all ready (of revision rev
+// when rev is not empty), and no terminating ones when strict.
+func podsReady(s *state, j job, rev string, strict bool) bool {
+	type c struct{ all, live, ready int }
+	by := map[string]*c{}
+	for _, p := range s.pods {
+		if p.ns != j.ns {
+			continue
+		}
+		x := by[p.set]
+		if x == nil {
+			x = &c{}
+			by[p.set] = x
+		}
+		x.all++
+		if p.terminating {
+			continue
+		}
+		x.live++
+		if p.ready && (rev == "" || p.rev == rev) {
+			x.ready++
+		}
+	}
+	for _, set := range j.sets {
+		x := by[set]
+		if x == nil {
+			x = &c{}
+		}
+		if x.live != int(j.n) || x.ready != int(j.n) || strict && x.all != int(j.n) {
+			return false
+		}
+	}
+	return true
+}
+
+// podsRemaining: every set has exactly n pods, terminating ones counted
+// until they are gone, and all of them live.
+func podsRemaining(s *state, ns string, sets []string, n int32) bool {
+	by := map[string][2]int{}
+	for _, p := range s.pods {
+		if p.ns != ns {
+			continue
+		}
+		x := by[p.set]
+		x[0]++
+		if !p.terminating {
+			x[1]++
+		}
+		by[p.set] = x
+	}
+	for _, set := range sets {
+		if by[set][0] != int(n) || by[set][1] != int(n) {
+			return false
+		}
+	}
+	return true
+}
+
+func setsDone(m map[string]setState, j job, check func(setState) bool) bool {
+	for _, set := range j.sets {
+		s, ok := m[j.ns+"/"+set]
+		if !ok || !check(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// ---------------------------------------------------------------- limit
+
+// limitContender is the physical limit: a plain client-go loop that applies
+// the operator's own pods (same names, labels, owner reference and hardened
+// spec, same field manager) with w parallel workers. Its PodSets exist only
+// to own the pods: nothing reconciles them.
+type limitContender struct {
+	b      *bench
+	w      int
+	mu     sync.Mutex
+	owners map[string]*podsetv1alpha1.PodSet
+}
+
+func (l *limitContender) name() string { return "limit W=" + strconv.Itoa(l.w) }
+func (l *limitContender) kinds() kinds { return kindPods }
+func (l *limitContender) start(context.Context, []string) (func() error, error) {
+	return func() error { return nil }, nil
+}
+
+func (l *limitContender) prepare(ctx context.Context, j job) error {
+	owners, err := createPodSets(ctx, l.b.c.cl, j, "")
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.owners == nil {
+		l.owners = map[string]*podsetv1alpha1.PodSet{}
+	}
+	for _, ps := range owners {
+		l.owners[ps.Namespace+"/"+ps.Name] = ps
+	}
+	return nil
+}
+
+func (l *limitContender) owner(ns, set string) *podsetv1alpha1.PodSet {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.owners[ns+"/"+set]
+}
+
+func (l *limitContender) create(ctx context.Context, j job) error {
+	type item struct {
+		set     string
+		ordinal int
+	}
+	var items []item
+	for i := 0; i < int(j.n); i++ {
+		for _, set := range j.sets {
+			items = append(items, item{set, i})
+		}
+	}
+	return parallel(len(items), l.w, func(i int) error {
+		_, err := l.apply(ctx, l.owner(j.ns, items[i].set), items[i].ordinal)
+		return err
+	})
+}
+
+func (l *limitContender) apply(ctx context.Context, ps *podsetv1alpha1.PodSet, ordinal int) (*corev1.Pod, error) {
+	pod := desiredPod(ps, ordinal, templateHash(ps))
+	return l.b.c.cs.CoreV1().Pods(ps.Namespace).Apply(ctx, pod, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
+}
+
+func (l *limitContender) ready(s *state, j job) bool { return podsReady(s, j, "", true) }
+
+func (l *limitContender) scale(ctx context.Context, j job, to int32) error {
+	var names []string
+	for i := j.n - 1; i >= to; i-- {
+		for _, set := range j.sets {
+			names = append(names, podName(set, int(i)))
+		}
+	}
+	return parallel(len(names), l.w, func(i int) error {
+		return l.b.c.cs.CoreV1().Pods(j.ns).Delete(ctx, names[i], metav1.DeleteOptions{})
+	})
+}
+
+func (l *limitContender) canRollout() bool { return true }
+
+// rollout changes the owners' template (one request, as for the others),
+// then replaces every pod: delete, wait until it is gone (its name is
+// reused), apply the new one.
+func (l *limitContender) rollout(ctx context.Context, j job) error {
+	for _, set := range j.sets {
+		ps, err := patchTemplate(ctx, l.b.c.cl, l.owner(j.ns, set))
+		if err != nil {
+			return err
+		}
+		l.mu.Lock()
+		l.owners[j.ns+"/"+set] = ps
+		l.mu.Unlock()
+	}
+	type item struct {
+		set     string
+		ordinal int
+	}
+	var items []item
+	for i := int(j.n) - 1; i >= 0; i-- {
+		for _, set := range j.sets {
+			items = append(items, item{set, i})
+		}
+	}
+	var mu sync.Mutex
+	uids := map[string]types.UID{} // the pod each name was last applied as
+	apply := func(it item) error {
+		pod, err := l.apply(ctx, l.owner(j.ns, it.set), it.ordinal)
+		if err == nil {
+			mu.Lock()
+			uids[pod.Name] = pod.UID
+			mu.Unlock()
+		}
+		return err
+	}
+	err := parallel(len(items), l.w, func(i int) error {
+		name := podName(items[i].set, items[i].ordinal)
+		if err := l.b.c.cs.CoreV1().Pods(j.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			return err
+		}
+		key := j.ns + "/" + name
+		if err := l.b.obs.waitFor(ctx, "pod "+name+" gone", func(s *state) bool { return s.pods[key] == nil }); err != nil {
+			return err
+		}
+		return apply(items[i])
+	})
+	if err != nil {
+		return err
+	}
+	// kwok deletes a terminating pod by name, without a UID precondition,
+	// and sometimes twice: the second delete can hit the pod re-created
+	// under that name. A controller re-creates it; so does the limit.
+	for {
+		var missing []item
+		err := l.b.obs.waitFor(ctx, "the rollout", func(s *state) bool {
+			missing = missing[:0]
+			if podsReady(s, j, "2", true) {
+				return true
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, it := range items {
+				name := podName(it.set, it.ordinal)
+				if s.pods[j.ns+"/"+name] == nil && s.gone[uids[name]] {
+					missing = append(missing, it)
+				}
+			}
+			return len(missing) > 0
+		})
+		if err != nil || len(missing) == 0 {
+			return err
+		}
+		logf("rollout, %s: re-applying %d pods that kwok deleted", l.name(), len(missing))
+		for _, it := range missing {
+			if err := apply(it); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (l *limitContender) rolledOut(s *state, j job) bool { return podsReady(s, j, "2", true) }
+
+// ---------------------------------------------------------------- tutorial
+
+// tutorialContender runs the tutorial controller in this process.
+type tutorialContender struct{ b *bench }
+
+func (t *tutorialContender) name() string { return "tutorial" }
+func (t *tutorialContender) kinds() kinds { return kindPods | kindPodSets }
+func (t *tutorialContender) start(ctx context.Context, namespaces []string) (func() error, error) {
+	stop, err := startTutorial(ctx, t.b.c, namespaces)
+	if err != nil {
+		return nil, err
+	}
+	return func() error { stop(); return nil }, nil
+}
+func (t *tutorialContender) prepare(context.Context, job) error { return nil }
+func (t *tutorialContender) create(ctx context.Context, j job) error {
+	_, err := createPodSets(ctx, t.b.c.cl, j, "")
+	return err
+}
+
+// ready: the tutorial's status counts pending pods as available and never
+// sees readiness (its event filter drops pod status updates), so the
+// benchmark's own pod watch decides: n live pods per set, all ready.
+func (t *tutorialContender) ready(s *state, j job) bool { return podsReady(s, j, "", false) }
+func (t *tutorialContender) scale(ctx context.Context, j job, to int32) error {
+	return scalePodSets(ctx, t.b.c.cl, j, to)
+}
+func (t *tutorialContender) canRollout() bool                   { return false }
+func (t *tutorialContender) rollout(context.Context, job) error { return nil }
+func (t *tutorialContender) rolledOut(s *state, j job) bool     { return false }
+
+// ---------------------------------------------------------------- replicaset
+
+// replicaSetContender is kube-controller-manager's ReplicaSet controller
+// (QPS limits lifted), and its Deployment controller for the rollout.
+type replicaSetContender struct{ b *bench }
+
+func (r *replicaSetContender) name() string { return "replicaset" }
+func (r *replicaSetContender) kinds() kinds { return kindPods | kindReplicaSets | kindDeployments }
+func (r *replicaSetContender) start(context.Context, []string) (func() error, error) {
+	return func() error { return nil }, nil
+}
+func (r *replicaSetContender) prepare(context.Context, job) error { return nil }
+
+func (r *replicaSetContender) create(ctx context.Context, j job) error {
+	return parallel(len(j.sets), 8, func(i int) error {
+		set := j.sets[i]
+		tmpl := template(set, 1)
+		tmpl.Spec = hardenedSpec(tmpl.Spec)
+		sel := &metav1.LabelSelector{MatchLabels: map[string]string{setLabel: set}}
+		meta := metav1.ObjectMeta{Namespace: j.ns, Name: set}
+		var obj client.Object
+		if j.rollout {
+			obj = &appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{
+				Replicas: ptrTo(j.n), Selector: sel, Template: tmpl,
+				Strategy: appsv1.DeploymentStrategy{
+					Type: appsv1.RollingUpdateDeploymentStrategyType,
+					RollingUpdate: &appsv1.RollingUpdateDeployment{
+						MaxUnavailable: ptrTo(intstr.FromString("100%")),
+						MaxSurge:       ptrTo(intstr.FromInt32(0)),
+					},
+				},
+			}}
+		} else {
+			obj = &appsv1.ReplicaSet{ObjectMeta: meta, Spec: appsv1.ReplicaSetSpec{Replicas: ptrTo(j.n), Selector: sel, Template: tmpl}}
+		}
+		return r.b.c.cl.Create(ctx, obj)
+	})
+}
+
+func (r *replicaSetContender) ready(s *state, j job) bool {
+	if j.rollout {
+		return setsDone(s.deployments, j, func(x setState) bool { return x.complete(j.n) })
+	}
+	return setsDone(s.replicasets, j, func(x setState) bool { return x.done(j.n) })
+}
+
+func (r *replicaSetContender) scale(ctx context.Context, j job, to int32) error {
+	return parallel(len(j.sets), 8, func(i int) error {
+		rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.sets[i]}}
+		return r.b.c.cl.Patch(ctx, rs, replicasPatch(to))
+	})
+}
+
+func (r *replicaSetContender) canRollout() bool { return true }
+func (r *replicaSetContender) rollout(ctx context.Context, j job) error {
+	return parallel(len(j.sets), 8, func(i int) error {
+		tmpl := template(j.sets[i], 2)
+		tmpl.Spec = hardenedSpec(tmpl.Spec)
+		patch, err := json.Marshal(map[string]any{"spec": map[string]any{"template": tmpl}})
+		if err != nil {
+			return err
+		}
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.sets[i]}}
+		return r.b.c.cl.Patch(ctx, d, client.RawPatch(types.StrategicMergePatchType, patch))
+	})
+}
+func (r *replicaSetContender) rolledOut(s *state, j job) bool {
+	return setsDone(s.deployments, j, func(x setState) bool { return x.rolledOut(j.n) })
+}
+
+// ---------------------------------------------------------------- podset
+
+// podSetContender is podset-operator: as a subprocess of the shipped binary
+// for the timed scenarios.
+type podSetContender struct{ b *bench }
+
+func (p *podSetContender) name() string { return "podset" }
+func (p *podSetContender) kinds() kinds { return kindPods | kindPodSets }
+func (p *podSetContender) start(ctx context.Context, namespaces []string) (func() error, error) {
+	op, err := startOperator(ctx, p.b.operatorBin, p.b.c.kubeconfig, logPath(p.b.logDir, "podset-operator"), namespaces)
+	if err != nil {
+		return nil, err
+	}
+	return op.stop, nil
+}
+func (p *podSetContender) prepare(context.Context, job) error { return nil }
+func (p *podSetContender) create(ctx context.Context, j job) error {
+	mu := ""
+	if j.rollout {
+		mu = "100%"
+	}
+	_, err := createPodSets(ctx, p.b.c.cl, j, mu)
+	return err
+}
+func (p *podSetContender) ready(s *state, j job) bool {
+	return setsDone(s.podsets, j, func(x setState) bool { return x.done(j.n) })
+}
+func (p *podSetContender) scale(ctx context.Context, j job, to int32) error {
+	return scalePodSets(ctx, p.b.c.cl, j, to)
+}
+func (p *podSetContender) canRollout() bool { return true }
+func (p *podSetContender) rollout(ctx context.Context, j job) error {
+	return parallel(len(j.sets), 8, func(i int) error {
+		ps := &podsetv1alpha1.PodSet{}
+		if err := p.b.c.cl.Get(ctx, client.ObjectKey{Namespace: j.ns, Name: j.sets[i]}, ps); err != nil {
+			return err
+		}
+		_, err := patchTemplate(ctx, p.b.c.cl, ps)
+		return err
+	})
+}
+func (p *podSetContender) rolledOut(s *state, j job) bool {
+	return setsDone(s.podsets, j, func(x setState) bool { return x.rolledOut(j.n) })
+}
+
+// inProcessPodSet is the same operator built in this process (see
+// startInProcess), for the measurements that need to look inside it.
+type inProcessPodSet struct {
+	podSetContender
+	rec *recorder
+}
+
+func (p *inProcessPodSet) name() string { return "podset (in-process)" }
+func (p *inProcessPodSet) start(ctx context.Context, namespaces []string) (func() error, error) {
+	op, err := startInProcess(ctx, p.b.c, namespaces, p.rec.wrap)
+	if err != nil {
+		return nil, err
+	}
+	return func() error { op.stop(); return nil }, nil
+}
+
+// ---------------------------------------------------------------- helpers
+
+// createPodSets creates the job's PodSets, eight at a time, and returns
+// them as the API server stored them.
+func createPodSets(ctx context.Context, cl client.Client, j job, maxUnavailable string) ([]*podsetv1alpha1.PodSet, error) {
+	out := make([]*podsetv1alpha1.PodSet, len(j.sets))
+	err := parallel(len(j.sets), 8, func(i int) error {
+		ps := newPodSet(j.ns, j.sets[i], j.n, maxUnavailable)
+		if err := cl.Create(ctx, ps); err != nil {
+			return fmt.Errorf("creating PodSet %s: %w", ps.Name, err)
+		}
+		out[i] = ps
+		return nil
+	})
+	return out, err
+}
+
+func replicasPatch(n int32) client.Patch {
+	return client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":`+strconv.Itoa(int(n))+`}}`))
+}
+
+func scalePodSets(ctx context.Context, cl client.Client, j job, to int32) error {
+	return parallel(len(j.sets), 8, func(i int) error {
+		ps := &podsetv1alpha1.PodSet{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.sets[i]}}
+		return cl.Patch(ctx, ps, replicasPatch(to))
+	})
+}
+
+// patchTemplate moves a PodSet's template to revision 2 and returns the
+// PodSet as stored.
+func patchTemplate(ctx context.Context, cl client.Client, ps *podsetv1alpha1.PodSet) (*podsetv1alpha1.PodSet, error) {
+	tmpl := template(ps.Name, 2)
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"template": tmpl}})
+	if err != nil {
+		return nil, err
+	}
+	out := ps.DeepCopy()
+	if err := cl.Patch(ctx, out, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return nil, fmt.Errorf("changing the template of PodSet %s: %w", ps.Name, err)
+	}
+	return out, nil
+}
+
+// parallel calls fn for 0..n-1 with at most workers calls at a time and
+// returns the first error.
+func parallel(n, workers int, fn func(i int) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		next  int
+	)
+	for range min(max(workers, 1), n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				stop := first != nil
+				mu.Unlock()
+				if i >= n || stop {
+					return
+				}
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}

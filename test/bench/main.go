@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/zapr"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+func main() {
+	size := flag.String("size", "full", "tiny (every scenario at a tiny size, about two minutes) or full")
+	out := flag.String("out", "", "also write the table to this file")
+	keep := flag.Bool("keep-cluster", false, "keep the podset-bench cluster at the end even if this run created it")
+	onlyPhases := flag.String("only", "", "run only these phases, comma-separated (conv, rollout, reaction, memory): a debugging aid")
+	convFlag := flag.String("conv", "", "replace the convergence scenarios, e.g. 100x10,1x1000 (the scale-down follows a first 1xN): a debugging aid")
+	operatorFlags := flag.String("operator-flags", "", "extra flags for the operator subprocess, e.g. \"--max-concurrent-reconciles=16\": a debugging aid")
+	who := flag.String("contenders", "", "run only these contenders, comma-separated (limit, podset, replicaset, tutorial): a debugging aid")
+	flag.Parse()
+	for _, c := range strings.Split(*who, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			only[c] = true
+		}
+	}
+	phases = map[string]bool{}
+	for _, p := range strings.Split(*onlyPhases, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			phases[p] = true
+		}
+	}
+
+	var s sizes
+	switch *size {
+	case "full":
+		s = full
+	case "tiny":
+		s = tiny
+	default:
+		fmt.Fprintln(os.Stderr, "bench: -size must be tiny or full")
+		os.Exit(2)
+	}
+	if *convFlag != "" {
+		s.conv = nil
+		for _, kn := range strings.Split(*convFlag, ",") {
+			var k, n int32
+			if _, err := fmt.Sscanf(strings.TrimSpace(kn), "%dx%d", &k, &n); err != nil || k < 1 || n < 1 {
+				fmt.Fprintln(os.Stderr, "bench: -conv takes KxN,KxN...")
+				os.Exit(2)
+			}
+			s.conv = append(s.conv, [2]int32{k, n})
+		}
+	}
+	operatorArgs = strings.Fields(*operatorFlags)
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	code := run(ctx, s, *out, *keep)
+	cancel()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, s sizes, out string, keep bool) int {
+	began := time.Now()
+	c, err := newCluster()
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	logDir := filepath.Join(c.root, "bin", "bench", "logs", c.runID)
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		logf("%v", err)
+		return 1
+	}
+	if err := setLogger(logPath(logDir, "in-process")); err != nil {
+		logf("%v", err)
+		return 1
+	}
+	logf("size %s, run %s, logs in %s", s.name, c.runID, logDir)
+
+	nodes := s.nodes
+	logf("starting or reusing the %s cluster with %d nodes", clusterName, nodes)
+	if err := c.up(ctx, nodes); err != nil {
+		logf("%v", err)
+		return 1
+	}
+	defer func() {
+		if c.existed || keep {
+			logf("leaving the %s cluster running (%s)", clusterName, c.kubeconfig)
+			return
+		}
+		logf("deleting the %s cluster", clusterName)
+		if err := c.down(context.Background()); err != nil {
+			logf("%v", err)
+		}
+	}()
+	b := &bench{
+		c: c, size: s, logDir: logDir,
+		operatorBin: filepath.Join(c.root, "bin", "bench", "podset-operator"),
+		results:     map[string]map[string]*measurement{},
+		limitW:      map[string]int{},
+		samples:     map[string]*corev1.Pod{},
+		reaction:    map[string]*reactionResult{},
+	}
+	if err := b.prepare(ctx); err != nil {
+		logf("%v", err)
+		return 1
+	}
+
+	var contenders []contender
+	for _, w := range s.workers {
+		contenders = append(contenders, &limitContender{b: b, w: w})
+	}
+	contenders = append(contenders, &podSetContender{b: b}, &replicaSetContender{b: b}, &tutorialContender{b: b})
+	contenders = slices.DeleteFunc(contenders, func(x contender) bool { return len(only) > 0 && !only[contenderKind(x.name())] })
+
+	for i, kn := range s.conv {
+		if !phase("conv") {
+			break
+		}
+		for _, x := range contenders {
+			if ctx.Err() != nil {
+				break
+			}
+			logf("== %s, %s", convID(kn[0], kn[1]), x.name())
+			b.convergence(ctx, kn[0], kn[1], i == 0 && kn[0] == 1 && kn[1] > s.scaleTo, x)
+		}
+		if i == 0 && ctx.Err() == nil {
+			b.checkSamePods()
+		}
+	}
+	for _, x := range contenders {
+		if x.canRollout() && ctx.Err() == nil && phase("rollout") {
+			logf("== rollout %d, %s", s.rollout, x.name())
+			b.rolloutScenario(ctx, x)
+		}
+	}
+	if ctx.Err() == nil && phase("reaction") {
+		logf("== converged pass and reaction")
+		rec := &recorder{}
+		if len(only) == 0 || only["podset"] {
+			b.reaction["podset (in-process)"] = b.reactionScenario(ctx, &inProcessPodSet{podSetContender{b: b}, rec}, rec, "podset")
+		}
+		if len(only) == 0 || only["replicaset"] {
+			b.reaction["replicaset"] = b.reactionScenario(ctx, &replicaSetContender{b: b}, nil, "")
+		}
+		if len(only) == 0 || only["tutorial"] {
+			b.reaction["tutorial"] = b.reactionScenario(ctx, &tutorialContender{b: b}, nil, "tutorial")
+		}
+	}
+	if ctx.Err() == nil && phase("memory") {
+		logf("== memory")
+		b.memory = b.memoryScenario(ctx)
+	}
+	if ctx.Err() != nil {
+		b.fail("interrupted: %v", ctx.Err())
+	} else if err := c.deleteNamespaces(ctx, b.leftover...); err != nil {
+		b.fail("deleting the run's namespaces: %v", err)
+	}
+
+	table := b.table()
+	fmt.Print(table)
+	if out != "" {
+		if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
+			logf("%v", err)
+			return 1
+		}
+	}
+	logf("wall time %s", time.Since(began).Round(time.Second))
+	if len(b.failures) > 0 {
+		sort.Strings(b.failures)
+		logf("%d failures:", len(b.failures))
+		for _, f := range b.failures {
+			logf("  %s", f)
+		}
+		return 1
+	}
+	return 0
+}
+
+// operatorArgs are extra flags for the operator subprocess.
+var operatorArgs []string
+
+// only holds the contenders -contenders selects; all when empty.
+var only = map[string]bool{}
+
+// phases are the phases -only selects; all when empty.
+var phases map[string]bool
+
+func phase(name string) bool { return len(phases) == 0 || phases[name] }
+
+// prepare removes what interrupted runs left, installs the CRD and builds
+// the operator.
+func (b *bench) prepare(ctx context.Context) error {
+	if err := b.c.installCRD(ctx); err != nil {
+		return err
+	}
+	if err := b.c.removeLeftovers(ctx); err != nil {
+		return err
+	}
+	logf("building %s", b.operatorBin)
+	return buildOperator(ctx, b.c.root, b.operatorBin)
+}
+
+// setLogger sends the logs of the in-process controllers (and client-go's)
+// to a file, as JSON.
+func setLogger(path string) error {
+	cfg := zap.NewProductionConfig()
+	cfg.OutputPaths = []string{path}
+	cfg.ErrorOutputPaths = []string{path}
+	cfg.Level = zap.NewAtomicLevelAt(zapcore.InfoLevel)
+	cfg.Sampling = nil
+	z, err := cfg.Build()
+	if err != nil {
+		return err
+	}
+	logger := zapr.NewLogger(z)
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger)
+	return nil
+}
+
+// logf reports progress on stderr; stdout carries only the table.
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s bench: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+// debugf reports details when BENCH_DEBUG is set.
+func debugf(format string, args ...any) {
+	if os.Getenv("BENCH_DEBUG") != "" {
+		logf(format, args...)
+	}
+}
+
+func sortStrings(s []string) []string {
+	sort.Strings(s)
+	return s
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// memoryResult is the in-process operator's live heap (runtime.GC, then
+// HeapAlloc) before its manager starts and after each converged state.
+type memoryResult struct {
+	base, h1, h2, h3  uint64
+	n1, n2, unrelated int
+	err               error
+}
+
+func heap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// perPod is the heap growth from the baseline per managed pod.
+func (m *memoryResult) perPod(h uint64, n int) float64 {
+	return (float64(h) - float64(m.base)) / float64(n)
+}
+
+// unrelatedGrowth is the heap the unrelated pods added, relative to the
+// operator's heap (above the baseline) with its own pods alone.
+func (m *memoryResult) unrelatedGrowth() float64 {
+	return (float64(m.h3) - float64(m.h2)) / (float64(m.h2) - float64(m.base))
+}
+
+// memoryScenario measures the in-process operator's heap with n1 and n2
+// managed pods, then with as many unrelated pods (no PodSet label) in the
+// same namespace. Only PodSets are watched by the benchmark meanwhile, so
+// its own heap holds no pods.
+func (b *bench) memoryScenario(ctx context.Context) *memoryResult {
+	s := b.size
+	res := &memoryResult{n1: int(s.memSets * s.mem1), n2: int(s.memSets * s.mem2), unrelated: int(s.unrelated)}
+	res.err = func() error {
+		if err := b.c.up(ctx, s.memNodes); err != nil {
+			return err
+		}
+		ns, err := b.c.namespace(ctx, "mem")
+		if err != nil {
+			return err
+		}
+		defer func() {
+			obs, err := newObserver(ctx, b.c, []string{ns}, kindPods)
+			if err == nil {
+				err = b.c.cleanup(ctx, obs, ns)
+				obs.stop()
+			}
+			if err != nil {
+				b.fail("memory: cleaning up: %v", err)
+			}
+		}()
+		obs, err := newObserver(ctx, b.c, []string{ns}, kindPodSets)
+		if err != nil {
+			return err
+		}
+		defer obs.stop()
+
+		res.base = heap()
+		op, err := startInProcess(ctx, b.c, []string{ns}, nil)
+		if err != nil {
+			return err
+		}
+		defer op.stop()
+
+		wctx, cancel := context.WithTimeout(ctx, 2*b.size.timeout)
+		defer cancel()
+		j := job{ns: ns, sets: setNames(s.memSets), n: s.mem1}
+		if _, err := createPodSets(ctx, b.c.cl, j, ""); err != nil {
+			return err
+		}
+		ready := func(j job) func(*state) bool {
+			return func(st *state) bool {
+				return setsDone(st.podsets, j, func(x setState) bool { return x.done(j.n) && x.readyCondition })
+			}
+		}
+		if err := obs.waitFor(wctx, fmt.Sprintf("%d managed pods", res.n1), ready(j)); err != nil {
+			return err
+		}
+		time.Sleep(2 * settle)
+		res.h1 = heap()
+		logf("memory: heap %d B before the manager, %d B with %d managed pods", res.base, res.h1, res.n1)
+
+		if err := scalePodSets(ctx, b.c.cl, j, s.mem2); err != nil {
+			return err
+		}
+		j.n = s.mem2
+		if err := obs.waitFor(wctx, fmt.Sprintf("%d managed pods", res.n2), ready(j)); err != nil {
+			return err
+		}
+		time.Sleep(2 * settle)
+		res.h2 = heap()
+		logf("memory: heap %d B with %d managed pods", res.h2, res.n2)
+
+		if err := b.createUnrelated(ctx, ns, int(s.unrelated)); err != nil {
+			return err
+		}
+		// kwok marks them running meanwhile; the operator's cache selects
+		// on the PodSet label on the API server, so none of it reaches it.
+		time.Sleep(4 * settle)
+		res.h3 = heap()
+		logf("memory: heap %d B with %d managed and %d unrelated pods", res.h3, res.n2, res.unrelated)
+		return nil
+	}()
+	if res.err != nil {
+		b.fail("memory: %v", res.err)
+	}
+	return res
+}
+
+// createUnrelated creates pods without the PodSet label, bound to the kwok
+// nodes round robin (kwok runs them whatever the node's capacity), so they
+// run without loading the scheduler.
+func (b *bench) createUnrelated(ctx context.Context, ns string, n int) error {
+	nodes, err := b.c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	if len(nodes.Items) == 0 {
+		return fmt.Errorf("no nodes")
+	}
+	spec := hardenedSpec(template("unrelated", 1).Spec)
+	return parallel(n, 32, func(i int) error {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: ns,
+				Name:      "unrelated-" + strconv.Itoa(i),
+				Labels:    map[string]string{"app.kubernetes.io/name": "unrelated"},
+			},
+			Spec: *spec.DeepCopy(),
+		}
+		pod.Spec.NodeName = nodes.Items[i%len(nodes.Items)].Name
+		_, err := b.c.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{FieldManager: benchFieldManager})
+		return err
+	})
+}

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// kinds selects what an observer watches.
+type kinds int
+
+const (
+	kindPods kinds = 1 << iota
+	kindPodSets
+	kindReplicaSets
+	kindDeployments
+)
+
+// podState is what the benchmark needs to know of a pod.
+type podState struct {
+	ns, name, set, rev string
+	running, ready     bool
+	terminating        bool
+	added              time.Time // when its ADDED event arrived (zero for the initial list)
+}
+
+// setState is what the benchmark needs to know of a PodSet, ReplicaSet or
+// Deployment.
+type setState struct {
+	generation, observed int64
+	replicas             int32 // spec.replicas
+	statusReplicas       int32
+	ready, updated       int32
+	readyCondition       bool // PodSet only: the Ready condition is True
+}
+
+// done reports whether the workload has caught up with its spec: the spec's
+// generation observed and n pods ready.
+func (s setState) done(n int32) bool {
+	return s.observed >= s.generation && s.generation > 0 && s.ready == n
+}
+
+// complete reports whether a workload runs n ready pods of the template of
+// its current generation and no others.
+func (s setState) complete(n int32) bool {
+	return s.done(n) && s.updated == n && s.statusReplicas == n
+}
+
+// rolledOut is complete for generation 2 or later: the rollout scenario
+// changes the template of a generation-1 object once.
+func (s setState) rolledOut(n int32) bool { return s.generation >= 2 && s.complete(n) }
+
+// state is the observer's view, keyed by namespace/name.
+type state struct {
+	pods        map[string]*podState
+	gone        map[types.UID]bool // the UIDs of deleted pods
+	podsets     map[string]setState
+	replicasets map[string]setState
+	deployments map[string]setState
+}
+
+// setPods counts the pods of one set: all (terminating included), live,
+// and live ones that are ready (and of revision rev, when rev is not empty).
+func (s *state) setPods(ns, set, rev string) (all, live, ready int) {
+	for _, p := range s.pods {
+		if p.ns != ns || p.set != set {
+			continue
+		}
+		all++
+		if p.terminating {
+			continue
+		}
+		live++
+		if p.ready && (rev == "" || p.rev == rev) {
+			ready++
+		}
+	}
+	return all, live, ready
+}
+
+// tracing logs every event the observers see (BENCH_TRACE=1).
+var tracing = os.Getenv("BENCH_TRACE") != ""
+
+// observer watches the benchmark's namespaces and wakes waiters on every
+// event: convergence is detected by watches, never by polling.
+type observer struct {
+	mu     sync.Mutex
+	st     state
+	wake   chan struct{}
+	cache  cache.Cache
+	cancel context.CancelFunc
+}
+
+// newObserver starts watching the given kinds in the given namespaces and
+// returns once the initial lists are in.
+func newObserver(ctx context.Context, c *cluster, namespaces []string, what kinds) (*observer, error) {
+	nsConfig := map[string]cache.Config{}
+	for _, ns := range namespaces {
+		nsConfig[ns] = cache.Config{}
+	}
+	cc, err := cache.New(c.cfg, cache.Options{
+		Scheme:            c.scheme,
+		DefaultNamespaces: nsConfig,
+		DefaultTransform:  cache.TransformStripManagedFields(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	o := &observer{
+		st: state{
+			pods:        map[string]*podState{},
+			gone:        map[types.UID]bool{},
+			podsets:     map[string]setState{},
+			replicasets: map[string]setState{},
+			deployments: map[string]setState{},
+		},
+		wake:  make(chan struct{}),
+		cache: cc,
+	}
+	cctx, cancel := context.WithCancel(context.Background())
+	o.cancel = cancel
+	go func() { _ = cc.Start(cctx) }()
+
+	type watched struct {
+		k   kinds
+		obj client.Object
+	}
+	for _, w := range []watched{
+		{kindPods, &corev1.Pod{}}, {kindPodSets, &podsetv1alpha1.PodSet{}},
+		{kindReplicaSets, &appsv1.ReplicaSet{}}, {kindDeployments, &appsv1.Deployment{}},
+	} {
+		if what&w.k == 0 {
+			continue
+		}
+		inf, err := cc.GetInformer(ctx, w.obj)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+			AddFunc:    func(obj any, initial bool) { o.update(obj, false, initial) },
+			UpdateFunc: func(_, obj any) { o.update(obj, false, true) },
+			DeleteFunc: func(obj any) {
+				if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+					obj = d.Obj
+				}
+				o.update(obj, true, true)
+			},
+		}); err != nil {
+			cancel()
+			return nil, err
+		}
+	}
+	if !cc.WaitForCacheSync(ctx) {
+		cancel()
+		return nil, fmt.Errorf("the observer's caches did not sync")
+	}
+	return o, nil
+}
+
+func (o *observer) stop() { o.cancel() }
+
+// update records one event and wakes the waiters. initial is true for
+// updates and for adds from the initial list, which carry no ADDED time.
+func (o *observer) update(obj any, deleted, initial bool) {
+	now := time.Now()
+	o.mu.Lock()
+	defer func() {
+		close(o.wake)
+		o.wake = make(chan struct{})
+		o.mu.Unlock()
+	}()
+	mo, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	key := mo.GetNamespace() + "/" + mo.GetName()
+	switch obj := obj.(type) {
+	case *corev1.Pod:
+		if tracing {
+			logf("trace pod %s deleted=%v phase=%s ready=%v terminating=%v", key, deleted, obj.Status.Phase, podReady(obj), obj.DeletionTimestamp != nil)
+		}
+		if deleted {
+			delete(o.st.pods, key)
+			o.st.gone[obj.UID] = true
+			return
+		}
+		p := o.st.pods[key]
+		if p == nil {
+			p = &podState{ns: obj.Namespace, name: obj.Name}
+			if !initial {
+				p.added = now
+			}
+			o.st.pods[key] = p
+		}
+		p.set, p.rev = obj.Labels[setLabel], obj.Labels[revLabel]
+		p.running = obj.Status.Phase == corev1.PodRunning
+		p.ready = p.running && podReady(obj)
+		p.terminating = obj.DeletionTimestamp != nil
+	case *podsetv1alpha1.PodSet:
+		if tracing {
+			logf("trace podset %s gen=%d observed=%d replicas=%d ready=%d updated=%d", key, obj.Generation, obj.Status.ObservedGeneration, obj.Status.Replicas, obj.Status.ReadyReplicas, obj.Status.UpdatedReplicas)
+		}
+		if deleted {
+			delete(o.st.podsets, key)
+			return
+		}
+		ready := meta.FindStatusCondition(obj.Status.Conditions, podsetv1alpha1.ReadyCondition)
+		o.st.podsets[key] = setState{
+			generation: obj.Generation, observed: obj.Status.ObservedGeneration,
+			replicas: deref(obj.Spec.Replicas, 1), statusReplicas: obj.Status.Replicas,
+			ready: obj.Status.ReadyReplicas, updated: obj.Status.UpdatedReplicas,
+			readyCondition: ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == obj.Generation,
+		}
+	case *appsv1.ReplicaSet:
+		if deleted {
+			delete(o.st.replicasets, key)
+			return
+		}
+		o.st.replicasets[key] = setState{
+			generation: obj.Generation, observed: obj.Status.ObservedGeneration,
+			replicas: deref(obj.Spec.Replicas, 1), statusReplicas: obj.Status.Replicas,
+			ready: obj.Status.ReadyReplicas, updated: obj.Status.Replicas,
+		}
+	case *appsv1.Deployment:
+		if deleted {
+			delete(o.st.deployments, key)
+			return
+		}
+		o.st.deployments[key] = setState{
+			generation: obj.Generation, observed: obj.Status.ObservedGeneration,
+			replicas: deref(obj.Spec.Replicas, 1), statusReplicas: obj.Status.Replicas,
+			ready: obj.Status.ReadyReplicas, updated: obj.Status.UpdatedReplicas,
+		}
+	}
+}
+
+// waitFor blocks until cond holds, re-checking it after every event, or
+// until ctx ends.
+func (o *observer) waitFor(ctx context.Context, what string, cond func(*state) bool) error {
+	for {
+		o.mu.Lock()
+		ok := cond(&o.st)
+		wake := o.wake
+		o.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, errTimeout)
+		}
+	}
+}
+
+// read runs f on the current state.
+func (o *observer) read(f func(*state)) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	f(&o.st)
+}
+
+// firstAddAfter is the earliest ADDED event of a pod in ns after t.
+func (o *observer) firstAddAfter(ns string, t time.Time) (time.Time, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var first time.Time
+	for _, p := range o.st.pods {
+		if p.ns == ns && p.added.After(t) && (first.IsZero() || p.added.Before(first)) {
+			first = p.added
+		}
+	}
+	return first, !first.IsZero()
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}

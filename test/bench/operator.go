@@ -1,0 +1,235 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/podset-dev/podset-operator/controller"
+)
+
+// buildOperator builds the operator binary with the Dockerfile's flags.
+func buildOperator(ctx context.Context, root, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, ".")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the operator: %w\n%s", err, b)
+	}
+	return nil
+}
+
+// operatorProcess is podset-operator running as a subprocess, with the flags
+// of a cluster deployment (config/manager) except leader election, metrics
+// and probes, which the benchmark does not need.
+type operatorProcess struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// startOperator starts the binary on the given namespaces and returns once
+// its controller has started its workers (its caches are synced).
+func startOperator(ctx context.Context, bin, kubeconfig, logFile string, namespaces []string) (*operatorProcess, error) {
+	cmd := exec.Command(bin,
+		"--kubeconfig", kubeconfig,
+		"--leader-elect=false",
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
+		"--log-format", "json",
+		"--namespaces", strings.Join(namespaces, ","),
+	)
+	cmd.Args = append(cmd.Args, operatorArgs...)
+	log, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	p := &operatorProcess{cmd: cmd, done: make(chan error, 1)}
+	started := make(chan struct{})
+	go func() {
+		var once sync.Once
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(log, line)
+			if strings.Contains(line, `"Starting workers"`) {
+				once.Do(func() { close(started) })
+			}
+		}
+		log.Close()
+	}()
+	go func() {
+		err := cmd.Wait()
+		pw.Close()
+		p.done <- err
+	}()
+	select {
+	case <-started:
+		return p, nil
+	case err := <-p.done:
+		return nil, fmt.Errorf("the operator exited before it started (log: %s): %v", logFile, err)
+	case <-time.After(60 * time.Second):
+		_ = p.stop()
+		return nil, fmt.Errorf("the operator did not start its workers within a minute (log: %s)", logFile)
+	case <-ctx.Done():
+		_ = p.stop()
+		return nil, ctx.Err()
+	}
+}
+
+// stop sends SIGTERM (the manager shuts down gracefully) and kills the
+// process if it has not exited after 35 seconds.
+func (p *operatorProcess) stop() error {
+	if p == nil || p.cmd.Process == nil {
+		return nil
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && !exit.Exited() {
+			return nil // ended by the signal
+		}
+		return err
+	case <-time.After(35 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return errors.New("the operator did not stop within 35s of SIGTERM; killed")
+	}
+}
+
+// inProcessOperator is the operator's manager built in this process the
+// way main.go builds it: controller.CacheOptions, controller.ControllerOptions(4)
+// (the --max-concurrent-reconciles default), the default pod-write workers,
+// the events recorder of controller.FieldManager. Metrics and probe servers
+// are off, and the manager skips the controller-name uniqueness check so
+// that it can be built more than once per process. wrap, when set, wraps
+// the manager's HTTP transport (the benchmark counts and timestamps
+// requests with it).
+type inProcessOperator struct {
+	mgr    manager.Manager
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startInProcess(ctx context.Context, c *cluster, namespaces []string, wrap func(http.RoundTripper) http.RoundTripper) (*inProcessOperator, error) {
+	cfg := rest.CopyConfig(c.cfg)
+	if wrap != nil {
+		cfg.Wrap(wrap)
+	}
+	mgr, err := ctrl.NewManager(cfg, manager.Options{
+		Scheme:                  c.scheme,
+		Cache:                   controller.CacheOptions(namespaces),
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:  "0",
+		LeaderElection:          false,
+		GracefulShutdownTimeout: ptrTo(30 * time.Second),
+		Controller:              config.Controller{SkipNameValidation: ptrTo(true)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := &controller.PodSetReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder(controller.FieldManager),
+		Workers:   controller.DefaultWorkers,
+	}
+	mctx, cancel := context.WithCancel(context.Background())
+	if err := r.SetupWithManager(mctx, mgr, controller.ControllerOptions(4)); err != nil {
+		cancel()
+		return nil, err
+	}
+	o := &inProcessOperator{mgr: mgr, cancel: cancel, done: make(chan error, 1)}
+	go func() { o.done <- mgr.Start(mctx) }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		o.stop()
+		return nil, errors.New("the in-process operator's cache did not sync")
+	}
+	return o, nil
+}
+
+func (o *inProcessOperator) stop() {
+	o.cancel()
+	<-o.done
+}
+
+// startTutorial runs the tutorial controller in this process on the given
+// namespaces.
+func startTutorial(ctx context.Context, c *cluster, namespaces []string) (func(), error) {
+	nsConfig := map[string]cache.Config{}
+	for _, ns := range namespaces {
+		nsConfig[ns] = cache.Config{}
+	}
+	mgr, err := ctrl.NewManager(c.cfg, manager.Options{
+		Scheme:                 c.scheme,
+		Cache:                  cache.Options{DefaultNamespaces: nsConfig},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptrTo(true)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := (&tutorialReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme()}).SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	mctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	stop := func() { cancel(); <-done }
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		stop()
+		return nil, errors.New("the tutorial's cache did not sync")
+	}
+	return stop, nil
+}
+
+// reconciles is how many passes a controller of this process has run.
+func reconciles(name string) float64 {
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		return 0
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == name {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+// logPath is a file for a component's log under the run's log folder.
+func logPath(dir, name string) string { return filepath.Join(dir, name+".log") }

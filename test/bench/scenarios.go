@@ -1,0 +1,433 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// sizes are the dimensions of one run.
+type sizes struct {
+	name string
+	// conv lists the convergence scenarios, K sets of N replicas each; the
+	// first has one set, and is then scaled down to scaleTo.
+	conv    [][2]int32 // K sets of N replicas
+	scaleTo int32
+	// rollout is the replicas of the rollout scenario's one set.
+	rollout int32
+	// reactionSets x reactionReplicas is the converged state the
+	// converged-pass and reaction scenarios start from; trials is how many
+	// single-replica scale-ups are timed.
+	reactionSets, reactionReplicas int32
+	trials                         int
+	// The memory scenario: memSets PodSets of mem1, then mem2 replicas
+	// each, then unrelated pods.
+	memSets, mem1, mem2, unrelated int32
+	workers                        []int
+	timeout                        time.Duration
+	// deleteNamespaces deletes each run's namespace once it is empty, and
+	// waits until it is gone (about five seconds); tiny leaves the empty
+	// namespaces to the end of the run instead. Either way the namespace
+	// controller never works during a measurement.
+	deleteNamespaces bool
+	// budgetTutorial stops the tutorial at tutorialBudget.
+	budgetTutorial bool
+	// rolloutBudget bounds the rollout scenario: kwok deletes a terminating
+	// pod by name, without a UID precondition, and every such delete is
+	// followed by a late one from a stale event, which kills a pod re-created
+	// under the same name in the meantime, whose deletion sets off the next.
+	// A contender that re-creates names at once (the operator, the limit)
+	// can be caught in that chain for minutes; the Deployment's new pods
+	// have new names. A run stopped at the budget is reported as cut off,
+	// not as a failure, once the benchmark has checked that no pod of the
+	// old template is left.
+	rolloutBudget   time.Duration
+	nodes, memNodes int
+}
+
+var (
+	full = sizes{
+		name: "full",
+		conv: [][2]int32{{1, 1000}, {10, 100}, {100, 10}}, scaleTo: 100,
+		rollout:      100,
+		reactionSets: 10, reactionReplicas: 10, trials: 50,
+		memSets: 10, mem1: 100, mem2: 1000, unrelated: 10000,
+		workers: []int{8, 32, 128},
+		timeout: 10 * time.Minute, deleteNamespaces: true, budgetTutorial: true,
+		rolloutBudget: time.Minute,
+		nodes:         12, memNodes: 100,
+	}
+	tiny = sizes{
+		name: "tiny",
+		conv: [][2]int32{{1, 10}, {2, 5}, {5, 2}}, scaleTo: 2,
+		rollout:      5,
+		reactionSets: 2, reactionReplicas: 2, trials: 10,
+		memSets: 2, mem1: 5, mem2: 10, unrelated: 20,
+		workers: []int{32},
+		timeout: 2 * time.Minute, rolloutBudget: 30 * time.Second,
+		nodes: 2, memNodes: 2,
+	}
+)
+
+// measurement is one contender's result in one scenario.
+type measurement struct {
+	dur     time.Duration
+	counts  counts
+	err     error
+	cutoff  bool   // stopped at its budget (see tutorialBudget)
+	skipped bool   // not run, note says why
+	note    string // how far it got when cut off
+}
+
+// bench is one run of the benchmark.
+type bench struct {
+	c           *cluster
+	size        sizes
+	operatorBin string
+	logDir      string
+	obs         *observer // the observer of the run in progress
+	leftover    []string  // empty namespaces to delete at the end
+
+	// results[scenario][contender]; limit runs are kept per worker count
+	// and the best is reported.
+	results  map[string]map[string]*measurement
+	limitW   map[string]int
+	failures []string
+	samples  map[string]*corev1.Pod // pod s0-0 of the first scenario, by contender
+
+	// The reaction and memory scenarios.
+	reaction map[string]*reactionResult
+	memory   *memoryResult
+}
+
+func (b *bench) fail(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	logf("FAIL: %s", msg)
+	b.failures = append(b.failures, msg)
+}
+
+func (b *bench) record(scenario, contender string, m *measurement) {
+	if b.results[scenario] == nil {
+		b.results[scenario] = map[string]*measurement{}
+	}
+	if m.err != nil {
+		b.fail("%s, %s: %v", scenario, contender, m.err)
+	}
+	if m.skipped {
+		logf("%s, %s: %s", scenario, contender, m.note)
+	} else if m.cutoff {
+		logf("%s, %s: cut off after %s (%s); %s", scenario, contender, fmtDur(m.dur), m.note, m.counts)
+	} else {
+		logf("%s, %s: %s; %s", scenario, contender, fmtDur(m.dur), m.counts)
+	}
+	if strings.HasPrefix(contender, "limit W=") {
+		w, _ := strconv.Atoi(strings.TrimPrefix(contender, "limit W="))
+		best := b.results[scenario]["limit"]
+		if best == nil || best.err != nil || m.err == nil && m.dur < best.dur {
+			b.results[scenario]["limit"] = m
+			b.limitW[scenario] = w
+		}
+		return
+	}
+	b.results[scenario][contender] = m
+}
+
+func setNames(k int32) []string {
+	sets := make([]string, k)
+	for i := range sets {
+		sets[i] = "s" + strconv.Itoa(i)
+	}
+	return sets
+}
+
+func convID(k, n int32) string { return fmt.Sprintf("%d x %d", k, n) }
+
+// timed runs trigger, waits for done on the observer, and measures the
+// time and the API requests in between. The requests are scraped again
+// after settle, so that writes a controller sends right after the
+// condition holds are counted too.
+func (b *bench) timed(ctx context.Context, budget time.Duration, trigger func(context.Context) error, done func(*state) bool, progress func(*state) string) *measurement {
+	before, err := b.c.scrape(ctx)
+	if err != nil {
+		return &measurement{err: err}
+	}
+	if budget <= 0 || budget > b.size.timeout {
+		budget = b.size.timeout
+	}
+	wctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	start := time.Now()
+	m := &measurement{}
+	if err := trigger(wctx); err != nil {
+		m.err = err
+	} else if err := b.obs.waitFor(wctx, "convergence", done); err != nil {
+		m.err = err
+	}
+	if m.err != nil && wctx.Err() != nil && budget < b.size.timeout && ctx.Err() == nil {
+		// Cut off at its budget: not a failure, a lower bound.
+		m.err, m.cutoff = nil, true
+		if progress != nil {
+			b.obs.read(func(s *state) { m.note = progress(s) })
+		}
+	}
+	m.dur = time.Since(start)
+	time.Sleep(settle)
+	after, err := b.c.scrape(ctx)
+	if err != nil && m.err == nil {
+		m.err = err
+	}
+	m.counts = after.sub(before).counts()
+	return m
+}
+
+// tutorialBudget is how long the tutorial may take in a full-size scenario:
+// once it is 15 times slower than the operator, the ratio's target (at
+// least 10) is settled, and the tutorial can stall for up to 1000 s per
+// PodSet (see docs/benchmarks.md), so waiting longer only costs time.
+func (b *bench) tutorialBudget(id string, x contender) time.Duration {
+	ps := b.results[id]["podset"]
+	if contenderKind(x.name()) != "tutorial" || !b.size.budgetTutorial || ps == nil || ps.err != nil {
+		return 0
+	}
+	return max(15*ps.dur, time.Minute)
+}
+
+// rolloutProgress describes how far a rollout got, and how many pods kwok
+// deleted meanwhile.
+func rolloutProgress(j job) func(*state) string {
+	return func(s *state) string {
+		ready := 0
+		for _, p := range s.pods {
+			if p.ns == j.ns && p.ready && !p.terminating && p.rev == "2" {
+				ready++
+			}
+		}
+		return fmt.Sprintf("%d of %d pods of the new template ready", ready, len(j.sets)*int(j.n))
+	}
+}
+
+// readyProgress describes how far the sets of a job got.
+func readyProgress(j job) func(*state) string {
+	return func(s *state) string {
+		ready := 0
+		for _, p := range s.pods {
+			if p.ns == j.ns && p.ready && !p.terminating {
+				ready++
+			}
+		}
+		return fmt.Sprintf("%d of %d pods ready", ready, len(j.sets)*int(j.n))
+	}
+}
+
+// settle is how long the benchmark waits before it reads the request
+// counters after a scenario converged, or before it starts one.
+const settle = 1500 * time.Millisecond
+
+// session sets up one contender's run in a fresh namespace and tears it
+// down afterwards: stop the contender, delete everything, wait for the
+// pods and the namespace to be gone.
+func (b *bench) session(ctx context.Context, id string, x contender, what kinds, body func(ns string) error) error {
+	ns, err := b.c.namespace(ctx, id)
+	if err != nil {
+		return err
+	}
+	obs, err := newObserver(ctx, b.c, []string{ns}, what|kindPods)
+	if err != nil {
+		return err
+	}
+	b.obs = obs
+	defer func() { obs.stop(); b.obs = nil }()
+	stop, err := x.start(ctx, []string{ns})
+	if err == nil {
+		err = body(ns)
+		if serr := stop(); serr != nil && err == nil {
+			err = fmt.Errorf("stopping %s: %w", x.name(), serr)
+		}
+	}
+	// Clean up even when the run was interrupted.
+	cctx := context.WithoutCancel(ctx)
+	cerr := b.c.empty(cctx, obs, ns)
+	if cerr == nil && b.size.deleteNamespaces {
+		cerr = b.c.deleteNamespaces(cctx, ns)
+	} else {
+		b.leftover = append(b.leftover, ns)
+	}
+	if cerr != nil && err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// convergence runs 0 -> N for K sets with one contender and, for the first
+// scenario, the scale-down that follows.
+func (b *bench) convergence(ctx context.Context, k, n int32, scale bool, x contender) {
+	id := convID(k, n)
+	err := b.session(ctx, fmt.Sprintf("%dx%d-%s", k, n, slug(x.name())), x, x.kinds(), func(ns string) error {
+		j := job{ns: ns, sets: setNames(k), n: n}
+		if err := x.prepare(ctx, j); err != nil {
+			return err
+		}
+		time.Sleep(settle / 3)
+		m := b.timed(ctx, b.tutorialBudget(id, x), func(ctx context.Context) error { return x.create(ctx, j) },
+			func(s *state) bool { return x.ready(s, j) }, readyProgress(j))
+		b.record(id, x.name(), m)
+		if m.cutoff && scale {
+			b.record(fmt.Sprintf("scale %d -> %d", n, b.size.scaleTo), x.name(), &measurement{skipped: true,
+				note: fmt.Sprintf("not run: %s did not reach %d ready pods", x.name(), n)})
+		}
+		if m.err != nil || m.cutoff {
+			return nil
+		}
+		b.verifyPods(ctx, id, x, j, n)
+		if kind := contenderKind(x.name()); kind == "podset" && m.counts.podCreates+m.counts.podDeletes != int(k*n) {
+			b.fail("%s, %s: %d pod writes for %d new pods, want exactly %d", id, x.name(), m.counts.podCreates+m.counts.podDeletes, k*n, k*n)
+		} else if kind == "limit" && m.counts.podCreates != int(k*n) {
+			b.fail("%s, %s: the API server counted %d pod writes for the limit's %d applies: the request counts are polluted", id, x.name(), m.counts.podCreates, k*n)
+		}
+		if !scale {
+			return nil
+		}
+		time.Sleep(settle)
+		sid := fmt.Sprintf("scale %d -> %d", n, b.size.scaleTo)
+		to := b.size.scaleTo
+		m = b.timed(ctx, b.tutorialBudget(sid, x), func(ctx context.Context) error { return x.scale(ctx, j, to) },
+			func(s *state) bool { return podsRemaining(s, ns, j.sets, to) }, nil)
+		b.record(sid, x.name(), m)
+		if m.err == nil {
+			b.verifyPods(ctx, sid, x, j, to)
+		}
+		return nil
+	})
+	if err != nil {
+		b.fail("%s, %s: %v", id, x.name(), err)
+	}
+}
+
+// rolloutScenario sets up one set of N pods with maxUnavailable 100% and
+// times the change of its template.
+func (b *bench) rolloutScenario(ctx context.Context, x contender) {
+	n := b.size.rollout
+	id := fmt.Sprintf("rollout %d", n)
+	err := b.session(ctx, "ro-"+slug(x.name()), x, x.kinds(), func(ns string) error {
+		j := job{ns: ns, sets: setNames(1), n: n, rollout: true}
+		if err := x.prepare(ctx, j); err != nil {
+			return err
+		}
+		if err := x.create(ctx, j); err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, b.size.timeout)
+		defer cancel()
+		if err := b.obs.waitFor(wctx, "the rollout's starting point", func(s *state) bool { return x.ready(s, j) }); err != nil {
+			return err
+		}
+		time.Sleep(settle)
+		m := b.timed(ctx, b.size.rolloutBudget, func(ctx context.Context) error { return x.rollout(ctx, j) },
+			func(s *state) bool { return x.rolledOut(s, j) }, rolloutProgress(j))
+		b.record(id, x.name(), m)
+		switch {
+		case m.cutoff:
+			// kwok's stale deletes (see rolloutBudget) may keep killing the
+			// re-created pods; the contender's own part must still be done:
+			// no pod of the old template is left.
+			b.obs.read(func(s *state) {
+				for _, p := range s.pods {
+					if p.ns == ns && !p.terminating && p.rev != "2" {
+						b.fail("%s, %s: pod %s still runs the old template after %s", id, x.name(), p.name, fmtDur(m.dur))
+					}
+				}
+			})
+		case m.err == nil:
+			b.verifyPods(ctx, id, x, j, n)
+		}
+		return nil
+	})
+	if err != nil {
+		b.fail("%s, %s: %v", id, x.name(), err)
+	}
+}
+
+// verifyPods checks the pods on the API server itself: every set has
+// exactly n live pods, and the limit's and the operator's are named
+// <set>-0 to <set>-<n-1>.
+func (b *bench) verifyPods(ctx context.Context, id string, x contender, j job, n int32) {
+	list, err := b.c.cs.CoreV1().Pods(j.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.fail("%s, %s: listing pods: %v", id, x.name(), err)
+		return
+	}
+	names := map[string][]string{}
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.DeletionTimestamp == nil {
+			names[p.Labels[setLabel]] = append(names[p.Labels[setLabel]], p.Name)
+		}
+		if p.Name == "s0-0" && b.samples[contenderKind(x.name())] == nil {
+			b.samples[contenderKind(x.name())] = p.DeepCopy()
+		}
+	}
+	kind := contenderKind(x.name())
+	for _, set := range j.sets {
+		got := names[set]
+		if len(got) != int(n) {
+			b.fail("%s, %s: set %s has %d live pods, want %d", id, x.name(), set, len(got), n)
+			continue
+		}
+		if kind != "limit" && kind != "podset" {
+			continue
+		}
+		var want []string
+		for i := range n {
+			want = append(want, podName(set, int(i)))
+		}
+		sort.Strings(got)
+		sort.Strings(want)
+		if !slices.Equal(got, want) {
+			b.fail("%s, %s: set %s has pods %v, want %v", id, x.name(), set, got, want)
+		}
+	}
+}
+
+// checkSamePods checks that the limit applied the operator's pods: the same
+// spec (but the node) and the same labels.
+func (b *bench) checkSamePods() {
+	op, lim := b.samples["podset"], b.samples["limit"]
+	if op == nil || lim == nil {
+		b.fail("no pod s0-0 of both the operator and the limit to compare")
+		return
+	}
+	a, c := op.Spec.DeepCopy(), lim.Spec.DeepCopy()
+	a.NodeName, c.NodeName = "", ""
+	if !equality.Semantic.DeepEqual(a, c) {
+		b.fail("the limit's pods differ from the operator's: spec %+v, want %+v", c, a)
+	}
+	if !maps.Equal(op.Labels, lim.Labels) {
+		b.fail("the limit's pods differ from the operator's: labels %v, want %v", lim.Labels, op.Labels)
+	}
+}
+
+// slug makes a contender's name fit a namespace name.
+func slug(name string) string {
+	var sb strings.Builder
+	for _, r := range strings.ToLower(name) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			sb.WriteRune(r)
+		}
+	}
+	return sb.String()
+}
+
+// contenderKind maps "limit W=8" to "limit", "podset (in-process)" to "podset".
+func contenderKind(name string) string {
+	name, _, _ = strings.Cut(name, " ")
+	return name
+}

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// row is one line of the result table.
+type row struct {
+	scenario, contender, measured, podWrites, statusWrites, podGets, check, target, result string
+}
+
+// table renders every result as one markdown table.
+func (b *bench) table() string {
+	var rows []row
+	for i, kn := range b.size.conv {
+		id := convID(kn[0], kn[1])
+		rows = append(rows, b.timedRows(id+" → ready", id, int(kn[0]*kn[1]), true)...)
+		if i == 0 && kn[0] == 1 {
+			sid := fmt.Sprintf("scale %d -> %d", kn[1], b.size.scaleTo)
+			rows = append(rows, b.timedRows(fmt.Sprintf("1 x %d → %d (pods gone)", kn[1], b.size.scaleTo), sid, 0, false)...)
+		}
+	}
+	rows = append(rows, b.timedRows(fmt.Sprintf("rollout of %d (maxUnavailable 100%%)", b.size.rollout), fmt.Sprintf("rollout %d", b.size.rollout), 0, false)...)
+	rows = append(rows, b.convergedRows()...)
+	rows = append(rows, b.reactionRows()...)
+	rows = append(rows, b.memoryRows()...)
+
+	var sb strings.Builder
+	sb.WriteString("| Scenario | Contender | Measured | Pod writes (create/apply + delete) | Status writes | Pod GETs | Check | Target | Result |\n")
+	sb.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.scenario, r.contender, r.measured, r.podWrites, r.statusWrites, r.podGets, r.check, r.target, r.result)
+	}
+	return sb.String()
+}
+
+// timedRows are the rows of one timed scenario. newPods, when above zero,
+// adds the request-count targets of a 0 -> N scenario.
+func (b *bench) timedRows(title, id string, newPods int, requestTargets bool) []row {
+	res := b.results[id]
+	if res == nil {
+		return nil
+	}
+	lim, ps, rs, tut := res["limit"], res["podset"], res["replicaset"], res["tutorial"]
+	base := func(name string, m *measurement) row {
+		r := row{scenario: title, contender: name, measured: "—", podWrites: "—", statusWrites: "—", podGets: "—", check: "—", target: "—", result: "—"}
+		if m == nil {
+			r.measured = "not run"
+			return r
+		}
+		if m.skipped {
+			r.measured = m.note
+			return r
+		}
+		r.measured = fmtDur(m.dur)
+		if m.cutoff {
+			r.measured = "> " + fmtDur(m.dur) + " (cut off: " + m.note + ")"
+		}
+		if m.err != nil {
+			r.measured = "failed: " + shortErr(m.err)
+		}
+		r.podWrites = fmt.Sprintf("%d + %d", m.counts.podCreates, m.counts.podDeletes)
+		r.statusWrites = fmt.Sprint(m.counts.statusWrites)
+		r.podGets = fmt.Sprint(m.counts.podGets)
+		return r
+	}
+	var rows []row
+	if lim != nil {
+		r := base(fmt.Sprintf("limit (best W=%d)", b.limitW[id]), lim)
+		var ws []string
+		for _, w := range b.size.workers {
+			ws = append(ws, fmt.Sprint(w))
+		}
+		r.check = "reference (best of W = " + strings.Join(ws, ", ") + ")"
+		rows = append(rows, r)
+	}
+	if ps != nil {
+		r := base("podset", ps)
+		r.check, r.target, r.result = ratioCheck("podset / limit", ps, lim, 1.2, false)
+		rows = append(rows, r)
+	}
+	if rs != nil {
+		name := "replicaset"
+		if strings.HasPrefix(id, "rollout") {
+			name = "replicaset (Deployment)"
+		}
+		r := base(name, rs)
+		r.check, r.target, r.result = ratioCheck("podset / replicaset", ps, rs, 1.0, false)
+		rows = append(rows, r)
+	}
+	if tut != nil {
+		r := base("tutorial", tut)
+		r.check, r.target, r.result = ratioCheck("tutorial / podset", tut, ps, 10, true)
+		rows = append(rows, r)
+	} else if strings.HasPrefix(id, "rollout") {
+		r := base("tutorial", nil)
+		r.measured = "n/a: the tutorial ignores its template"
+		rows = append(rows, r)
+	}
+	if requestTargets && ps != nil && ps.err == nil {
+		writes := ps.counts.podCreates + ps.counts.podDeletes
+		r := row{scenario: title, contender: "podset", measured: "", podWrites: "", statusWrites: "", podGets: ""}
+		r.check = fmt.Sprintf("pod writes %d for N = %d new pods", writes, newPods)
+		r.target, r.result = "= N", metStr(writes == newPods)
+		rows = append(rows, r)
+		r.check = fmt.Sprintf("status writes %d = %.1f%% of N", ps.counts.statusWrites, 100*float64(ps.counts.statusWrites)/float64(newPods))
+		r.target, r.result = "≤ 10% of N", metStr(float64(ps.counts.statusWrites) <= 0.1*float64(newPods))
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// ratioCheck compares a / b against a bound: at most (or, with atLeast, at
+// least) bound. A contender that timed out still gives a bound on the ratio.
+func ratioCheck(label string, a, b *measurement, bound float64, atLeast bool) (check, target, result string) {
+	target = fmt.Sprintf("≤ %g", bound)
+	if atLeast {
+		target = fmt.Sprintf("≥ %g", bound)
+	}
+	if a != nil && a.skipped {
+		return "—", target, "—"
+	}
+	if a == nil || b == nil || b.err != nil || b.cutoff || b.skipped || b.dur <= 0 || a.err != nil {
+		return label + " = —", target, "missed"
+	}
+	ratio := a.dur.Seconds() / b.dur.Seconds()
+	if a.cutoff { // the true ratio is larger
+		return fmt.Sprintf("%s > %.1f", label, ratio), target, metStr(atLeast && ratio >= bound)
+	}
+	ok := ratio <= bound
+	if atLeast {
+		ok = ratio >= bound
+	}
+	return fmt.Sprintf("%s = %.2f", label, ratio), target, metStr(ok)
+}
+
+func (b *bench) convergedRows() []row {
+	title := fmt.Sprintf("converged pass (%d x %d, one pod label touched per set)", b.size.reactionSets, b.size.reactionReplicas)
+	var rows []row
+	for _, name := range []string{"podset (in-process)", "replicaset", "tutorial"} {
+		res := b.reaction[name]
+		if res == nil || res.converged == nil {
+			continue
+		}
+		c := res.converged.counts
+		r := row{scenario: title, contender: name, measured: "", podWrites: fmt.Sprintf("%d + %d", c.podCreates, c.podDeletes),
+			statusWrites: fmt.Sprint(c.statusWrites), podGets: fmt.Sprint(c.podGets), check: "—", target: "—", result: "—"}
+		switch {
+		case res.passes >= 0:
+			r.measured = fmt.Sprintf("%d passes for %d touches", res.passes, res.touches)
+		default:
+			r.measured = fmt.Sprintf("%d touches", res.touches)
+		}
+		writes := c.podCreates + c.podDeletes + c.statusWrites
+		if contenderKind(name) == "podset" {
+			r.check = fmt.Sprintf("%d writes", writes)
+			r.target = "0"
+			r.result = metStr(writes == 0 && res.passes >= res.touches)
+			if res.passes < res.touches {
+				r.check += " (fewer passes than touches: not a converged pass)"
+			}
+		} else if res.passes == 0 {
+			r.check = "no pass ran: its event filter drops pod label changes"
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func (b *bench) reactionRows() []row {
+	title := fmt.Sprintf("reaction: replicas +1 → first pod write (%d trials)", b.size.trials)
+	var rows []row
+	add := func(name, how string, d []time.Duration, targeted bool) {
+		if len(d) == 0 {
+			return
+		}
+		p99 := percentile(d, 99)
+		r := row{scenario: title, contender: name, measured: fmt.Sprintf("p50 %s, p99 %s", fmtMs(percentile(d, 50)), fmtMs(p99)),
+			check: how, target: "—", result: "—"}
+		if targeted {
+			r.target, r.result = "p99 ≤ 20 ms", metStr(p99 <= 20*time.Millisecond)
+		}
+		rows = append(rows, r)
+	}
+	if res := b.reaction["podset (in-process)"]; res != nil {
+		add("podset (in-process)", "first pod write at the operator's transport", res.transport, true)
+		add("podset (in-process)", "first ADDED pod event on a watch", res.watch, false)
+	}
+	for _, name := range []string{"replicaset", "tutorial"} {
+		if res := b.reaction[name]; res != nil {
+			add(name, "first ADDED pod event on a watch", res.watch, false)
+		}
+	}
+	for i := range rows {
+		rows[i].podWrites, rows[i].statusWrites, rows[i].podGets = "—", "—", "—"
+	}
+	return rows
+}
+
+func (b *bench) memoryRows() []row {
+	m := b.memory
+	if m == nil {
+		return nil
+	}
+	title := "memory: Go heap after GC, above the heap before the manager started"
+	r := func(contender, measured, check, target string, ok bool) row {
+		return row{scenario: title, contender: contender, measured: measured, podWrites: "—", statusWrites: "—", podGets: "—",
+			check: check, target: target, result: metStr(ok)}
+	}
+	if m.err != nil {
+		return []row{{scenario: title, contender: "podset (in-process)", measured: "failed: " + shortErr(m.err), podWrites: "—", statusWrites: "—", podGets: "—", check: "—", target: "—", result: "missed"}}
+	}
+	const kib = 1024.0
+	p1, p2 := m.perPod(m.h1, m.n1), m.perPod(m.h2, m.n2)
+	marginal := (float64(m.h2) - float64(m.h1)) / float64(m.n2-m.n1)
+	growth := m.unrelatedGrowth()
+	return []row{
+		r("podset (in-process)", fmt.Sprintf("%.1f MiB", (float64(m.h1)-float64(m.base))/kib/kib),
+			fmt.Sprintf("%d managed pods: %.2f KiB per pod", m.n1, p1/kib), "≤ 4 KiB per pod", p1 <= 4*kib),
+		r("podset (in-process)", fmt.Sprintf("%.1f MiB", (float64(m.h2)-float64(m.base))/kib/kib),
+			fmt.Sprintf("%d managed pods: %.2f KiB per pod (%.2f KiB per pod from %d to %d)", m.n2, p2/kib, marginal/kib, m.n1, m.n2), "≤ 4 KiB per pod", p2 <= 4*kib),
+		r("podset (in-process)", fmt.Sprintf("%+.2f MiB", (float64(m.h3)-float64(m.h2))/kib/kib),
+			fmt.Sprintf("+%d unrelated pods: %+.2f%%", m.unrelated, 100*growth), "< 5%", growth < 0.05),
+	}
+}
+
+func metStr(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "missed"
+}
+
+func fmtDur(d time.Duration) string {
+	if d < time.Second {
+		return fmtMs(d)
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+func fmtMs(d time.Duration) string {
+	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+}
+
+func shortErr(err error) string {
+	s := err.Error()
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return strings.ReplaceAll(s, "|", "/")
+}
