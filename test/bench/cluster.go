@@ -227,7 +227,7 @@ func (c *cluster) cleanup(ctx context.Context, obs *observer, namespaces ...stri
 // objects, then every pod at once (grace period 0), and waits until the
 // observer has seen the last pod go.
 func (c *cluster) empty(ctx context.Context, obs *observer, namespaces ...string) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
 	for _, ns := range namespaces {
@@ -236,8 +236,17 @@ func (c *cluster) empty(ctx context.Context, obs *observer, namespaces ...string
 				return fmt.Errorf("cleaning up %s: %w", ns, err)
 			}
 		}
-		if err := c.cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptrTo[int64](0)}, metav1.ListOptions{}); err != nil {
-			return fmt.Errorf("cleaning up the pods of %s: %w", ns, err)
+		// Deleting tens of thousands of pods can outlast the API server's
+		// request timeout; it goes on deleting, and a retry finds fewer.
+		for attempt := 1; ; attempt++ {
+			err := c.cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptrTo[int64](0)}, metav1.ListOptions{})
+			if err == nil {
+				break
+			}
+			if attempt == 5 || ctx.Err() != nil {
+				return fmt.Errorf("cleaning up the pods of %s: %w", ns, err)
+			}
+			logf("deleting the pods of %s: %v; retrying", ns, err)
 		}
 	}
 	if obs != nil {
