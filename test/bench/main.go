@@ -105,6 +105,12 @@ func run(ctx context.Context, s sizes, out string, keep bool) int {
 			logf("%v", err)
 		}
 	}()
+	release, err := c.lock(ctx)
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	defer release()
 	b := &bench{
 		c: c, size: s, logDir: logDir,
 		operatorBin: filepath.Join(c.root, "bin", "bench", "podset-operator"),

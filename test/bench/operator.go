@@ -110,6 +110,10 @@ func (p *operatorProcess) stop() error {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-p.done:
+		if st := p.cmd.ProcessState; st != nil {
+			logf("podset-operator used %.2f s of CPU (user %.2f s, system %.2f s) from start to stop",
+				(st.UserTime() + st.SystemTime()).Seconds(), st.UserTime().Seconds(), st.SystemTime().Seconds())
+		}
 		var exit *exec.ExitError
 		if errors.As(err, &exit) && !exit.Exited() {
 			return nil // ended by the signal
