@@ -57,6 +57,13 @@ func selectorString(ps *podsetv1alpha1.PodSet) string {
 	return podsetv1alpha1.NameLabel + "=" + ps.Name
 }
 
+// DesiredPod is the pod the operator applies for an ordinal of a PodSet,
+// exactly as a pass builds it: for tools that must make the operator's pods
+// byte for byte (the benchmark's client-go limit applies them).
+func DesiredPod(ps *podsetv1alpha1.PodSet, ordinal int) (*corev1ac.PodApplyConfiguration, error) {
+	return desiredPod(ps, ordinal, templateHash(ps))
+}
+
 // desiredPod is the whole pod the PodSet wants at an ordinal: because the pod
 // is written with server-side apply, every field the operator owns must be
 // in it, every time. It is the template plus the operator's labels, the

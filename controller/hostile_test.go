@@ -112,7 +112,7 @@ func TestHostileTemplatesAreRefusedOrYieldValidPods(t *testing.T) {
 		}
 		accepted++
 		ps.UID = "00000000-0000-0000-0000-000000000001"
-		pod, err := controller.DesiredPodForTest(ps, 0, controller.TemplateHashForTest(ps))
+		pod, err := controller.DesiredPod(ps, 0)
 		if err != nil {
 			t.Errorf("%v: building the pod: %v", applied, err)
 			continue

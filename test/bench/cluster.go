@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -31,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // clusterName is the only cluster the benchmark starts, uses and deletes.
@@ -58,7 +57,7 @@ type cluster struct {
 // newCluster finds the binaries: $CONTROLPLANE and $KWOK_DIR as the
 // Makefile sets them, else the Makefile's default folders under bin/.
 func newCluster() (*cluster, error) {
-	root, err := repoRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +153,7 @@ func (c *cluster) down(ctx context.Context) error {
 // installCRD applies the PodSet CRD of config/crd and waits until it is
 // served.
 func (c *cluster) installCRD(ctx context.Context) error {
-	objs, err := readManifests(filepath.Join(c.root, "config", "crd", "bases", "podset.dev_podsets.yaml"))
+	objs, err := testenv.ReadManifests(filepath.Join(c.root, "config", "crd", "bases", "podset.dev_podsets.yaml"))
 	if err != nil {
 		return err
 	}
@@ -471,43 +470,3 @@ func lastLines(s string, n int) string {
 func ptrTo[T any](v T) *T { return &v }
 
 var errTimeout = errors.New("timed out")
-
-// repoRoot is the directory of the project's go.mod, found from the
-// working directory upwards.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
-// readManifests decodes every object of a multi-document YAML file.
-func readManifests(path string) ([]*unstructured.Unstructured, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-			return objs, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if len(obj.Object) > 0 {
-			objs = append(objs, obj)
-		}
-	}
-}

@@ -179,7 +179,7 @@ func (l *limitContender) create(ctx context.Context, j job) error {
 }
 
 func (l *limitContender) apply(ctx context.Context, ps *podsetv1alpha1.PodSet, ordinal int) (*corev1.Pod, error) {
-	pod := desiredPod(ps, ordinal, templateHash(ps))
+	pod := desiredPod(ps, ordinal)
 	return l.b.c.cs.CoreV1().Pods(ps.Namespace).Apply(ctx, pod, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
 }
 

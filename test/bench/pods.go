@@ -3,9 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
-	"maps"
-	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,10 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/utils/ptr"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/controller"
 )
 
 // Labels the benchmark puts in every pod template, so that one pod watch
@@ -95,100 +92,28 @@ func newPodSet(ns, name string, replicas int32, maxUnavailable string) *podsetv1
 // podName is the name of the pod with the given ordinal.
 func podName(set string, ordinal int) string { return set + "-" + strconv.Itoa(ordinal) }
 
-// templateHash is the operator's template hash: FNV-64a of the template's
-// JSON, in base 36. It must be computed from the PodSet as the API server
-// returns it.
-func templateHash(ps *podsetv1alpha1.PodSet) string {
-	data, err := json.Marshal(ps.Spec.Template)
+// desiredPod is the pod the operator applies for an ordinal: the limit
+// applies the operator's own pods.
+func desiredPod(ps *podsetv1alpha1.PodSet, ordinal int) *corev1ac.PodApplyConfiguration {
+	pod, err := controller.DesiredPod(ps, ordinal)
 	if err != nil {
-		panic(fmt.Sprintf("marshalling a pod template: %v", err))
+		panic(fmt.Sprintf("building pod %d of %s: %v", ordinal, ps.Name, err))
 	}
-	h := fnv.New64a()
-	_, _ = h.Write(data)
-	return strconv.FormatUint(h.Sum64(), 36)
-}
-
-// desiredPod is the pod the operator applies for an ordinal.
-func desiredPod(ps *podsetv1alpha1.PodSet, ordinal int, hash string) *corev1ac.PodApplyConfiguration {
-	spec := hardenedSpecAC(ps.Spec.Template.Spec)
-	labels := maps.Clone(ps.Spec.Template.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[podsetv1alpha1.NameLabel] = ps.Name
-	labels[podsetv1alpha1.OrdinalLabel] = strconv.Itoa(ordinal)
-	labels[podsetv1alpha1.TemplateHashLabel] = hash
-	pod := corev1ac.Pod(podName(ps.Name, ordinal), ps.Namespace).
-		WithLabels(labels).
-		WithOwnerReferences(metav1ac.OwnerReference().
-			WithAPIVersion(podsetv1alpha1.GroupVersion.String()).
-			WithKind("PodSet").
-			WithName(ps.Name).
-			WithUID(ps.UID).
-			WithController(true).
-			WithBlockOwnerDeletion(true))
-	if len(ps.Spec.Template.Annotations) > 0 {
-		pod.WithAnnotations(ps.Spec.Template.Annotations)
-	}
-	pod.Spec = spec
 	return pod
 }
 
 // hardenedSpec is the template's pod spec with the operator's hardening, as
 // a typed spec for the ReplicaSet, Deployment and tutorial contenders.
 func hardenedSpec(spec corev1.PodSpec) corev1.PodSpec {
+	ps := &podsetv1alpha1.PodSet{ObjectMeta: metav1.ObjectMeta{Name: "spec"}}
+	ps.Spec.Template.Spec = spec
 	var out corev1.PodSpec
-	mustConvert(hardenedSpecAC(spec), &out)
-	return out
-}
-
-func hardenedSpecAC(spec corev1.PodSpec) *corev1ac.PodSpecApplyConfiguration {
-	ac := &corev1ac.PodSpecApplyConfiguration{}
-	mustConvert(spec, ac)
-	if ac.AutomountServiceAccountToken == nil {
-		ac.WithAutomountServiceAccountToken(false)
+	data, err := json.Marshal(desiredPod(ps, 0).Spec)
+	if err == nil {
+		err = json.Unmarshal(data, &out)
 	}
-	if ac.SecurityContext == nil {
-		ac.WithSecurityContext(corev1ac.PodSecurityContext())
-	}
-	sc := ac.SecurityContext
-	sc.WithRunAsNonRoot(true)
-	if sc.SeccompProfile == nil || sc.SeccompProfile.Type == nil || *sc.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost {
-		sc.WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
-	}
-	for i := range ac.InitContainers {
-		hardenContainer(&ac.InitContainers[i])
-	}
-	for i := range ac.Containers {
-		hardenContainer(&ac.Containers[i])
-	}
-	return ac
-}
-
-func hardenContainer(c *corev1ac.ContainerApplyConfiguration) {
-	if c.SecurityContext == nil {
-		c.WithSecurityContext(corev1ac.SecurityContext())
-	}
-	sc := c.SecurityContext
-	sc.WithAllowPrivilegeEscalation(false)
-	if sc.ReadOnlyRootFilesystem == nil {
-		sc.WithReadOnlyRootFilesystem(true)
-	}
-	if sc.Capabilities == nil {
-		sc.WithCapabilities(corev1ac.Capabilities())
-	}
-	if !slices.Contains(sc.Capabilities.Drop, "ALL") {
-		sc.Capabilities.Drop = append([]corev1.Capability{"ALL"}, sc.Capabilities.Drop...)
-	}
-}
-
-// mustConvert copies a value into another type of the same JSON shape.
-func mustConvert(from, to any) {
-	data, err := json.Marshal(from)
 	if err != nil {
-		panic(err)
+		panic(fmt.Sprintf("converting a hardened pod spec: %v", err))
 	}
-	if err := json.Unmarshal(data, to); err != nil {
-		panic(err)
-	}
+	return out
 }

@@ -1,7 +1,0 @@
-package controller
-
-// Test-only access to the pure core for the external test package.
-var (
-	DesiredPodForTest   = desiredPod
-	TemplateHashForTest = templateHash
-)
