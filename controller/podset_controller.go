@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,7 +62,7 @@ type PodSetReconciler struct {
 	Workers int
 
 	expectations *expectations
-	statusWrites *writeTimes
+	statusWrites *statusWrites
 }
 
 var _ reconcile.Reconciler = (*PodSetReconciler)(nil)
@@ -76,7 +77,7 @@ func (r *PodSetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		r.Workers = DefaultWorkers
 	}
 	r.expectations = newExpectations(r.Clock.Now)
-	r.statusWrites = &writeTimes{last: map[types.NamespacedName]time.Time{}}
+	r.statusWrites = newStatusWrites()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podsByPodSet, func(o client.Object) []string {
 		return []string{o.GetLabels()[podsetv1alpha1.NameLabel]}
 	}); err != nil {
@@ -101,6 +102,9 @@ func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if ps.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}
+	// The status clients see, even if the cache has not caught up with the
+	// last status write yet.
+	ps.Status = r.statusWrites.shown(req.NamespacedName, ps)
 
 	// Read its pods from the cache, which holds only pods with the label.
 	pods, err := r.podsOf(ctx, ps)
@@ -150,12 +154,12 @@ func (r *PodSetReconciler) checkTemplate(ps *podsetv1alpha1.PodSet) *stall {
 }
 
 // applyStatus writes the status with server-side apply, unless it is what
-// the PodSet already shows. A change that only moves counts or messages is
-// written at most once per StatusInterval, so a scale-up of a thousand pods
-// does not cost a thousand status writes; it returns how long to wait before
-// the deferred write. A change of a condition's status or of the observed
-// generation is written at once: that is what kubectl wait, Argo CD and Flux
-// act on.
+// clients already see (ps.Status, as statusWrites.shown tells it). A change that only moves counts, messages or
+// Reconciling is written at most once per StatusInterval, so a scale-up of a
+// thousand pods does not cost a thousand status writes; it returns how long
+// to wait before the deferred write. A verdict (Ready or Stalled turning
+// True) is written at once: that is what kubectl wait, Argo CD and Flux act
+// on.
 func (r *PodSetReconciler) applyStatus(ctx context.Context, ps *podsetv1alpha1.PodSet, status podsetv1alpha1.PodSetStatus) (time.Duration, error) {
 	if equality.Semantic.DeepEqual(status, ps.Status) {
 		return 0, nil
@@ -170,11 +174,13 @@ func (r *PodSetReconciler) applyStatus(ctx context.Context, ps *podsetv1alpha1.P
 	if err := convert(status, ac); err != nil {
 		return 0, fmt.Errorf("converting the status of PodSet %s: %w", ps.Name, err)
 	}
-	if err := r.Client.Status().Apply(ctx, podsetac.PodSet(ps.Name, ps.Namespace).WithStatus(ac),
-		client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	apply := podsetac.PodSet(ps.Name, ps.Namespace).WithStatus(ac)
+	if err := r.Client.Status().Apply(ctx, apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		return 0, fmt.Errorf("applying the status of PodSet %s: %w", ps.Name, err)
 	}
-	r.statusWrites.wrote(key, r.Clock.Now())
+	// The answer is the PodSet after the write: its resourceVersion tells
+	// when the cache has caught up.
+	r.statusWrites.wrote(key, r.Clock.Now(), ptr.Deref(apply.ResourceVersion, ""), status)
 	return 0, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
@@ -116,47 +117,96 @@ func conflictStall(names []string) *stall {
 }
 
 // StatusInterval is the least time between two status writes of a PodSet
-// that only move counts or messages.
+// that do not publish a verdict (see significantChange). A PodSet's first
+// status write waits for it too: a PodSet that becomes Ready within it costs
+// one status write, not two.
 const StatusInterval = time.Second
 
-// significantChange reports whether a new status changes what clients wait
-// on: the observed generation or the status of a condition.
+// significantChange reports whether a new status publishes a verdict that
+// clients wait on and must see at once: Ready or Stalled turning True, or
+// either being True for a new generation. kubectl wait, Argo CD and Flux act
+// on those. Everything else (counts, messages, Reconciling, a verdict turning
+// False) is progress, written at most once per StatusInterval.
 func significantChange(old, cur podsetv1alpha1.PodSetStatus) bool {
-	if old.ObservedGeneration != cur.ObservedGeneration || len(old.Conditions) != len(cur.Conditions) {
-		return true
-	}
-	for _, c := range cur.Conditions {
-		if o := meta.FindStatusCondition(old.Conditions, c.Type); o == nil || o.Status != c.Status {
+	for _, typ := range []string{podsetv1alpha1.ReadyCondition, podsetv1alpha1.StalledCondition} {
+		if !meta.IsStatusConditionTrue(cur.Conditions, typ) {
+			continue
+		}
+		if !meta.IsStatusConditionTrue(old.Conditions, typ) || old.ObservedGeneration != cur.ObservedGeneration {
 			return true
 		}
 	}
 	return false
 }
 
-// writeTimes remembers when each PodSet's status was last written.
-type writeTimes struct {
+// statusWrites remembers, for each PodSet, when its status was last written
+// and, until the cache shows that write, what was written.
+//
+// The PodSet in the cache can lag behind the operator's own status write,
+// and status writes raise no event the operator watches (generation
+// changes only). A pass that compared against the lagging cache could find
+// "nothing to write" while the write just sent, already out of date, was
+// still on its way to the cache, and that stale status would stay: the
+// stuck "3 pods, ScalingDown" after a scale-down that the soak found. So a
+// pass compares against the last write until the cache has caught up.
+type statusWrites struct {
 	mu   sync.Mutex
-	last map[types.NamespacedName]time.Time
+	last map[types.NamespacedName]statusWrite
 }
 
-// wait is how long until the PodSet's status may be written again.
-func (w *writeTimes) wait(key types.NamespacedName, now time.Time) time.Duration {
+// statusWrite is the last status write of one PodSet.
+type statusWrite struct {
+	at time.Time
+	// resourceVersion is the PodSet's after the write, and status what was
+	// written; status is nil once the cache shows the write.
+	resourceVersion string
+	status          *podsetv1alpha1.PodSetStatus
+}
+
+func newStatusWrites() *statusWrites {
+	return &statusWrites{last: map[types.NamespacedName]statusWrite{}}
+}
+
+// shown is the status clients see now: the PodSet's, or, while the cache has
+// not caught up with the operator's last write, what that write set.
+func (w *statusWrites) shown(key types.NamespacedName, ps *podsetv1alpha1.PodSet) podsetv1alpha1.PodSetStatus {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last, ok := w.last[key]
+	if !ok || last.status == nil {
+		return ps.Status
+	}
+	if cmp, err := resourceversion.CompareResourceVersion(ps.ResourceVersion, last.resourceVersion); err == nil && cmp < 0 {
+		return *last.status
+	}
+	// The cache has caught up (or the versions do not compare, and the
+	// cache is all there is to go by).
+	last.status = nil
+	w.last[key] = last
+	return ps.Status
+}
+
+// wait is how long until the PodSet's status may be written again. The
+// first time a PodSet is asked about starts its interval.
+func (w *statusWrites) wait(key types.NamespacedName, now time.Time) time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	last, ok := w.last[key]
 	if !ok {
-		return 0
+		w.last[key] = statusWrite{at: now}
+		return StatusInterval
 	}
-	return max(0, StatusInterval-now.Sub(last))
+	return max(0, StatusInterval-now.Sub(last.at))
 }
 
-func (w *writeTimes) wrote(key types.NamespacedName, now time.Time) {
+// wrote records a status write and the PodSet's resourceVersion after it.
+func (w *statusWrites) wrote(key types.NamespacedName, now time.Time, resourceVersion string, status podsetv1alpha1.PodSetStatus) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.last[key] = now
+	w.last[key] = statusWrite{at: now, resourceVersion: resourceVersion, status: &status}
 }
 
-func (w *writeTimes) forget(key types.NamespacedName) {
+func (w *statusWrites) forget(key types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.last, key)

@@ -348,9 +348,12 @@ func TestSignificantChange(t *testing.T) {
 			},
 		}
 	}
+	readyTrue := func(s *podsetv1alpha1.PodSetStatus) {
+		s.Conditions[0].Status, s.Conditions[1].Status = metav1.ConditionTrue, metav1.ConditionFalse
+	}
 	cases := map[string]struct {
-		change func(*podsetv1alpha1.PodSetStatus)
-		want   bool
+		old, change func(*podsetv1alpha1.PodSetStatus)
+		want        bool
 	}{
 		"nothing":               {change: func(*podsetv1alpha1.PodSetStatus) {}},
 		"counts":                {change: func(s *podsetv1alpha1.PodSetStatus) { s.ReadyReplicas, s.AvailableReplicas = 3, 3 }},
@@ -360,18 +363,35 @@ func TestSignificantChange(t *testing.T) {
 		"the conditions' order": {change: func(s *podsetv1alpha1.PodSetStatus) {
 			s.Conditions[0], s.Conditions[1] = s.Conditions[1], s.Conditions[0]
 		}},
-		"the observed generation": {change: func(s *podsetv1alpha1.PodSetStatus) { s.ObservedGeneration = 3 }, want: true},
-		"a condition's status":    {change: func(s *podsetv1alpha1.PodSetStatus) { s.Conditions[0].Status = metav1.ConditionTrue }, want: true},
-		"a condition added": {change: func(s *podsetv1alpha1.PodSetStatus) {
-			s.Conditions = append(s.Conditions, metav1.Condition{Type: "Stalled", Status: metav1.ConditionFalse})
+		"the observed generation while in progress": {change: func(s *podsetv1alpha1.PodSetStatus) { s.ObservedGeneration = 3 }},
+		"every condition removed":                   {change: func(s *podsetv1alpha1.PodSetStatus) { s.Conditions = nil }},
+		"Ready turning False":                       {old: readyTrue, change: func(s *podsetv1alpha1.PodSetStatus) {}},
+		"Ready turning True":                        {change: readyTrue, want: true},
+		"Ready True for a new generation": {old: readyTrue, change: func(s *podsetv1alpha1.PodSetStatus) {
+			readyTrue(s)
+			s.ObservedGeneration = 3
 		}, want: true},
-		"a condition removed":     {change: func(s *podsetv1alpha1.PodSetStatus) { s.Conditions = s.Conditions[:1] }, want: true},
-		"a condition replaced":    {change: func(s *podsetv1alpha1.PodSetStatus) { s.Conditions[1].Type = "Stalled" }, want: true},
-		"every condition removed": {change: func(s *podsetv1alpha1.PodSetStatus) { s.Conditions = nil }, want: true},
+		"Ready staying True, counts moving": {old: readyTrue, change: func(s *podsetv1alpha1.PodSetStatus) {
+			readyTrue(s)
+			s.ReadyReplicas = 1
+		}},
+		"Stalled added True": {change: func(s *podsetv1alpha1.PodSetStatus) {
+			s.Conditions = append(s.Conditions, metav1.Condition{Type: "Stalled", Status: metav1.ConditionTrue})
+		}, want: true},
+		"Stalled added False": {change: func(s *podsetv1alpha1.PodSetStatus) {
+			s.Conditions = append(s.Conditions, metav1.Condition{Type: "Stalled", Status: metav1.ConditionFalse})
+		}},
+		"Reconciling replaced by Stalled True": {change: func(s *podsetv1alpha1.PodSetStatus) {
+			s.Conditions[1].Type = "Stalled"
+		}, want: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			old, cur := base(), base()
+			if tc.old != nil {
+				tc.old(&old)
+				tc.old(&cur)
+			}
 			tc.change(&cur)
 			if got := significantChange(old, cur); got != tc.want {
 				t.Errorf("significantChange() = %v, want %v", got, tc.want)
@@ -380,14 +400,17 @@ func TestSignificantChange(t *testing.T) {
 	}
 }
 
-func TestWriteTimes(t *testing.T) {
+func TestStatusWritesWait(t *testing.T) {
 	t0 := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	other := types.NamespacedName{Namespace: testNamespace, Name: "api"}
-	w := &writeTimes{last: map[types.NamespacedName]time.Time{}}
-	if got := w.wait(webKey, t0); got != 0 {
-		t.Errorf("wait() before any write = %v, want 0", got)
+	w := newStatusWrites()
+	if got := w.wait(webKey, t0); got != StatusInterval {
+		t.Errorf("wait() on first sight = %v, want %v", got, StatusInterval)
 	}
-	w.wrote(webKey, t0)
+	if got := w.wait(webKey, t0.Add(StatusInterval)); got != 0 {
+		t.Errorf("wait() one interval after first sight = %v, want 0", got)
+	}
+	w.wrote(webKey, t0, "7", podsetv1alpha1.PodSetStatus{})
 	for _, tc := range []struct {
 		after time.Duration
 		want  time.Duration
@@ -401,11 +424,46 @@ func TestWriteTimes(t *testing.T) {
 			t.Errorf("wait() %v after a write = %v, want %v", tc.after, got, tc.want)
 		}
 	}
-	if got := w.wait(other, t0); got != 0 {
-		t.Errorf("wait() of another PodSet = %v, want 0", got)
+	if got := w.wait(other, t0.Add(time.Hour)); got != StatusInterval {
+		t.Errorf("wait() of another PodSet on first sight = %v, want %v", got, StatusInterval)
 	}
 	w.forget(webKey)
-	if got := w.wait(webKey, t0); got != 0 {
-		t.Errorf("wait() after forget = %v, want 0", got)
+	if got := w.wait(webKey, t0.Add(time.Hour)); got != StatusInterval {
+		t.Errorf("wait() after forget = %v, want %v (first sight again)", got, StatusInterval)
+	}
+}
+
+func TestStatusWritesShownUntilTheCacheCatchesUp(t *testing.T) {
+	t0 := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	status := func(replicas int32) podsetv1alpha1.PodSetStatus {
+		return podsetv1alpha1.PodSetStatus{ObservedGeneration: 2, Replicas: replicas}
+	}
+	cached := func(rv string, replicas int32) *podsetv1alpha1.PodSet {
+		return &podsetv1alpha1.PodSet{ObjectMeta: metav1.ObjectMeta{ResourceVersion: rv}, Status: status(replicas)}
+	}
+	w := newStatusWrites()
+	if got := w.shown(webKey, cached("10", 3)); got.Replicas != 3 {
+		t.Errorf("shown() before any write = %d replicas, want the cache's 3", got.Replicas)
+	}
+	// The operator writes 2 replicas; the answer says resourceVersion 12.
+	w.wrote(webKey, t0, "12", status(2))
+	for _, tc := range []struct {
+		rv       string
+		replicas int32
+		want     int32
+	}{
+		{"10", 3, 2}, // the cache is behind the write: what was written
+		{"11", 3, 2}, // still behind
+		{"12", 2, 2}, // caught up
+		{"13", 5, 5}, // someone wrote after the operator: the cache
+		{"11", 3, 3}, // once caught up, the write is forgotten
+	} {
+		if got := w.shown(webKey, cached(tc.rv, tc.replicas)); got.Replicas != tc.want {
+			t.Errorf("shown() with the cache at resourceVersion %s = %d replicas, want %d", tc.rv, got.Replicas, tc.want)
+		}
+	}
+	w.wrote(webKey, t0, "not-a-number", status(2))
+	if got := w.shown(webKey, cached("10", 3)); got.Replicas != 3 {
+		t.Errorf("shown() with versions that do not compare = %d replicas, want the cache's 3", got.Replicas)
 	}
 }
