@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
@@ -324,6 +325,31 @@ func FuzzPlanPods(f *testing.F) {
 
 		if diff := cmp.Diff(before, pods); diff != "" {
 			t.Fatalf("planPods() modified its pods (-before +after):\n%s", diff)
+		}
+
+		// The cache holds pods as slimPod leaves them: the plan, the status
+		// and the pod predicate must come out the same from those.
+		slim := make([]corev1.Pod, len(pods))
+		for i := range pods {
+			s, err := slimPod(pods[i].DeepCopy())
+			if err != nil {
+				t.Fatalf("slimPod(%s): %v", pods[i].Name, err)
+			}
+			slim[i] = *s.(*corev1.Pod)
+		}
+		if diff := cmp.Diff(namesOf(plan), namesOf(planPods(ps, slim, hash, inFlight))); diff != "" {
+			t.Errorf("planPods() of slimmed pods differs (-full +slim):\n%s", diff)
+		}
+		now := metav1.NewTime(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+		if diff := cmp.Diff(computeStatus(ps, pods, hash, &plan, nil, now), computeStatus(ps, slim, hash, &plan, nil, now)); diff != "" {
+			t.Errorf("computeStatus() of slimmed pods differs (-full +slim):\n%s", diff)
+		}
+		for i := range pods {
+			for j := range pods {
+				if full, s := podOutcomeChanged(&pods[i], &pods[j]), podOutcomeChanged(&slim[i], &slim[j]); full != s {
+					t.Errorf("podOutcomeChanged(%s, %s) = %v, but %v for the slimmed pods", pods[i].Name, pods[j].Name, full, s)
+				}
+			}
 		}
 
 		// Creates: in range, free, not in flight, each once, and every

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/util/workqueue"
@@ -23,8 +24,8 @@ const MaxBackoff = time.Minute
 
 // CacheOptions is the manager cache the operator needs: pods only if they
 // carry the PodSet name label (so memory does not grow with unrelated
-// pods), no managed fields on anything, and the given namespaces (all when
-// empty).
+// pods), and of those only what the operator reads (slimPod); no managed
+// fields on anything; the given namespaces (all when empty).
 func CacheOptions(namespaces []string) cache.Options {
 	hasName, err := labels.NewRequirement(podsetv1alpha1.NameLabel, selection.Exists, nil)
 	if err != nil {
@@ -32,7 +33,7 @@ func CacheOptions(namespaces []string) cache.Options {
 	}
 	opts := cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Label: labels.NewSelector().Add(*hasName)},
+			&corev1.Pod{}: {Label: labels.NewSelector().Add(*hasName), Transform: slimPod},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}
@@ -52,4 +53,52 @@ func ControllerOptions(maxConcurrentReconciles int) controller.Options {
 		MaxConcurrentReconciles: maxConcurrentReconciles,
 		RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, MaxBackoff),
 	}
+}
+
+// slimPod keeps of a pod only what the operator reads: its identity,
+// labels, annotations, owners and deletion timestamp, its containers' names
+// and images, its phase and its Ready condition. A pod's spec and status are
+// most of its size; the planner, the status and the pod predicate need none
+// of the rest, so the cache costs a fraction of the memory per pod.
+func slimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil // a tombstone: the informer passes it as it is
+	}
+	slim := &corev1.Pod{
+		TypeMeta: pod.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              pod.Name,
+			Namespace:         pod.Namespace,
+			UID:               pod.UID,
+			ResourceVersion:   pod.ResourceVersion,
+			Labels:            pod.Labels,
+			Annotations:       pod.Annotations,
+			OwnerReferences:   pod.OwnerReferences,
+			DeletionTimestamp: pod.DeletionTimestamp,
+		},
+		Spec: corev1.PodSpec{
+			Containers:     slimContainers(pod.Spec.Containers),
+			InitContainers: slimContainers(pod.Spec.InitContainers),
+		},
+		Status: corev1.PodStatus{Phase: pod.Status.Phase},
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			slim.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+			break
+		}
+	}
+	return slim, nil
+}
+
+func slimContainers(containers []corev1.Container) []corev1.Container {
+	if len(containers) == 0 {
+		return nil
+	}
+	slim := make([]corev1.Container, len(containers))
+	for i, c := range containers {
+		slim[i] = corev1.Container{Name: c.Name, Image: c.Image}
+	}
+	return slim
 }

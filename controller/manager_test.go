@@ -1,0 +1,72 @@
+package controller
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestSlimPodKeepsWhatTheOperatorReads(t *testing.T) {
+	ps := makePodSet("web").replicas(3).initContainer("init", "busybox:1").obj()
+	hash := templateHash(ps)
+	ac, err := desiredPod(ps, 1, hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{}
+	if err := convert(ac, pod); err != nil {
+		t.Fatal(err)
+	}
+	// What the API server and the kubelet add.
+	deleting := metav1.Now()
+	pod.UID, pod.ResourceVersion, pod.Generation = "uid-1", "42", 1
+	pod.DeletionTimestamp = &deleting
+	pod.Finalizers = []string{"example.com/hold"}
+	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: FieldManager}}
+	pod.Spec.NodeName = "node-1"
+	pod.Status = corev1.PodStatus{
+		Phase: corev1.PodRunning,
+		PodIP: "10.0.0.1",
+		Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, Reason: "r", Message: "m", LastTransitionTime: deleting},
+		},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Ready: true}},
+	}
+
+	got, err := slimPod(pod.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &corev1.Pod{
+		TypeMeta: pod.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: pod.Namespace, UID: "uid-1", ResourceVersion: "42",
+			Labels: pod.Labels, Annotations: pod.Annotations, OwnerReferences: pod.OwnerReferences,
+			DeletionTimestamp: &deleting,
+		},
+		Spec: corev1.PodSpec{
+			Containers:     []corev1.Container{{Name: "app", Image: pod.Spec.Containers[0].Image}},
+			InitContainers: []corev1.Container{{Name: "init", Image: "busybox:1"}},
+		},
+		Status: corev1.PodStatus{
+			Phase:      corev1.PodRunning,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("slimPod() (-want +got):\n%s", diff)
+	}
+	if !podReady(got.(*corev1.Pod)) || drifted(ps, got.(*corev1.Pod), 1, hash) {
+		t.Errorf("the slimmed pod reads differently: ready %v, drifted %v; want ready and not drifted",
+			podReady(got.(*corev1.Pod)), drifted(ps, got.(*corev1.Pod), 1, hash))
+	}
+
+	// A tombstone passes through as it is.
+	tombstone := struct{ Key string }{"demo/web-1"}
+	if got, err := slimPod(tombstone); err != nil || got != tombstone {
+		t.Errorf("slimPod(tombstone) = %v, %v; want it unchanged", got, err)
+	}
+}
