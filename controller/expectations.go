@@ -13,26 +13,33 @@ import (
 // wedge a PodSet).
 const expectationTTL = time.Minute
 
-// expectations remembers the pod deletions of each PodSet that the cache has
-// not shown yet. Until it does, a pass leaves those pods alone and counts
-// them as unavailable: a cache a moment behind would otherwise show a
-// deleted pod as still running, and a rollout would take more pods than
-// maxUnavailable allows, or delete the same pod twice. It is the ReplicaSet
-// controller's idea, keyed by pod name.
-//
-// Creations need no expectations: a pod missing from the cache is checked on
-// the API server before it is created (see createPods), which finds a pod
-// the cache has not caught up with.
+// createTTL bounds how long a creation may go unseen by the cache. It is
+// short: a pod whose label is removed before the cache sees it never shows
+// up there, and once the wait is over the next create of the name finds
+// the pod (a conflict) and restores it. Waiting only saves requests; the
+// createOnly precondition, not the wait, is what keeps a name from being
+// created twice.
+const createTTL = 5 * time.Second
+
+// expectations remembers the pod writes of each PodSet that the cache has
+// not shown yet. Until it does, a pass leaves those names alone: a cache a
+// moment behind would otherwise show a deleted pod as still running (and a
+// rollout would take more pods than maxUnavailable allows, or delete the
+// same pod twice), or a created pod as missing (and the pass would send a
+// create that can only fail). It is the ReplicaSet controller's idea, keyed
+// by pod name.
 type expectations struct {
 	mu      sync.Mutex
 	pending map[types.NamespacedName]map[string]expectation
 	now     func() time.Time
 }
 
-// expectation is one pod deletion the cache has not shown yet.
+// expectation is one pod write the cache has not shown yet.
 type expectation struct {
-	uid types.UID
-	at  time.Time
+	// uid is the pod's: the deleted one, or the one created.
+	uid     types.UID
+	created bool
+	at      time.Time
 }
 
 func newExpectations(now func() time.Time) *expectations {
@@ -41,17 +48,30 @@ func newExpectations(now func() time.Time) *expectations {
 
 // expectDeleted records that the pod with the given UID is being deleted.
 func (e *expectations) expectDeleted(podSet types.NamespacedName, name string, uid types.UID) {
+	e.expect(podSet, name, expectation{uid: uid})
+}
+
+// expectCreated records that a pod was created under the given name.
+func (e *expectations) expectCreated(podSet types.NamespacedName, name string, uid types.UID) {
+	e.expect(podSet, name, expectation{uid: uid, created: true})
+}
+
+func (e *expectations) expect(podSet types.NamespacedName, name string, exp expectation) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.pending[podSet] == nil {
 		e.pending[podSet] = map[string]expectation{}
 	}
-	e.pending[podSet][name] = expectation{uid: uid, at: e.now()}
+	exp.at = e.now()
+	e.pending[podSet][name] = exp
 }
 
-// observe drops the expectations the cache's pods satisfy (the pod is gone,
-// terminating, or replaced by another UID) or that expired, and returns
-// whether a pod name still has a deletion in flight.
+// observe drops the expectations the cache's pods satisfy or that expired,
+// and returns whether a pod name still has a write in flight.
+//
+// A deletion is satisfied once the cache shows the pod gone, terminating,
+// or replaced by another UID; a creation once the cache shows any pod
+// under the name.
 func (e *expectations) observe(podSet types.NamespacedName, pods []corev1.Pod) func(name string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -60,7 +80,9 @@ func (e *expectations) observe(podSet types.NamespacedName, pods []corev1.Pod) f
 		return func(string) bool { return false }
 	}
 	live := make(map[string]types.UID, len(pods))
+	seen := make(map[string]bool, len(pods))
 	for i := range pods {
+		seen[pods[i].Name] = true
 		if pods[i].DeletionTimestamp == nil {
 			live[pods[i].Name] = pods[i].UID
 		}
@@ -68,7 +90,11 @@ func (e *expectations) observe(podSet types.NamespacedName, pods []corev1.Pod) f
 	now := e.now()
 	inFlight := map[string]bool{}
 	for name, exp := range pending {
-		if live[name] != exp.uid || now.Sub(exp.at) > expectationTTL {
+		ttl, satisfied := expectationTTL, live[name] != exp.uid
+		if exp.created {
+			ttl, satisfied = createTTL, seen[name]
+		}
+		if satisfied || now.Sub(exp.at) > ttl {
 			delete(pending, name)
 			continue
 		}
@@ -78,6 +104,26 @@ func (e *expectations) observe(podSet types.NamespacedName, pods []corev1.Pod) f
 		delete(e.pending, podSet)
 	}
 	return func(name string) bool { return inFlight[name] }
+}
+
+// recheck is how long until the first creation of a PodSet that the cache
+// has not shown yet expires, or 0 if none is pending. A creation the cache
+// never shows raises no event, so the PodSet must be looked at again then.
+func (e *expectations) recheck(podSet types.NamespacedName) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	var soonest time.Duration
+	for _, exp := range e.pending[podSet] {
+		if !exp.created {
+			continue
+		}
+		left := max(createTTL-now.Sub(exp.at), 0) + time.Millisecond
+		if soonest == 0 || left < soonest {
+			soonest = left
+		}
+	}
+	return soonest
 }
 
 // forget drops every expectation of a PodSet that is gone.

@@ -153,3 +153,70 @@ func TestExpectationsLatestWins(t *testing.T) {
 		t.Error("inFlight(web-0) = true once the second pod is gone, want false")
 	}
 }
+
+func TestExpectationsCreate(t *testing.T) {
+	cases := map[string]struct {
+		cache        []corev1.Pod
+		wantInFlight bool
+	}{
+		"the cache is empty":          {wantInFlight: true},
+		"the cache shows other pods":  {cache: []corev1.Pod{cachedPod("web-1", "other")}, wantInFlight: true},
+		"the cache shows the new pod": {cache: []corev1.Pod{cachedPod("web-0", "new")}},
+		"the cache shows another UID": {cache: []corev1.Pod{cachedPod("web-0", "someone-elses")}},
+		"the new pod is terminating already": {cache: []corev1.Pod{func() corev1.Pod {
+			p := makePod("web-0").terminating().obj()
+			p.UID = "new"
+			return p
+		}()}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e, _ := newTestExpectations()
+			e.expectCreated(webKey, "web-0", "new")
+			if got := e.observe(webKey, tc.cache)("web-0"); got != tc.wantInFlight {
+				t.Errorf("inFlight(web-0) = %v, want %v", got, tc.wantInFlight)
+			}
+			// Once seen, the pod leaving the cache (deleted, or its label
+			// removed) does not bring the expectation back.
+			if got := e.observe(webKey, nil)("web-0"); got != tc.wantInFlight {
+				t.Errorf("inFlight(web-0) on the next pass, cache empty = %v, want %v", got, tc.wantInFlight)
+			}
+		})
+	}
+}
+
+// TestExpectationsCreateRecheck checks that a creation the cache never
+// shows (its label was removed at once) is waited for createTTL at most,
+// and that the PodSet is told when to look again.
+func TestExpectationsCreateRecheck(t *testing.T) {
+	e, clock := newTestExpectations()
+	if got := e.recheck(webKey); got != 0 {
+		t.Errorf("recheck() with nothing pending = %v, want 0", got)
+	}
+	e.expectDeleted(webKey, "web-5", "doomed")
+	if got := e.recheck(webKey); got != 0 {
+		t.Errorf("recheck() with only a deletion pending = %v, want 0 (its pod's event wakes the PodSet)", got)
+	}
+	e.expectCreated(webKey, "web-0", "a")
+	clock.advance(createTTL / 2)
+	e.expectCreated(webKey, "web-1", "b")
+	if got, want := e.recheck(webKey), createTTL/2+time.Millisecond; got != want {
+		t.Errorf("recheck() = %v, want %v (when web-0's wait is over)", got, want)
+	}
+	clock.advance(createTTL / 2)
+	if inFlight := e.observe(webKey, nil); !inFlight("web-0") || !inFlight("web-1") {
+		t.Error("after exactly createTTL: a creation is no longer in flight, want both")
+	}
+	clock.advance(time.Nanosecond)
+	inFlight := e.observe(webKey, nil)
+	if inFlight("web-0") || !inFlight("web-1") {
+		t.Errorf("after createTTL: inFlight(web-0) = %v, inFlight(web-1) = %v; want false, true", inFlight("web-0"), inFlight("web-1"))
+	}
+	clock.advance(createTTL)
+	if e.observe(webKey, []corev1.Pod{cachedPod("web-5", "doomed")})("web-1") {
+		t.Error("inFlight(web-1) = true after its own createTTL, want false")
+	}
+	if got := e.recheck(webKey); got != 0 {
+		t.Errorf("recheck() once every creation expired = %v, want 0", got)
+	}
+}

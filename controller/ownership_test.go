@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -176,5 +177,42 @@ func TestUnrelatedPodsNeverEnterTheCache(t *testing.T) {
 	}
 	if len(list.Items) == 1 && list.Items[0].ManagedFields != nil {
 		t.Errorf("the cache keeps managed fields; they are stripped to save memory")
+	}
+}
+
+// TestApplyPreconditions pins the API server behaviour that keeps every
+// pod write of the operator from being an upsert: an apply that carries
+// resourceVersion "1" (the operator's createOnly) creates a missing pod and
+// fails with a conflict on an existing one, and an apply that carries a UID
+// fails with a conflict when no pod has it.
+func TestApplyPreconditions(t *testing.T) {
+	ns := newNamespace(t, nil)
+	pod := func() *corev1ac.PodApplyConfiguration {
+		return corev1ac.Pod("p", ns).WithSpec(corev1ac.PodSpec().
+			WithContainers(corev1ac.Container().WithName("app").WithImage("busybox:1.36")))
+	}
+	apply := func(ac *corev1ac.PodApplyConfiguration) error {
+		return env.Client.Apply(t.Context(), ac, client.FieldOwner("test-preconditions"))
+	}
+
+	if err := apply(pod().WithUID("00000000-0000-0000-0000-000000000001")); !apierrors.IsConflict(err) {
+		t.Errorf("apply with a UID, no pod: %v, want a conflict (no pod created)", err)
+	}
+	created := pod().WithResourceVersion("1")
+	if err := apply(created); err != nil {
+		t.Fatalf("apply with resourceVersion 1, no pod: %v, want the pod created", err)
+	}
+	got := &corev1.Pod{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "p"}, got); err != nil {
+		t.Fatalf("the created pod: %v", err)
+	}
+	if len(got.ManagedFields) != 1 || got.ManagedFields[0].Operation != metav1.ManagedFieldsOperationApply {
+		t.Errorf("the created pod's managed fields = %+v, want one Apply entry", got.ManagedFields)
+	}
+	if err := apply(pod().WithResourceVersion("1").WithLabels(map[string]string{"taken": "over"})); !apierrors.IsConflict(err) {
+		t.Errorf("apply with resourceVersion 1 over an existing pod: %v, want a conflict", err)
+	}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "p"}, got); err != nil || got.Labels["taken"] != "" {
+		t.Errorf("the existing pod after a refused create: %v, labels %v; want it unchanged", err, got.Labels)
 	}
 }

@@ -38,7 +38,9 @@ const DefaultWorkers = 32
 // The operator's permissions, and no more: it watches PodSets (reading
 // them from its cache only), applies their status, owns pods with
 // blockOwnerDeletion (which needs update on the owner's finalizers),
-// checks pod names, creates, applies and deletes pods, and records events.
+// creates (an apply that creates needs create and patch), applies and
+// deletes pods, reads a pod whose name a create found taken, and records
+// events.
 // test/reliability proves the operator uses every one of them.
 //
 // +kubebuilder:rbac:groups=podset.dev,resources=podsets,verbs=list;watch
@@ -51,8 +53,8 @@ const DefaultWorkers = 32
 type PodSetReconciler struct {
 	// Client reads from the manager's cache and writes to the API server.
 	Client client.Client
-	// APIReader reads from the API server directly. It is used only to check
-	// that a pod name is free before a pod is created under it.
+	// APIReader reads from the API server directly. It is used only to find
+	// out who holds a pod name that a create found taken.
 	APIReader client.Reader
 	// Recorder emits events through the events.k8s.io API.
 	Recorder events.EventRecorder
@@ -126,6 +128,9 @@ func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	wait, statusErr := r.applyStatus(ctx, ps, status)
 	if statusErr != nil {
 		return ctrl.Result{}, errors.Join(err, statusErr)
+	}
+	if recheck := r.expectations.recheck(req.NamespacedName); recheck > 0 && (wait == 0 || recheck < wait) {
+		wait = recheck
 	}
 	return ctrl.Result{RequeueAfter: wait}, errors.Join(err, stallError(stalled))
 }

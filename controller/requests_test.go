@@ -25,10 +25,13 @@ func TestWriteRequests(t *testing.T) {
 	markAllReady(t, ns)
 	waitForStatus(t, ps, readyStatus(n))
 	podWrites, statusWrites := requests.writes(ns, "pods", ""), requests.writes(ns, "podsets", "status")
-	t.Logf("0 -> %d: %d pod writes, %d status writes, %d uncached pod reads (name checks)",
-		n, podWrites, statusWrites, requests.count("GET", ns, "pods", ""))
+	reads := requests.count("GET", ns, "pods", "")
+	t.Logf("0 -> %d: %d pod writes, %d status writes, %d uncached pod reads", n, podWrites, statusWrites, reads)
 	if podWrites != n {
 		t.Errorf("0 -> %d sent %d pod writes, want exactly %d", n, podWrites, n)
+	}
+	if reads != 0 {
+		t.Errorf("0 -> %d sent %d uncached pod reads, want 0 (a create needs no check first)", n, reads)
 	}
 
 	// A converged pass: poke a pod with a label the operator does not own,

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -41,7 +42,7 @@ func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSe
 
 	var repaired []string
 	for _, pod := range plan.repair {
-		if err := r.applyPod(ctx, ps, ordinalOf(ps, pod), hash, pod.UID); isRejection(err) {
+		if _, err := r.applyPod(ctx, ps, ordinalOf(ps, pod), hash, pod.UID); isRejection(err) {
 			rejected = err
 		} else if err != nil {
 			errs = append(errs, err)
@@ -71,59 +72,85 @@ func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSe
 	return nil, errors.Join(errs...)
 }
 
-// createPods creates the pods of the given ordinals. Server-side apply is an
-// upsert, so each name is first checked on the API server: a pod that is not
-// the PodSet's own must never be taken over. It returns the pods created,
-// the names held by pods the PodSet does not control, and the first error.
+// createPods creates the pods of the given ordinals. Each create is an
+// apply that can only create (see applyPod), so a pod that is not the
+// PodSet's own is never taken over, with one request per pod and no window
+// between a check and the write. It returns the pods created, the names held
+// by pods the PodSet does not control, and the first error.
 func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.PodSet, ordinals []int, hash string) (created, taken []string, err error) {
 	var mu sync.Mutex
 	err = slowStart(len(ordinals), r.Workers, func(i int) error {
 		ordinal := ordinals[i]
 		name := podName(ps.Name, ordinal)
+		uid, err := r.applyPod(ctx, ps, ordinal, hash, "")
+		switch {
+		case err == nil:
+			r.expectations.expectCreated(keyOf(ps), name, uid)
+			mu.Lock()
+			created = append(created, name)
+			mu.Unlock()
+			return nil
+		case !apierrors.IsConflict(err):
+			return err
+		}
+		// The name is taken. Find out by whom: the API server, not the
+		// cache, which holds only labelled pods.
 		existing := &metav1.PartialObjectMetadata{}
 		existing.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
 		switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ps.Namespace, Name: name}, existing); {
-		case err == nil && metav1.IsControlledBy(existing, ps) && existing.Labels[podsetv1alpha1.NameLabel] == ps.Name:
+		case apierrors.IsNotFound(err):
+			// Gone again since: the next pass creates it.
+			return fmt.Errorf("pod %s was deleted while being created, retrying", name)
+		case err != nil:
+			return fmt.Errorf("checking who holds pod name %s: %w", name, err)
+		case metav1.IsControlledBy(existing, ps) && existing.Labels[podsetv1alpha1.NameLabel] == ps.Name:
 			// The cache is behind: the pod is there. Its event is on its way.
+			r.expectations.expectCreated(keyOf(ps), name, existing.UID)
 			return nil
-		case err == nil && metav1.IsControlledBy(existing, ps):
+		case metav1.IsControlledBy(existing, ps):
 			// Ours, but someone removed the label the cache selects on, so
 			// the cache cannot see it: restore it in place.
-			return r.applyPod(ctx, ps, ordinal, hash, existing.UID)
-		case err == nil:
+			if _, err := r.applyPod(ctx, ps, ordinal, hash, existing.UID); err != nil {
+				return err
+			}
+			r.expectations.expectCreated(keyOf(ps), name, existing.UID)
+			return nil
+		default:
 			mu.Lock()
 			taken = append(taken, name)
 			mu.Unlock()
 			return nil
-		case !apierrors.IsNotFound(err):
-			return fmt.Errorf("checking that pod %s is free: %w", name, err)
 		}
-		if err := r.applyPod(ctx, ps, ordinal, hash, ""); err != nil {
-			return err
-		}
-		mu.Lock()
-		created = append(created, name)
-		mu.Unlock()
-		return nil
 	})
 	return created, taken, err
 }
 
-// applyPod applies the desired pod of an ordinal. For an existing pod (uid
-// set) the UID goes into the apply, so the apply can only ever update that
-// pod and never silently create a new one under its name.
-func (r *PodSetReconciler) applyPod(ctx context.Context, ps *podsetv1alpha1.PodSet, ordinal int, hash string, uid types.UID) error {
+// createOnly is the resourceVersion of an apply that must create its pod:
+// the API server treats a resourceVersion in an apply as a precondition,
+// which no existing pod meets (the first revision of etcd is never a pod's),
+// and ignores it when the apply creates the object. TestApplyPreconditions
+// pins both halves of that on the real API server.
+const createOnly = "1"
+
+// applyPod applies the desired pod of an ordinal, and never as an upsert:
+// for an existing pod (uid set) the UID goes into the apply, so it can only
+// ever update that pod; for a new one (uid empty) the createOnly
+// precondition makes it fail with a conflict if any pod holds the name.
+// It returns the UID of the pod applied.
+func (r *PodSetReconciler) applyPod(ctx context.Context, ps *podsetv1alpha1.PodSet, ordinal int, hash string, uid types.UID) (types.UID, error) {
 	pod, err := desiredPod(ps, ordinal, hash)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if uid != "" {
 		pod.WithUID(uid)
+	} else {
+		pod.WithResourceVersion(createOnly)
 	}
 	if err := r.Client.Apply(ctx, pod, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		return fmt.Errorf("applying pod %s: %w", *pod.Name, err)
+		return "", fmt.Errorf("applying pod %s: %w", *pod.Name, err)
 	}
-	return nil
+	return ptr.Deref(pod.UID, ""), nil
 }
 
 // deletePods deletes pods in parallel, each with its UID as a precondition

@@ -39,6 +39,14 @@ const benchFieldManager = "podset-bench"
 // (config/samples), plus the benchmark's set and revision labels. A revision
 // above 1 also sets an environment variable, so that a rollout changes the
 // pod spec, not only its labels.
+//
+// Its grace period is 0, so a delete removes a pod at once, as for a pod
+// whose kubelet has nothing to wait for. With a grace period, kwok (v0.8.0)
+// finishes each deletion itself, by name and without a UID precondition,
+// and repeats that delete from a stale event: a pod re-created under the
+// same name in between (the operator's rollout) is killed, and its deletion
+// sets off the next one. The benchmark would measure that chain, not the
+// contenders.
 func template(set string, rev int) corev1.PodTemplateSpec {
 	c := corev1.Container{
 		Name:    "app",
@@ -59,8 +67,9 @@ func template(set string, rev int) corev1.PodTemplateSpec {
 			revLabel:                 strconv.Itoa(rev),
 		}},
 		Spec: corev1.PodSpec{
-			SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532)},
-			Containers:      []corev1.Container{c},
+			SecurityContext:               &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532)},
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers:                    []corev1.Container{c},
 		},
 	}
 }
