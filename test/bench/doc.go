@@ -44,8 +44,9 @@
 // is reported as cut off (a lower bound on the time), not as a failure:
 // the tutorial stops once it is 15 times slower than the operator (one
 // status conflict costs it up to the default rate limiter's 1000 s), and
-// the rollout stops after a minute, because kwok's by-name deletes can kill
-// pods re-created under the same name over and over (docs/benchmarks.md).
+// the rollout stops after a minute (the pods' grace period of 0 keeps
+// kwok's by-name deletes, which can kill pods re-created under the same
+// name over and over, out of it: docs/benchmarks.md).
 //
 // -only, -contenders, -conv and -operator-flags narrow or vary a run while
 // working on the benchmark or the operator; `make bench` uses none of them.

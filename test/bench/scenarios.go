@@ -41,15 +41,11 @@ type sizes struct {
 	deleteNamespaces bool
 	// budgetTutorial stops the tutorial at tutorialBudget.
 	budgetTutorial bool
-	// rolloutBudget bounds the rollout scenario: kwok deletes a terminating
-	// pod by name, without a UID precondition, and every such delete is
-	// followed by a late one from a stale event, which kills a pod re-created
-	// under the same name in the meantime, whose deletion sets off the next.
-	// A contender that re-creates names at once (the operator, the limit)
-	// can be caught in that chain for minutes; the Deployment's new pods
-	// have new names. A run stopped at the budget is reported as cut off,
-	// not as a failure, once the benchmark has checked that no pod of the
-	// old template is left.
+	// rolloutBudget bounds the rollout scenario. The pods' grace period is
+	// 0 (see template), which keeps kwok's by-name deletes out of it; the
+	// bound stays, so that a contender caught in anything like that chain
+	// is reported as cut off, not waited for, once the benchmark has
+	// checked that no pod of the old template is left.
 	rolloutBudget   time.Duration
 	nodes, memNodes int
 }

@@ -154,16 +154,7 @@ func TestPodSetRecreatedWhileOldPodsExist(t *testing.T) {
 		foreign[p.Name] = p.ResourceVersion
 	}
 	ps := newPodSet(t, ns, "web", 3)
-	eventually(t, "Stalled on the old pods", func() error {
-		got := &podsetv1alpha1.PodSet{}
-		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ps), got); err != nil {
-			return err
-		}
-		if c := condition(got, podsetv1alpha1.StalledCondition); c.Reason != podsetv1alpha1.PodConflictReason {
-			return fmt.Errorf("Stalled %+v", c)
-		}
-		return nil
-	})
+	stalled(t, client.ObjectKeyFromObject(ps), podsetv1alpha1.PodConflictReason)
 	for _, p := range livePods(t, ns) {
 		if rv, ok := foreign[p.Name]; !ok || rv != p.ResourceVersion {
 			t.Errorf("old pod %s was touched by the new PodSet", p.Name)
@@ -238,16 +229,7 @@ func TestPodsRefusedByAnAdmissionPolicy(t *testing.T) {
 		return nil
 	})
 	ps := newPodSet(t, ns, "web", 3)
-	eventually(t, "Stalled by the policy", func() error {
-		got := &podsetv1alpha1.PodSet{}
-		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ps), got); err != nil {
-			return err
-		}
-		if c := condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionTrue || c.Reason != podsetv1alpha1.PodRejectedReason {
-			return fmt.Errorf("Stalled %+v", c)
-		}
-		return nil
-	})
+	stalled(t, client.ObjectKeyFromObject(ps), podsetv1alpha1.PodRejectedReason)
 	if err := env.Client.Delete(t.Context(), binding); err != nil {
 		t.Fatal(err)
 	}

@@ -301,6 +301,21 @@ func converged(t *testing.T, ns string) {
 	})
 }
 
+// stalled waits until the PodSet is Stalled for the given reason.
+func stalled(t *testing.T, key types.NamespacedName, reason string) {
+	t.Helper()
+	eventually(t, "Stalled/"+reason, func() error {
+		got := &podsetv1alpha1.PodSet{}
+		if err := env.Client.Get(t.Context(), key, got); err != nil {
+			return err
+		}
+		if c := condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionTrue || c.Reason != reason {
+			return fmt.Errorf("not stalled for %s: %s %s: %s", reason, c.Status, c.Reason, c.Message)
+		}
+		return nil
+	})
+}
+
 // describePods lists the pods of a namespace as the API server has them,
 // for failure messages.
 func describePods(t *testing.T, ns string) string {

@@ -135,7 +135,8 @@ func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
 	garbageCollector(t, ns)
 
 	// Everything the operator does: create, scale down, roll out, replace a
-	// deleted pod, and stall on a refused template (Warning events).
+	// deleted pod, find a pod name taken by a pod it does not control, and
+	// stall on a refused template (Warning events).
 	ps := newPodSet(t, ns, "web", 3)
 	key := types.NamespacedName{Namespace: ns, Name: ps.Name}
 	converged(t, ns)
@@ -143,17 +144,16 @@ func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Containers[0].Image = "busybox:1.37" })
 	converged(t, ns)
 	checkInvariants(t, ns, nil, op)
+	foreign := foreignPods{}
+	foreign.create(t, ns, "web-2", nil)
+	update(t, key, func(ps *podsetv1alpha1.PodSet) { *ps.Spec.Replicas = 3 })
+	stalled(t, key, podsetv1alpha1.PodConflictReason)
+	if err := env.Client.Delete(t.Context(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-2"}}); err != nil {
+		t.Fatal(err)
+	}
+	converged(t, ns)
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Hostname = "Not_A_Label" })
-	eventually(t, "Stalled", func() error {
-		got := &podsetv1alpha1.PodSet{}
-		if err := env.Client.Get(t.Context(), key, got); err != nil {
-			return err
-		}
-		if condition(got, podsetv1alpha1.StalledCondition).Status != metav1.ConditionTrue {
-			return fmt.Errorf("not stalled yet")
-		}
-		return nil
-	})
+	stalled(t, key, podsetv1alpha1.PodRejectedReason)
 	op.stop()
 
 	rec.mu.Lock()
