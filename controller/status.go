@@ -117,22 +117,21 @@ func conflictStall(names []string) *stall {
 }
 
 // StatusInterval is the least time between two status writes of a PodSet
-// that do not publish a verdict (see significantChange). A PodSet's first
+// that do not change a verdict (see significantChange). A PodSet's first
 // status write waits for it too: a PodSet that becomes Ready within it costs
 // one status write, not two.
 const StatusInterval = time.Second
 
-// significantChange reports whether a new status publishes a verdict that
-// clients wait on and must see at once: Ready or Stalled turning True, or
-// either being True for a new generation. kubectl wait, Argo CD and Flux act
-// on those. Everything else (counts, messages, Reconciling, a verdict turning
-// False) is progress, written at most once per StatusInterval.
+// significantChange reports whether a new status changes a verdict that
+// clients wait on, which they must see at once: Ready or Stalled turning
+// True or turning False, or being True for a new generation. kubectl wait,
+// Argo CD, Flux and alerts act on those. Everything else (counts, messages,
+// Reconciling, a PodSet's first status, on which neither is True) is
+// progress, written at most once per StatusInterval.
 func significantChange(old, cur podsetv1alpha1.PodSetStatus) bool {
 	for _, typ := range []string{podsetv1alpha1.ReadyCondition, podsetv1alpha1.StalledCondition} {
-		if !meta.IsStatusConditionTrue(cur.Conditions, typ) {
-			continue
-		}
-		if !meta.IsStatusConditionTrue(old.Conditions, typ) || old.ObservedGeneration != cur.ObservedGeneration {
+		was, is := meta.IsStatusConditionTrue(old.Conditions, typ), meta.IsStatusConditionTrue(cur.Conditions, typ)
+		if was != is || is && old.ObservedGeneration != cur.ObservedGeneration {
 			return true
 		}
 	}

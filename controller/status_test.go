@@ -365,8 +365,13 @@ func TestSignificantChange(t *testing.T) {
 		}},
 		"the observed generation while in progress": {change: func(s *podsetv1alpha1.PodSetStatus) { s.ObservedGeneration = 3 }},
 		"every condition removed":                   {change: func(s *podsetv1alpha1.PodSetStatus) { s.Conditions = nil }},
-		"Ready turning False":                       {old: readyTrue, change: func(s *podsetv1alpha1.PodSetStatus) {}},
-		"Ready turning True":                        {change: readyTrue, want: true},
+		"Ready turning False": {old: readyTrue, change: func(s *podsetv1alpha1.PodSetStatus) {
+			s.Conditions[0].Status, s.Conditions[1].Status = metav1.ConditionFalse, metav1.ConditionTrue
+		}, want: true},
+		"Stalled turning False": {old: func(s *podsetv1alpha1.PodSetStatus) {
+			s.Conditions = append(s.Conditions, metav1.Condition{Type: "Stalled", Status: metav1.ConditionTrue})
+		}, change: func(s *podsetv1alpha1.PodSetStatus) { s.Conditions[2].Status = metav1.ConditionFalse }, want: true},
+		"Ready turning True": {change: readyTrue, want: true},
 		"Ready True for a new generation": {old: readyTrue, change: func(s *podsetv1alpha1.PodSetStatus) {
 			readyTrue(s)
 			s.ObservedGeneration = 3
