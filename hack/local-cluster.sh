@@ -14,6 +14,9 @@
 #                  kube-scheduler and kubectl
 #   KWOK_DIR       folder with kwok and kwokctl
 #   DISABLE_QPS_LIMITS  true to lift client QPS limits (the benchmark)
+#   KWOK_POD_DELETE     false to leave out kwok's pod-delete stage (the
+#                  benchmark, whose pods have a grace period of 0; see
+#                  test/bench/pods.go); kwok's other default stages stay
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -55,6 +58,17 @@ options:
   kwokControllerBinary: $KWOK_DIR/kwok
   disableQPSLimits: ${DISABLE_QPS_LIMITS:-false}
 CONFIG
+	if [[ ${KWOK_POD_DELETE:-true} == false ]]; then
+		# Stages in the configuration replace all of kwok's defaults: give
+		# them back from kwok's own module, but for pod-delete.
+		stages=$(go mod download -json "sigs.k8s.io/kwok@$("$KWOK_DIR/kwok" --version 2>/dev/null | grep -o 'v[0-9][^ ]*' | head -1)" |
+			sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+		for stage in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
+			pod/fast/pod-ready pod/fast/pod-complete; do
+			printf -- '---\n' >>"$KWOK_WORKDIR/$name.yaml"
+			cat "$stages/kustomize/stage/$stage.yaml" >>"$KWOK_WORKDIR/$name.yaml"
+		done
+	fi
 	"${kwokctl[@]}" create cluster --config "$KWOK_WORKDIR/$name.yaml" \
 		--kubeconfig "$kubeconfig" --wait 2m >&2
 	scale_nodes

@@ -90,6 +90,9 @@ func (c *cluster) script(ctx context.Context, nodes int, arg string) (string, er
 		"KWOK_DIR="+c.kwokDir,
 		"NODES="+strconv.Itoa(nodes),
 		"DISABLE_QPS_LIMITS=true",
+		// The benchmark's pods have a grace period of 0 (see template):
+		// kwok's pod-delete stage has nothing to do but harm.
+		"KWOK_POD_DELETE=false",
 	)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
