@@ -33,7 +33,11 @@ const FieldManager = "podset-operator"
 const podsByPodSet = "podset.dev/name"
 
 // DefaultWorkers is how many pod writes one pass sends at once by default.
-const DefaultWorkers = 32
+// The ReplicaSet controller sends up to 500; creates start in slow-start
+// batches (1, 2, 4, ...) whatever the bound, so a refused template costs a
+// few requests, not this many. The API server's priority and fairness
+// queues what it cannot take at once.
+const DefaultWorkers = 128
 
 // The operator's permissions, and no more: it watches PodSets (reading
 // them from its cache only), applies their status, owns pods with
