@@ -41,12 +41,12 @@ const benchFieldManager = "podset-bench"
 // pod spec, not only its labels.
 //
 // Its grace period is 0, so a delete removes a pod at once, as for a pod
-// whose kubelet has nothing to wait for. With a grace period, kwok (v0.8.0)
-// finishes each deletion itself, by name and without a UID precondition,
-// and repeats that delete from a stale event: a pod re-created under the
-// same name in between (the operator's rollout) is killed, and its deletion
-// sets off the next one. The benchmark would measure that chain, not the
-// contenders.
+// whose kubelet has nothing to wait for, and the benchmark's cluster runs
+// kwok without its pod-delete stage (cluster.go). Otherwise kwok finishes
+// each deletion itself, by name and without a UID precondition, and repeats
+// that delete from a stale event: a pod re-created under the same name in
+// between (the operator's rollout) is killed, and its deletion sets off the
+// next one. The benchmark would measure that chain, not the contenders.
 func template(set string, rev int) corev1.PodTemplateSpec {
 	c := corev1.Container{
 		Name:    "app",
