@@ -284,6 +284,11 @@ func (f foreignPods) create(t *testing.T, ns, name string, labels map[string]str
 
 // converged waits until every PodSet in the namespace is Ready at its
 // current generation and its pods are exactly the desired ones.
+//
+// Ready alone is not enough: a pod deleted a moment ago leaves the status
+// Ready until the operator has seen the deletion, and the quiet period that
+// follows would catch the operator at work. So the status must also agree
+// with the pods; a status that never does times out here.
 func converged(t *testing.T, ns string) {
 	t.Helper()
 	eventually(t, "convergence", func() error {
@@ -291,14 +296,26 @@ func converged(t *testing.T, ns string) {
 		if err := env.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
 			return err
 		}
+		pods := &corev1.PodList{}
+		if err := env.Client.List(t.Context(), pods, client.InNamespace(ns)); err != nil {
+			return err
+		}
 		for _, ps := range list.Items {
 			c := condition(&ps, podsetv1alpha1.ReadyCondition)
 			if ps.Status.ObservedGeneration != ps.Generation || c.Status != metav1.ConditionTrue || c.ObservedGeneration != ps.Generation {
 				return fmt.Errorf("%s: not Ready at generation %d: %+v; pods: %s", ps.Name, ps.Generation, ps.Status, describePods(t, ns))
 			}
+			if got, want := statusSummary(&ps), wantStatus(&ps, pods.Items); got != want || int(*ps.Spec.Replicas) != len(ps.Status.PodNames) {
+				return fmt.Errorf("%s: Ready, but its status %s disagrees with the pods (%s) or with %d replicas", ps.Name, got, want, *ps.Spec.Replicas)
+			}
 		}
 		return nil
 	})
+}
+
+// statusSummary is what wantStatus computes, as the PodSet's status shows it.
+func statusSummary(ps *podsetv1alpha1.PodSet) string {
+	return fmt.Sprintf("replicas=%d ready=%d updated=%d pods=%v", ps.Status.Replicas, ps.Status.ReadyReplicas, ps.Status.UpdatedReplicas, ps.Status.PodNames)
 }
 
 // stalled waits until the PodSet is Stalled for the given reason.
@@ -417,7 +434,7 @@ func checkInvariants(t *testing.T, ns string, foreign foreignPods, ops ...*opera
 	}
 	for _, ps := range byName {
 		want := wantStatus(ps, pods.Items)
-		got := fmt.Sprintf("replicas=%d ready=%d updated=%d pods=%v", ps.Status.Replicas, ps.Status.ReadyReplicas, ps.Status.UpdatedReplicas, ps.Status.PodNames)
+		got := statusSummary(ps)
 		if got != want {
 			violate("invariant: %s status %s, pods show %s", ps.Name, got, want)
 		}
