@@ -163,12 +163,12 @@ func (r *PodSetReconciler) checkTemplate(ps *podsetv1alpha1.PodSet) *stall {
 }
 
 // applyStatus writes the status with server-side apply, unless it is what
-// clients already see (ps.Status, as statusWrites.shown tells it). A change that only moves counts, messages or
-// Reconciling is written at most once per StatusInterval, so a scale-up of a
-// thousand pods does not cost a thousand status writes; it returns how long
-// to wait before the deferred write. A verdict (Ready or Stalled turning
-// True) is written at once: that is what kubectl wait, Argo CD and Flux act
-// on.
+// clients already see (ps.Status, as statusWrites.shown tells it). Progress
+// (counts, pod names, Reconciling) is written at most once per
+// StatusInterval, so a scale-up of a thousand pods does not cost a thousand
+// status writes; it returns how long to wait before the deferred write. A
+// change of Ready or Stalled is written at once: that is what kubectl wait,
+// Argo CD and Flux act on (significantChange).
 func (r *PodSetReconciler) applyStatus(ctx context.Context, ps *podsetv1alpha1.PodSet, status podsetv1alpha1.PodSetStatus) (time.Duration, error) {
 	if equality.Semantic.DeepEqual(status, ps.Status) {
 		return 0, nil

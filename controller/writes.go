@@ -103,15 +103,14 @@ func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.Po
 			return fmt.Errorf("pod %s was deleted while being created, retrying", name)
 		case err != nil:
 			return fmt.Errorf("checking who holds pod name %s: %w", name, err)
-		case metav1.IsControlledBy(existing, ps) && existing.Labels[podsetv1alpha1.NameLabel] == ps.Name:
-			// The cache is behind: the pod is there. Its event is on its way.
-			r.expectations.expectCreated(keyOf(ps), name, existing.UID)
-			return nil
 		case metav1.IsControlledBy(existing, ps):
-			// Ours, but someone removed the label the cache selects on, so
-			// the cache cannot see it: restore it in place.
-			if _, err := r.applyPod(ctx, ps, ordinal, hash, existing.UID); err != nil {
-				return err
+			// Ours: the cache is behind and the pod's event is on its way,
+			// or someone removed the label the cache selects on, so the
+			// cache cannot see it: then restore it in place.
+			if existing.Labels[podsetv1alpha1.NameLabel] != ps.Name {
+				if _, err := r.applyPod(ctx, ps, ordinal, hash, existing.UID); err != nil {
+					return err
+				}
 			}
 			r.expectations.expectCreated(keyOf(ps), name, existing.UID)
 			return nil
