@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
@@ -61,40 +62,48 @@ func selectorString(ps *podsetv1alpha1.PodSet) string {
 // exactly as a pass builds it: for tools that must make the operator's pods
 // byte for byte (the benchmark's client-go limit applies them).
 func DesiredPod(ps *podsetv1alpha1.PodSet, ordinal int) (*corev1ac.PodApplyConfiguration, error) {
-	return desiredPod(ps, ordinal, templateHash(ps))
+	return desiredPod(ps, &ps.Spec.Template, ordinal, templateHash(ps))
 }
 
-// desiredPod is the whole pod the PodSet wants at an ordinal: because the pod
-// is written with server-side apply, every field the operator owns must be
-// in it, every time. It is the template plus the operator's labels, the
-// controller owner reference and the hardening of hardenPodSpec.
-func desiredPod(ps *podsetv1alpha1.PodSet, ordinal int, hash string) (*corev1ac.PodApplyConfiguration, error) {
+// desiredPod is the whole pod the PodSet wants at an ordinal, made from the
+// template of one of its revisions (hash): because the pod is written with
+// server-side apply, every field the operator owns must be in it, every
+// time. It is the template plus the operator's labels, the controller owner
+// reference and the hardening of hardenPodSpec.
+func desiredPod(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, ordinal int, hash string) (*corev1ac.PodApplyConfiguration, error) {
 	spec := &corev1ac.PodSpecApplyConfiguration{}
-	if err := convert(ps.Spec.Template.Spec, spec); err != nil {
+	if err := convert(tmpl.Spec, spec); err != nil {
 		return nil, fmt.Errorf("converting the pod template: %w", err)
 	}
 	hardenPodSpec(spec)
 
 	pod := corev1ac.Pod(podName(ps.Name, ordinal), ps.Namespace).
-		WithLabels(podLabels(ps, ordinal, hash)).
-		WithOwnerReferences(metav1ac.OwnerReference().
-			WithAPIVersion(podsetv1alpha1.GroupVersion.String()).
-			WithKind("PodSet").
-			WithName(ps.Name).
-			WithUID(ps.UID).
-			WithController(true).
-			WithBlockOwnerDeletion(true))
-	if len(ps.Spec.Template.Annotations) > 0 {
-		pod.WithAnnotations(ps.Spec.Template.Annotations)
+		WithLabels(podLabels(ps, tmpl, ordinal, hash)).
+		WithOwnerReferences(controllerReference(ps))
+	if len(tmpl.Annotations) > 0 {
+		pod.WithAnnotations(tmpl.Annotations)
 	}
 	pod.Spec = spec
 	return pod, nil
 }
 
+// controllerReference is the owner reference of everything a PodSet
+// controls: its pods and its ControllerRevisions. blockOwnerDeletion keeps
+// a foreground deletion of the PodSet waiting for them.
+func controllerReference(ps *podsetv1alpha1.PodSet) *metav1ac.OwnerReferenceApplyConfiguration {
+	return metav1ac.OwnerReference().
+		WithAPIVersion(podsetv1alpha1.GroupVersion.String()).
+		WithKind("PodSet").
+		WithName(ps.Name).
+		WithUID(ps.UID).
+		WithController(true).
+		WithBlockOwnerDeletion(true)
+}
+
 // podLabels are the labels of the pod at an ordinal: the template's, and
 // the operator's, which win over the template's.
-func podLabels(ps *podsetv1alpha1.PodSet, ordinal int, hash string) map[string]string {
-	labels := maps.Clone(ps.Spec.Template.Labels)
+func podLabels(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, ordinal int, hash string) map[string]string {
+	labels := maps.Clone(tmpl.Labels)
 	if labels == nil {
 		labels = map[string]string{}
 	}

@@ -352,7 +352,7 @@ func TestDesiredPod(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := desiredPod(tc.ps, tc.ordinal, tc.hash)
+			got, err := desiredPod(tc.ps, &tc.ps.Spec.Template, tc.ordinal, tc.hash)
 			if err != nil {
 				t.Fatalf("desiredPod() error = %v", err)
 			}
@@ -419,7 +419,7 @@ func TestDesiredPodHardening(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ps := makePodSet("web").obj()
 			ps.Spec.Template.Spec = tc.spec
-			pod, err := desiredPod(ps, 0, "h")
+			pod, err := desiredPod(ps, &ps.Spec.Template, 0, "h")
 			if err != nil {
 				t.Fatalf("desiredPod() error = %v", err)
 			}
@@ -475,14 +475,14 @@ func TestDesiredPodLeavesThePodSetAlone(t *testing.T) {
 	ps.Status.Conditions = []metav1.Condition{{Type: podsetv1alpha1.ReadyCondition, Status: metav1.ConditionTrue}}
 	before := ps.DeepCopy()
 
-	first, err := desiredPod(ps, 1, "h")
+	first, err := desiredPod(ps, &ps.Spec.Template, 1, "h")
 	if err != nil {
 		t.Fatalf("desiredPod() error = %v", err)
 	}
 	if diff := cmp.Diff(before, ps); diff != "" {
 		t.Fatalf("desiredPod() changed the PodSet (-before +after):\n%s", diff)
 	}
-	second, err := desiredPod(ps, 1, "h")
+	second, err := desiredPod(ps, &ps.Spec.Template, 1, "h")
 	if err != nil {
 		t.Fatalf("desiredPod() error = %v", err)
 	}

@@ -98,7 +98,7 @@ func FuzzDesiredPod(f *testing.F) {
 		before := ps.DeepCopy()
 		hash := templateHash(ps)
 
-		pod, err := desiredPod(ps, ordinal, hash)
+		pod, err := desiredPod(ps, &ps.Spec.Template, ordinal, hash)
 		if err != nil {
 			t.Fatalf("desiredPod() error = %v", err)
 		}
@@ -192,7 +192,7 @@ func FuzzDesiredPod(f *testing.F) {
 
 		// The pod, once stored, is converged: no pass repairs it.
 		stored := storedPod(t, ps, ordinal, hash)
-		if drifted(ps, &stored, ordinal, hash) {
+		if drifted(ps, &ps.Spec.Template, &stored, ordinal, hash) {
 			t.Errorf("drifted() = true for the pod desiredPod built")
 		}
 	})
@@ -321,7 +321,8 @@ func FuzzPlanPods(f *testing.F) {
 		before := deepCopyPods(pods)
 		inFlight := func(name string) bool { return inFlightSet[name] }
 
-		plan := planPods(ps, pods, hash, inFlight)
+		in := testInput(ps, inFlight)
+		plan := planPods(ps, pods, in)
 
 		if diff := cmp.Diff(before, pods); diff != "" {
 			t.Fatalf("planPods() modified its pods (-before +after):\n%s", diff)
@@ -337,11 +338,11 @@ func FuzzPlanPods(f *testing.F) {
 			}
 			slim[i] = *s.(*corev1.Pod)
 		}
-		if diff := cmp.Diff(namesOf(plan), namesOf(planPods(ps, slim, hash, inFlight))); diff != "" {
+		if diff := cmp.Diff(namesOf(plan), namesOf(planPods(ps, slim, in))); diff != "" {
 			t.Errorf("planPods() of slimmed pods differs (-full +slim):\n%s", diff)
 		}
 		now := metav1.NewTime(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
-		if diff := cmp.Diff(computeStatus(ps, pods, hash, &plan, nil, now), computeStatus(ps, slim, hash, &plan, nil, now)); diff != "" {
+		if diff := cmp.Diff(computeStatus(ps, pods, in.revs, &plan, nil, now), computeStatus(ps, slim, in.revs, &plan, nil, now)); diff != "" {
 			t.Errorf("computeStatus() of slimmed pods differs (-full +slim):\n%s", diff)
 		}
 		for i := range pods {

@@ -3,6 +3,7 @@ package controller
 import (
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -33,7 +34,8 @@ func CacheOptions(namespaces []string) cache.Options {
 	}
 	opts := cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Label: labels.NewSelector().Add(*hasName), Transform: slimPod},
+			&corev1.Pod{}:                {Label: labels.NewSelector().Add(*hasName), Transform: slimPod},
+			&appsv1.ControllerRevision{}: {Label: labels.NewSelector().Add(*hasName)},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}
@@ -57,9 +59,13 @@ func ControllerOptions(maxConcurrentReconciles int) controller.Options {
 
 // slimPod keeps of a pod only what the operator reads: its identity,
 // labels, annotations, owners and deletion timestamp, its containers' names
-// and images, its phase and its Ready condition. A pod's spec and status are
-// most of its size; the planner, the status and the pod predicate need none
-// of the rest, so the cache costs a fraction of the memory per pod.
+// and images, its phase and its Ready condition with the time it last
+// changed (minReadySeconds). Of a pod that is not Ready it also keeps what
+// says why (the Ready and PodScheduled conditions' reasons and messages,
+// the containers' waiting reasons and last exits), for the message of a
+// missed progress deadline. A pod's spec and status are most of its size;
+// the planner, the status and the pod predicate need none of the rest, so
+// the cache costs a fraction of the memory per pod.
 func slimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -83,13 +89,41 @@ func slimPod(obj any) (any, error) {
 		},
 		Status: corev1.PodStatus{Phase: pod.Status.Phase},
 	}
+	ready := podReady(pod)
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			slim.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
-			break
+		switch {
+		case c.Type == corev1.PodReady && ready:
+			slim.Status.Conditions = append(slim.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime})
+		case c.Type == corev1.PodReady,
+			c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse:
+			slim.Status.Conditions = append(slim.Status.Conditions, corev1.PodCondition{
+				Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime, Reason: c.Reason, Message: c.Message,
+			})
 		}
 	}
+	if !ready {
+		slim.Status.Reason = pod.Status.Reason
+		slim.Status.InitContainerStatuses = slimStatuses(pod.Status.InitContainerStatuses)
+		slim.Status.ContainerStatuses = slimStatuses(pod.Status.ContainerStatuses)
+	}
 	return slim, nil
+}
+
+// slimStatuses keeps of container statuses the waiting reasons and the last
+// exits of waiting containers.
+func slimStatuses(statuses []corev1.ContainerStatus) []corev1.ContainerStatus {
+	var slim []corev1.ContainerStatus
+	for _, cs := range statuses {
+		if cs.State.Waiting == nil {
+			continue
+		}
+		s := corev1.ContainerStatus{Name: cs.Name, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: cs.State.Waiting.Reason}}}
+		if t := cs.LastTerminationState.Terminated; t != nil {
+			s.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{Reason: t.Reason, ExitCode: t.ExitCode}
+		}
+		slim = append(slim, s)
+	}
+	return slim
 }
 
 func slimContainers(containers []corev1.Container) []corev1.Container {

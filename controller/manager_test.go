@@ -11,7 +11,7 @@ import (
 func TestSlimPodKeepsWhatTheOperatorReads(t *testing.T) {
 	ps := makePodSet("web").replicas(3).initContainer("init", "busybox:1").obj()
 	hash := templateHash(ps)
-	ac, err := desiredPod(ps, 1, hash)
+	ac, err := desiredPod(ps, &ps.Spec.Template, 1, hash)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,15 +53,15 @@ func TestSlimPodKeepsWhatTheOperatorReads(t *testing.T) {
 		},
 		Status: corev1.PodStatus{
 			Phase:      corev1.PodRunning,
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: deleting}},
 		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("slimPod() (-want +got):\n%s", diff)
 	}
-	if !podReady(got.(*corev1.Pod)) || drifted(ps, got.(*corev1.Pod), 1, hash) {
+	if !podReady(got.(*corev1.Pod)) || drifted(ps, &ps.Spec.Template, got.(*corev1.Pod), 1, hash) {
 		t.Errorf("the slimmed pod reads differently: ready %v, drifted %v; want ready and not drifted",
-			podReady(got.(*corev1.Pod)), drifted(ps, got.(*corev1.Pod), 1, hash))
+			podReady(got.(*corev1.Pod)), drifted(ps, &ps.Spec.Template, got.(*corev1.Pod), 1, hash))
 	}
 
 	// A tombstone passes through as it is.

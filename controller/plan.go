@@ -3,6 +3,7 @@ package controller
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,10 +16,14 @@ import (
 // by the PodSet; pods it does not control appear only by name, in conflicts
 // and strays.
 type podPlan struct {
-	// create lists the ordinals that have no pod: apply a new one.
+	// create lists the ordinals that have no pod: apply a new one, from the
+	// current template unless revisions says otherwise.
 	create []int
-	// repair lists up-to-date pods whose operator-owned fields drifted:
-	// apply the desired pod again.
+	// revisions holds, for ordinals to create that a partition holds back,
+	// the template hash of the revision to create them from.
+	revisions map[int]string
+	// repair lists pods whose operator-owned fields drifted from their
+	// revision: apply their desired pod again.
 	repair []*corev1.Pod
 	// prune lists pods with an ordinal at or above replicas, highest first.
 	prune []*corev1.Pod
@@ -45,10 +50,31 @@ func (p *podPlan) empty() bool {
 	return len(p.create) == 0 && len(p.repair) == 0 && len(p.deletions()) == 0
 }
 
-// planPods decides what a pass does, from the PodSet, its pods as the cache
-// shows them, and the names of pods with a write in flight that the cache
-// has not caught up with yet (those are left alone this pass).
-func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, hash string, inFlight func(name string) bool) podPlan {
+// revisionOf is the template hash an ordinal to create is made from.
+func (p *podPlan) revisionOf(ordinal int, revs *revisionSet) string {
+	if h, ok := p.revisions[ordinal]; ok {
+		return h
+	}
+	return revs.update
+}
+
+// planInput is what a pass plans from besides the PodSet and its pods.
+type planInput struct {
+	// revs are the PodSet's revisions.
+	revs *revisionSet
+	// remembered is the revision the pod at an ordinal ran when the
+	// operator last saw it, or "" (see heldRevisions).
+	remembered func(ordinal int) string
+	// inFlight reports the pod names with a write the cache has not shown
+	// yet: those are left alone this pass.
+	inFlight func(name string) bool
+	// now decides which Ready pods are available (minReadySeconds).
+	now time.Time
+}
+
+// planPods decides what a pass does, from the PodSet and its pods as the
+// cache shows them.
+func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in planInput) podPlan {
 	var p podPlan
 	replicas := int(replicas(ps))
 	slots := make([]*corev1.Pod, replicas)
@@ -64,7 +90,7 @@ func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, hash string, inFligh
 			}
 			continue
 		}
-		if inFlight(pod.Name) {
+		if in.inFlight(pod.Name) {
 			if ordinal, ok := podOrdinal(ps.Name, pod.Name); ok && ordinal < replicas {
 				slots[ordinal] = pod
 			}
@@ -85,38 +111,54 @@ func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, hash string, inFligh
 	}
 	slices.SortFunc(p.prune, func(a, b *corev1.Pod) int { return cmp.Compare(ordinalOf(ps, b), ordinalOf(ps, a)) })
 
+	minReady := minReadySeconds(ps)
+	partition := partition(ps)
+	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
 	var staleReady, staleUnready []*corev1.Pod
 	unavailable := 0
 	for ordinal, pod := range slots {
 		switch {
 		case pod == nil:
-			if !inFlight(podName(ps.Name, ordinal)) {
+			if !in.inFlight(podName(ps.Name, ordinal)) {
 				p.create = append(p.create, ordinal)
+				if ordinal < partition {
+					if h := heldRevision(ps, in, ordinal); h != in.revs.update {
+						if p.revisions == nil {
+							p.revisions = map[int]string{}
+						}
+						p.revisions[ordinal] = h
+					}
+				}
 			}
 			unavailable++
-		case !metav1.IsControlledBy(pod, ps) || inFlight(pod.Name) || pod.DeletionTimestamp != nil:
+		case !metav1.IsControlledBy(pod, ps) || in.inFlight(pod.Name) || pod.DeletionTimestamp != nil:
 			unavailable++
 		case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
 			p.replaceFinished = append(p.replaceFinished, pod)
 			unavailable++
-		case pod.Labels[podsetv1alpha1.TemplateHashLabel] != hash:
-			if !podReady(pod) {
+		case pod.Labels[podsetv1alpha1.TemplateHashLabel] != in.revs.update && ordinal >= partition && !onDelete:
+			// Out of date, and the strategy updates it.
+			switch {
+			case !podReady(pod):
 				staleUnready = append(staleUnready, pod)
 				unavailable++
-			} else {
+			case !podAvailable(pod, minReady, in.now):
+				unavailable++
+			default:
 				staleReady = append(staleReady, pod)
 			}
 		default:
-			if !podReady(pod) {
+			// Up to date, or held back on the revision it runs (by the
+			// partition, or until a user deletes it under OnDelete): keep
+			// it, and restore what drifted from its revision.
+			if !podAvailable(pod, minReady, in.now) {
 				unavailable++
 			}
-			if drifted(ps, pod, ordinal, hash) {
+			hash := pod.Labels[podsetv1alpha1.TemplateHashLabel]
+			if tmpl, ok := in.revs.templates[hash]; ok && drifted(ps, tmpl, pod, ordinal, hash) {
 				p.repair = append(p.repair, pod)
 			}
 		}
-	}
-	if ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType {
-		return p
 	}
 	// Unready out-of-date pods serve nothing: replacing them costs no
 	// availability, and it is how a broken template is fixed by a new one.
@@ -129,17 +171,32 @@ func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, hash string, inFligh
 	return p
 }
 
+// heldRevision is the revision to recreate a missing pod from that the
+// partition holds back: the one it ran when the operator last saw it, else
+// the revision status.currentRevision names (the one the oldest pods run,
+// as StatefulSet recreates such pods), else, with no such template known,
+// the current one.
+func heldRevision(ps *podsetv1alpha1.PodSet, in planInput, ordinal int) string {
+	if h := in.remembered(ordinal); h != "" && in.revs.known(h) {
+		return h
+	}
+	if h, ok := revisionHash(ps, ps.Status.CurrentRevision); ok && in.revs.known(h) {
+		return h
+	}
+	return in.revs.update
+}
+
 // drifted reports whether a pod lost what the operator owns on it and can
-// restore in place: its labels and annotations from the template, the
-// operator's labels, the controller reference, or a container image.
+// restore in place: the labels and annotations of its revision's template,
+// the operator's labels, the controller reference, or a container image.
 // Everything else in a pod's spec is immutable.
-func drifted(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, ordinal int, hash string) bool {
-	for k, v := range podLabels(ps, ordinal, hash) {
+func drifted(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, pod *corev1.Pod, ordinal int, hash string) bool {
+	for k, v := range podLabels(ps, tmpl, ordinal, hash) {
 		if got, ok := pod.Labels[k]; !ok || got != v {
 			return true
 		}
 	}
-	for k, v := range ps.Spec.Template.Annotations {
+	for k, v := range tmpl.Annotations {
 		if got, ok := pod.Annotations[k]; !ok || got != v {
 			return true
 		}
@@ -148,8 +205,8 @@ func drifted(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, ordinal int, hash strin
 	if ref.BlockOwnerDeletion == nil || !*ref.BlockOwnerDeletion {
 		return true
 	}
-	return imagesDiffer(ps.Spec.Template.Spec.Containers, pod.Spec.Containers) ||
-		imagesDiffer(ps.Spec.Template.Spec.InitContainers, pod.Spec.InitContainers)
+	return imagesDiffer(tmpl.Spec.Containers, pod.Spec.Containers) ||
+		imagesDiffer(tmpl.Spec.InitContainers, pod.Spec.InitContainers)
 }
 
 func imagesDiffer(want, got []corev1.Container) bool {
@@ -186,6 +243,19 @@ func maxUnavailable(ps *podsetv1alpha1.PodSet) int {
 		return 1
 	}
 	return n
+}
+
+// partition is the lowest ordinal a RollingUpdate updates: pods below it
+// keep their revision. OnDelete updates no pod itself, and new pods of
+// either strategy start from the current template.
+func partition(ps *podsetv1alpha1.PodSet) int {
+	if ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType {
+		return 0
+	}
+	if ru := ps.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.Partition != nil {
+		return int(max(0, *ru.Partition))
+	}
+	return 0
 }
 
 // podReady reports whether a pod is running and its Ready condition is True.

@@ -3,6 +3,7 @@ package controller
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -538,7 +539,7 @@ func TestPlanPods(t *testing.T) {
 				inFlight = noneInFlight
 			}
 			before := deepCopyPods(tc.pods)
-			got := namesOf(planPods(tc.ps, tc.pods, templateHash(tc.ps), inFlight))
+			got := namesOf(planPods(tc.ps, tc.pods, testInput(tc.ps, inFlight)))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("planPods() (-want +got):\n%s", diff)
 			}
@@ -547,6 +548,20 @@ func TestPlanPods(t *testing.T) {
 				t.Errorf("planPods() modified its pods (-before +after):\n%s", diff)
 			}
 		})
+	}
+}
+
+// testNow is the time of every pure test's pass.
+var testNow = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+
+// testInput is a pass's input with only the current template's revision
+// known, nothing remembered, the given writes in flight, at testNow.
+func testInput(ps *podsetv1alpha1.PodSet, inFlight func(string) bool) planInput {
+	return planInput{
+		revs:       newRevisionSet(ps, nil),
+		remembered: func(int) string { return "" },
+		inFlight:   inFlight,
+		now:        testNow,
 	}
 }
 
@@ -574,7 +589,7 @@ func TestPlanPodsDesiredPodIsConverged(t *testing.T) {
 			for ordinal := range int(replicas(tc.ps)) {
 				pods = append(pods, storedPod(t, tc.ps, ordinal, hash))
 			}
-			got := namesOf(planPods(tc.ps, pods, hash, noneInFlight))
+			got := namesOf(planPods(tc.ps, pods, testInput(tc.ps, noneInFlight)))
 			if diff := cmp.Diff(planNames{Empty: true}, got); diff != "" {
 				t.Errorf("planPods() on the desired pods (-want +got):\n%s", diff)
 			}
@@ -586,7 +601,7 @@ func TestPlanPodsDesiredPodIsConverged(t *testing.T) {
 // once created and ready.
 func storedPod(t testing.TB, ps *podsetv1alpha1.PodSet, ordinal int, hash string) corev1.Pod {
 	t.Helper()
-	ac, err := desiredPod(ps, ordinal, hash)
+	ac, err := desiredPod(ps, &ps.Spec.Template, ordinal, hash)
 	if err != nil {
 		t.Fatalf("desiredPod() error = %v", err)
 	}

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -29,8 +31,9 @@ import (
 // applies and status applies alike, so it owns exactly what it last applied.
 const FieldManager = "podset-operator"
 
-// podsByPodSet is the cache index of pods by the PodSet name label.
-const podsByPodSet = "podset.dev/name"
+// byPodSet is the cache index of pods and ControllerRevisions by the PodSet
+// name label.
+const byPodSet = "podset.dev/name"
 
 // DefaultWorkers is how many pod writes one pass sends at once by default.
 // The ReplicaSet controller sends up to 500; creates start in slow-start
@@ -43,14 +46,16 @@ const DefaultWorkers = 128
 // them from its cache only), applies their status, owns pods with
 // blockOwnerDeletion (which needs update on the owner's finalizers),
 // creates (an apply that creates needs create and patch), applies and
-// deletes pods, reads a pod whose name a create found taken, and records
-// events.
+// deletes pods, reads a pod whose name a create found taken, keeps its
+// template revisions as ControllerRevisions (watched from its cache,
+// created and updated by apply, pruned), and records events.
 // test/reliability proves the operator uses every one of them.
 //
 // +kubebuilder:rbac:groups=podset.dev,resources=podsets,verbs=list;watch
 // +kubebuilder:rbac:groups=podset.dev,resources=podsets/status,verbs=patch
 // +kubebuilder:rbac:groups=podset.dev,resources=podsets/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // PodSetReconciler keeps each PodSet's pods as its spec says.
@@ -69,6 +74,7 @@ type PodSetReconciler struct {
 
 	expectations *expectations
 	statusWrites *statusWrites
+	held         *heldRevisions
 }
 
 var _ reconcile.Reconciler = (*PodSetReconciler)(nil)
@@ -84,14 +90,18 @@ func (r *PodSetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	}
 	r.expectations = newExpectations(r.Clock.Now)
 	r.statusWrites = newStatusWrites()
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, podsByPodSet, func(o client.Object) []string {
-		return []string{o.GetLabels()[podsetv1alpha1.NameLabel]}
-	}); err != nil {
+	r.held = newHeldRevisions()
+	nameLabel := func(o client.Object) []string { return []string{o.GetLabels()[podsetv1alpha1.NameLabel]} }
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, byPodSet, nameLabel); err != nil {
 		return fmt.Errorf("indexing pods by PodSet: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &appsv1.ControllerRevision{}, byPodSet, nameLabel); err != nil {
+		return fmt.Errorf("indexing ControllerRevisions by PodSet: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&podsetv1alpha1.PodSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.Pod{}, builder.WithPredicates(podChanged)).
+		Owns(&appsv1.ControllerRevision{}).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -103,6 +113,7 @@ func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.Client.Get(ctx, req.NamespacedName, ps); err != nil {
 		r.expectations.forget(req.NamespacedName)
 		r.statusWrites.forget(req.NamespacedName)
+		r.held.forget(req.NamespacedName)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if ps.DeletionTimestamp != nil {
@@ -112,42 +123,76 @@ func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	// last status write yet.
 	ps.Status = r.statusWrites.shown(req.NamespacedName, ps)
 
-	// Read its pods from the cache, which holds only pods with the label.
-	pods, err := r.podsOf(ctx, ps)
+	// Read its pods and revisions from the cache, which holds only those
+	// with the PodSet label.
+	pods, history, err := r.childrenOf(ctx, ps)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	revs := newRevisionSet(ps, history)
+	r.held.observe(req.NamespacedName, ps, pods, revs.update)
+	now := metav1.NewTime(r.Clock.Now()).Rfc3339Copy()
 
-	// Plan the pass and apply it, unless the template is refused outright.
-	hash := templateHash(ps)
+	// Keep the revisions, plan the pass and apply it, unless the template
+	// is refused outright.
 	var plan podPlan
 	stalled := r.checkTemplate(ps)
 	if stalled == nil {
-		plan = planPods(ps, pods, hash, r.expectations.observe(req.NamespacedName, pods))
-		stalled, err = r.execute(ctx, ps, &plan, hash)
+		err = r.syncRevisions(ctx, ps, planRevisions(ps, revs, pods, r.held.kept(req.NamespacedName)), revs)
+		plan = planPods(ps, pods, planInput{
+			revs:       revs,
+			remembered: r.held.remembered(req.NamespacedName),
+			inFlight:   r.expectations.observe(req.NamespacedName, pods),
+			now:        now.Time,
+		})
+		var execErr error
+		stalled, execErr = r.execute(ctx, ps, &plan, revs)
+		err = errors.Join(err, execErr)
 	}
 
 	// Publish the status; a pass that changed nothing writes nothing.
-	status := computeStatus(ps, pods, hash, &plan, stalled, metav1.NewTime(r.Clock.Now()).Rfc3339Copy())
+	status := computeStatus(ps, pods, revs, &plan, stalled, now)
 	wait, statusErr := r.applyStatus(ctx, ps, status)
 	if statusErr != nil {
 		return ctrl.Result{}, errors.Join(err, statusErr)
 	}
-	if recheck := r.expectations.recheck(req.NamespacedName); recheck > 0 && (wait == 0 || recheck < wait) {
-		wait = recheck
+	if deadlineExceeded(&status) && !deadlineExceeded(&ps.Status) {
+		c := meta.FindStatusCondition(status.Conditions, podsetv1alpha1.StalledCondition)
+		r.Recorder.Eventf(ps, nil, corev1.EventTypeWarning, c.Reason, "Rollout", c.Message)
+	}
+
+	// Look again when a write the cache has not shown expires, when a pod
+	// becomes available, or when the progress deadline passes.
+	for _, d := range []time.Duration{r.expectations.recheck(req.NamespacedName), wakeAfter(ps, pods, &status, now.Time)} {
+		if d > 0 && (wait == 0 || d < wait) {
+			wait = d
+		}
 	}
 	return ctrl.Result{RequeueAfter: wait}, errors.Join(err, stallError(stalled))
 }
 
-// podsOf lists the pods that carry the PodSet's name label, controlled by
-// it or not, from the cache. The pods are shared with the cache: read only.
-func (r *PodSetReconciler) podsOf(ctx context.Context, ps *podsetv1alpha1.PodSet) ([]corev1.Pod, error) {
-	list := &corev1.PodList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(ps.Namespace),
-		client.MatchingFields{podsByPodSet: ps.Name}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing the pods of PodSet %s: %w", ps.Name, err)
+// deadlineExceeded reports whether a status shows the progress deadline
+// passed.
+func deadlineExceeded(status *podsetv1alpha1.PodSetStatus) bool {
+	c := meta.FindStatusCondition(status.Conditions, podsetv1alpha1.StalledCondition)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == podsetv1alpha1.ProgressDeadlineExceededReason
+}
+
+// childrenOf lists, from the cache, the pods and ControllerRevisions that
+// carry the PodSet's name label, controlled by it or not. They are shared
+// with the cache: read only.
+func (r *PodSetReconciler) childrenOf(ctx context.Context, ps *podsetv1alpha1.PodSet) ([]corev1.Pod, []appsv1.ControllerRevision, error) {
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(ps.Namespace),
+		client.MatchingFields{byPodSet: ps.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, fmt.Errorf("listing the pods of PodSet %s: %w", ps.Name, err)
 	}
-	return list.Items, nil
+	history := &appsv1.ControllerRevisionList{}
+	if err := r.Client.List(ctx, history, client.InNamespace(ps.Namespace),
+		client.MatchingFields{byPodSet: ps.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, fmt.Errorf("listing the ControllerRevisions of PodSet %s: %w", ps.Name, err)
+	}
+	return pods.Items, history.Items, nil
 }
 
 // checkTemplate refuses a template that asks for less than the restricted

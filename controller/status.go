@@ -26,15 +26,24 @@ type stall struct {
 }
 
 // computeStatus is the status a PodSet should have, given its pods as the
-// cache shows them, the plan of this pass and what, if anything, stalls it.
-// Conditions keep their lastTransitionTime unless their status changes.
-func computeStatus(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, hash string, plan *podPlan, stalled *stall, now metav1.Time) podsetv1alpha1.PodSetStatus {
+// cache shows them, its revisions, the plan of this pass and what, if
+// anything, stalls it. A PodSet that is not Ready and made no progress for
+// progressDeadlineSeconds is stalled too (ProgressDeadlineExceeded), though
+// the operator goes on working on it. Conditions keep their
+// lastTransitionTime unless their status changes.
+func computeStatus(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *revisionSet, plan *podPlan, stalled *stall, now metav1.Time) podsetv1alpha1.PodSetStatus {
 	status := podsetv1alpha1.PodSetStatus{
 		ObservedGeneration: ps.Generation,
 		Selector:           selectorString(ps),
+		UpdateRevision:     revisionName(ps, revs.update),
 	}
+	desired := replicas(ps)
+	minReady := minReadySeconds(ps)
+	partition := partition(ps)
+	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
 	var live []*corev1.Pod
-	terminating := 0
+	var terminating, desiredAvailable, outdated, older int32
+	current := revs.update
 	for i := range pods {
 		pod := &pods[i]
 		if !metav1.IsControlledBy(pod, ps) {
@@ -46,23 +55,49 @@ func computeStatus(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, hash string, pl
 			continue
 		}
 		live = append(live, pod)
+		ordinal, ok := podOrdinal(ps.Name, pod.Name)
+		wanted := ok && ordinal < int(desired)
+		hash := pod.Labels[podsetv1alpha1.TemplateHashLabel]
 		if podReady(pod) {
 			status.ReadyReplicas++
 		}
-		if pod.Labels[podsetv1alpha1.TemplateHashLabel] == hash {
+		if podAvailable(pod, minReady, now.Time) {
+			status.AvailableReplicas++
+			if wanted {
+				desiredAvailable++
+			}
+		}
+		if hash == revs.update {
 			status.UpdatedReplicas++
+		} else if wanted {
+			older++
+			if !onDelete && ordinal >= partition {
+				outdated++
+			}
+		}
+		if wanted && revs.older(hash, current) {
+			current = hash
 		}
 	}
-	status.AvailableReplicas = status.ReadyReplicas
+	status.CurrentRevision = revisionName(ps, current)
 	slices.SortFunc(live, func(a, b *corev1.Pod) int { return cmp.Compare(ordinalOf(ps, a), ordinalOf(ps, b)) })
 	for _, pod := range live {
 		status.PodNames = append(status.PodNames, pod.Name)
 	}
 
-	desired := replicas(ps)
-	progress := fmt.Sprintf("%d/%d pods ready, %d/%d up to date", status.ReadyReplicas, desired, status.UpdatedReplicas, desired)
-	ready := stalled == nil && terminating == 0 && int32(len(live)) == desired &&
-		status.ReadyReplicas == desired && status.UpdatedReplicas == desired
+	progress := fmt.Sprintf("%d/%d pods ready, %d/%d available, %d/%d up to date",
+		status.ReadyReplicas, desired, status.AvailableReplicas, desired, status.UpdatedReplicas, desired)
+	switch {
+	case older > 0 && onDelete:
+		progress += fmt.Sprintf("; %d %s an older template (OnDelete: each is updated once deleted)", older, pluralPods(older, "runs", "run"))
+	case older > 0 && partition > 0:
+		progress += fmt.Sprintf("; %d %s an older template (partition %d holds back ordinals below it)", older, pluralPods(older, "runs", "run"), partition)
+	}
+	ready := stalled == nil && terminating == 0 && int32(len(live)) == desired && desiredAvailable == desired && outdated == 0
+	status.LastProgressTime = lastProgress(ps, &status, ready, now)
+	if stalled == nil && !ready && deadlineIn(ps, status.LastProgressTime, now.Time) <= 0 {
+		stalled = deadlineStall(ps, pods, revs, status.AvailableReplicas, now.Time)
+	}
 
 	conditions := slices.Clone(ps.Status.Conditions)
 	set := func(typ string, s metav1.ConditionStatus, reason, message string) {
@@ -81,7 +116,7 @@ func computeStatus(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, hash string, pl
 		set(podsetv1alpha1.ReconcilingCondition, metav1.ConditionFalse, stalled.reason, stalled.message)
 		set(podsetv1alpha1.StalledCondition, metav1.ConditionTrue, stalled.reason, stalled.message)
 	default:
-		reason := reconcilingReason(ps, live, terminating, hash, plan)
+		reason := reconcilingReason(ps, live, terminating, outdated, plan)
 		set(podsetv1alpha1.ReadyCondition, metav1.ConditionFalse, podsetv1alpha1.NotReadyReason, progress)
 		set(podsetv1alpha1.ReconcilingCondition, metav1.ConditionTrue, reason, progress)
 		set(podsetv1alpha1.StalledCondition, metav1.ConditionFalse, reason, progress)
@@ -90,19 +125,52 @@ func computeStatus(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, hash string, pl
 	return status
 }
 
+// pluralPods is "1 pod <one>" or "n pods <many>".
+func pluralPods(n int32, one, many string) string {
+	if n == 1 {
+		return "pod " + one
+	}
+	return "pods " + many
+}
+
 // reconcilingReason names what a converging PodSet is doing.
-func reconcilingReason(ps *podsetv1alpha1.PodSet, live []*corev1.Pod, terminating int, hash string, plan *podPlan) string {
+func reconcilingReason(ps *podsetv1alpha1.PodSet, live []*corev1.Pod, terminating, outdated int32, plan *podPlan) string {
 	desired := int(replicas(ps))
 	switch {
 	case len(live) < desired || len(plan.create) > 0:
 		return podsetv1alpha1.ScalingUpReason
 	case len(live) > desired || len(plan.prune) > 0:
 		return podsetv1alpha1.ScalingDownReason
-	case slices.ContainsFunc(live, func(p *corev1.Pod) bool { return p.Labels[podsetv1alpha1.TemplateHashLabel] != hash }):
+	case outdated > 0:
 		return podsetv1alpha1.RollingOutReason
 	default:
 		return podsetv1alpha1.WaitingForPodsReason
 	}
+}
+
+// wakeAfter is when a pass must look at a PodSet again although no event
+// may come: when its next Ready pod becomes available (minReadySeconds), or
+// when its progress deadline passes. 0: no such moment.
+func wakeAfter(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, status *podsetv1alpha1.PodSetStatus, now time.Time) time.Duration {
+	var wake time.Duration
+	soonest := func(d time.Duration) {
+		if d > 0 && (wake == 0 || d < wake) {
+			wake = d
+		}
+	}
+	minReady := minReadySeconds(ps)
+	for i := range pods {
+		if pods[i].DeletionTimestamp == nil && metav1.IsControlledBy(&pods[i], ps) {
+			soonest(availableIn(&pods[i], minReady, now))
+		}
+	}
+	if !meta.IsStatusConditionTrue(status.Conditions, podsetv1alpha1.ReadyCondition) &&
+		!meta.IsStatusConditionTrue(status.Conditions, podsetv1alpha1.StalledCondition) {
+		// A second late rather than early: the stored time has whole
+		// seconds.
+		soonest(deadlineIn(ps, status.LastProgressTime, now) + time.Second)
+	}
+	return wake
 }
 
 // conflictStall is the stall of a PodSet whose pod names are held by pods

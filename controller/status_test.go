@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -41,9 +42,9 @@ func TestComputeStatus(t *testing.T) {
 	// reconcilingSince are the conditions of a PodSet that has been scaling
 	// up since earlier.
 	reconcilingSince := []metav1.Condition{
-		cond(ready, fls, "ReplicasNotReady", "0/3 pods ready, 0/3 up to date", earlier, 3),
-		cond(reconciling, tru, "ScalingUp", "0/3 pods ready, 0/3 up to date", earlier, 3),
-		cond(stalled, fls, "ScalingUp", "0/3 pods ready, 0/3 up to date", earlier, 3),
+		cond(ready, fls, "ReplicasNotReady", "0/3 pods ready, 0/3 available, 0/3 up to date", earlier, 3),
+		cond(reconciling, tru, "ScalingUp", "0/3 pods ready, 0/3 available, 0/3 up to date", earlier, 3),
+		cond(stalled, fls, "ScalingUp", "0/3 pods ready, 0/3 available, 0/3 up to date", earlier, 3),
 	}
 
 	cases := map[string]struct {
@@ -58,9 +59,9 @@ func TestComputeStatus(t *testing.T) {
 				ObservedGeneration: 4,
 				Selector:           "podset.dev/name=web",
 				Conditions: []metav1.Condition{
-					cond(ready, fls, "ReplicasNotReady", "0/3 pods ready, 0/3 up to date", now, 4),
-					cond(reconciling, tru, "ScalingUp", "0/3 pods ready, 0/3 up to date", now, 4),
-					cond(stalled, fls, "ScalingUp", "0/3 pods ready, 0/3 up to date", now, 4),
+					cond(ready, fls, "ReplicasNotReady", "0/3 pods ready, 0/3 available, 0/3 up to date", now, 4),
+					cond(reconciling, tru, "ScalingUp", "0/3 pods ready, 0/3 available, 0/3 up to date", now, 4),
+					cond(stalled, fls, "ScalingUp", "0/3 pods ready, 0/3 available, 0/3 up to date", now, 4),
 				},
 			},
 		},
@@ -76,9 +77,9 @@ func TestComputeStatus(t *testing.T) {
 				PodNames:           []string{"web-0", "web-1", "web-2", "web-3", "web-4", "web-5", "web-6", "web-7", "web-8", "web-9", "web-10"},
 				Selector:           "podset.dev/name=web",
 				Conditions: []metav1.Condition{
-					cond(ready, tru, "AllReplicasReady", "11/11 pods ready, 11/11 up to date", now, 4),
-					cond(reconciling, fls, "Converged", "11/11 pods ready, 11/11 up to date", now, 4),
-					cond(stalled, fls, "Converged", "11/11 pods ready, 11/11 up to date", now, 4),
+					cond(ready, tru, "AllReplicasReady", "11/11 pods ready, 11/11 available, 11/11 up to date", now, 4),
+					cond(reconciling, fls, "Converged", "11/11 pods ready, 11/11 available, 11/11 up to date", now, 4),
+					cond(stalled, fls, "Converged", "11/11 pods ready, 11/11 available, 11/11 up to date", now, 4),
 				},
 			},
 		},
@@ -95,9 +96,9 @@ func TestComputeStatus(t *testing.T) {
 				PodNames:           []string{"web-0", "web-1"},
 				Selector:           "podset.dev/name=web",
 				Conditions: []metav1.Condition{
-					cond(ready, fls, "ReplicasNotReady", "2/3 pods ready, 2/3 up to date", now, 4),
-					cond(reconciling, tru, "ScalingUp", "2/3 pods ready, 2/3 up to date", now, 4),
-					cond(stalled, fls, "ScalingUp", "2/3 pods ready, 2/3 up to date", now, 4),
+					cond(ready, fls, "ReplicasNotReady", "2/3 pods ready, 2/3 available, 2/3 up to date", now, 4),
+					cond(reconciling, tru, "ScalingUp", "2/3 pods ready, 2/3 available, 2/3 up to date", now, 4),
+					cond(stalled, fls, "ScalingUp", "2/3 pods ready, 2/3 available, 2/3 up to date", now, 4),
 				},
 			},
 		},
@@ -114,9 +115,9 @@ func TestComputeStatus(t *testing.T) {
 				PodNames:           []string{"web-0", "web-1", "web-2"},
 				Selector:           "podset.dev/name=web",
 				Conditions: []metav1.Condition{
-					cond(ready, fls, "ReplicasNotReady", "3/3 pods ready, 3/3 up to date", now, 4),
-					cond(reconciling, tru, "WaitingForPods", "3/3 pods ready, 3/3 up to date", now, 4),
-					cond(stalled, fls, "WaitingForPods", "3/3 pods ready, 3/3 up to date", now, 4),
+					cond(ready, fls, "ReplicasNotReady", "3/3 pods ready, 3/3 available, 3/3 up to date", now, 4),
+					cond(reconciling, tru, "WaitingForPods", "3/3 pods ready, 3/3 available, 3/3 up to date", now, 4),
+					cond(stalled, fls, "WaitingForPods", "3/3 pods ready, 3/3 available, 3/3 up to date", now, 4),
 				},
 			},
 		},
@@ -133,9 +134,9 @@ func TestComputeStatus(t *testing.T) {
 				PodNames:           []string{"web-0", "web-1", "web-2"},
 				Selector:           "podset.dev/name=web",
 				Conditions: []metav1.Condition{
-					cond(ready, fls, "ReplicasNotReady", "3/3 pods ready, 2/3 up to date", now, 4),
-					cond(reconciling, tru, "RollingOut", "3/3 pods ready, 2/3 up to date", now, 4),
-					cond(stalled, fls, "RollingOut", "3/3 pods ready, 2/3 up to date", now, 4),
+					cond(ready, fls, "ReplicasNotReady", "3/3 pods ready, 3/3 available, 2/3 up to date", now, 4),
+					cond(reconciling, tru, "RollingOut", "3/3 pods ready, 3/3 available, 2/3 up to date", now, 4),
+					cond(stalled, fls, "RollingOut", "3/3 pods ready, 3/3 available, 2/3 up to date", now, 4),
 				},
 			},
 		},
@@ -151,9 +152,9 @@ func TestComputeStatus(t *testing.T) {
 				PodNames:           []string{"web-0", "web-1", "web-2"},
 				Selector:           "podset.dev/name=web",
 				Conditions: []metav1.Condition{
-					cond(ready, fls, "ReplicasNotReady", "3/2 pods ready, 3/2 up to date", now, 4),
-					cond(reconciling, tru, "ScalingDown", "3/2 pods ready, 3/2 up to date", now, 4),
-					cond(stalled, fls, "ScalingDown", "3/2 pods ready, 3/2 up to date", now, 4),
+					cond(ready, fls, "ReplicasNotReady", "3/2 pods ready, 3/2 available, 3/2 up to date", now, 4),
+					cond(reconciling, tru, "ScalingDown", "3/2 pods ready, 3/2 available, 3/2 up to date", now, 4),
+					cond(stalled, fls, "ScalingDown", "3/2 pods ready, 3/2 available, 3/2 up to date", now, 4),
 				},
 			},
 		},
@@ -170,9 +171,9 @@ func TestComputeStatus(t *testing.T) {
 				PodNames:           []string{"web-0", "web-1", "web-2"},
 				Selector:           "podset.dev/name=web",
 				Conditions: []metav1.Condition{
-					cond(ready, fls, "ReplicasNotReady", "2/3 pods ready, 3/3 up to date", now, 4),
-					cond(reconciling, tru, "WaitingForPods", "2/3 pods ready, 3/3 up to date", now, 4),
-					cond(stalled, fls, "WaitingForPods", "2/3 pods ready, 3/3 up to date", now, 4),
+					cond(ready, fls, "ReplicasNotReady", "2/3 pods ready, 2/3 available, 3/3 up to date", now, 4),
+					cond(reconciling, tru, "WaitingForPods", "2/3 pods ready, 2/3 available, 3/3 up to date", now, 4),
+					cond(stalled, fls, "WaitingForPods", "2/3 pods ready, 2/3 available, 3/3 up to date", now, 4),
 				},
 			},
 		},
@@ -190,7 +191,7 @@ func TestComputeStatus(t *testing.T) {
 				PodNames:           []string{"web-0", "web-2"},
 				Selector:           "podset.dev/name=web",
 				Conditions: []metav1.Condition{
-					cond(ready, fls, "ReplicasNotReady", "2/3 pods ready, 2/3 up to date", now, 4),
+					cond(ready, fls, "ReplicasNotReady", "2/3 pods ready, 2/3 available, 2/3 up to date", now, 4),
 					cond(reconciling, fls, "PodConflict", "pods web-1 exist and are not controlled by this PodSet; it leaves them alone: delete or rename them", now, 4),
 					cond(stalled, tru, "PodConflict", "pods web-1 exist and are not controlled by this PodSet; it leaves them alone: delete or rename them", now, 4),
 				},
@@ -209,7 +210,7 @@ func TestComputeStatus(t *testing.T) {
 				PodNames:           []string{"web-0", "web-1", "web-2"},
 				Selector:           "podset.dev/name=web",
 				Conditions: []metav1.Condition{
-					cond(ready, fls, "ReplicasNotReady", "3/3 pods ready, 3/3 up to date", now, 4),
+					cond(ready, fls, "ReplicasNotReady", "3/3 pods ready, 3/3 available, 3/3 up to date", now, 4),
 					cond(reconciling, fls, "InvalidTemplate", "spec.template.spec.hostPID: must not be true (Pod Security restricted)", now, 4),
 					cond(stalled, tru, "InvalidTemplate", "spec.template.spec.hostPID: must not be true (Pod Security restricted)", now, 4),
 				},
@@ -230,9 +231,9 @@ func TestComputeStatus(t *testing.T) {
 				PodNames:           []string{"web-0", "web-1", "web-2"},
 				Selector:           "podset.dev/name=web",
 				Conditions: []metav1.Condition{
-					cond(ready, tru, "AllReplicasReady", "3/3 pods ready, 3/3 up to date", now, 4),
-					cond(reconciling, fls, "Converged", "3/3 pods ready, 3/3 up to date", now, 4),
-					cond(stalled, fls, "Converged", "3/3 pods ready, 3/3 up to date", now, 4),
+					cond(ready, tru, "AllReplicasReady", "3/3 pods ready, 3/3 available, 3/3 up to date", now, 4),
+					cond(reconciling, fls, "Converged", "3/3 pods ready, 3/3 available, 3/3 up to date", now, 4),
+					cond(stalled, fls, "Converged", "3/3 pods ready, 3/3 available, 3/3 up to date", now, 4),
 				},
 			},
 		},
@@ -249,9 +250,9 @@ func TestComputeStatus(t *testing.T) {
 				PodNames:           []string{"web-0", "web-1", "web-2"},
 				Selector:           "podset.dev/name=web",
 				Conditions: []metav1.Condition{
-					cond(ready, fls, "ReplicasNotReady", "3/3 pods ready, 2/3 up to date", earlier, 4),
-					cond(reconciling, tru, "RollingOut", "3/3 pods ready, 2/3 up to date", earlier, 4),
-					cond(stalled, fls, "RollingOut", "3/3 pods ready, 2/3 up to date", earlier, 4),
+					cond(ready, fls, "ReplicasNotReady", "3/3 pods ready, 3/3 available, 2/3 up to date", earlier, 4),
+					cond(reconciling, tru, "RollingOut", "3/3 pods ready, 3/3 available, 2/3 up to date", earlier, 4),
+					cond(stalled, fls, "RollingOut", "3/3 pods ready, 3/3 available, 2/3 up to date", earlier, 4),
 				},
 			},
 		},
@@ -267,9 +268,9 @@ func TestComputeStatus(t *testing.T) {
 				PodNames:           []string{"web-0", "web-1", "web-2"},
 				Selector:           "podset.dev/name=web",
 				Conditions: []metav1.Condition{
-					cond(ready, tru, "AllReplicasReady", "3/3 pods ready, 3/3 up to date", now, 4),
-					cond(reconciling, fls, "Converged", "3/3 pods ready, 3/3 up to date", now, 4),
-					cond(stalled, fls, "Converged", "3/3 pods ready, 3/3 up to date", earlier, 4),
+					cond(ready, tru, "AllReplicasReady", "3/3 pods ready, 3/3 available, 3/3 up to date", now, 4),
+					cond(reconciling, fls, "Converged", "3/3 pods ready, 3/3 available, 3/3 up to date", now, 4),
+					cond(stalled, fls, "Converged", "3/3 pods ready, 3/3 available, 3/3 up to date", earlier, 4),
 				},
 			},
 		},
@@ -286,7 +287,7 @@ func TestComputeStatus(t *testing.T) {
 				PodNames:           []string{"web-0", "web-2"},
 				Selector:           "podset.dev/name=web",
 				Conditions: []metav1.Condition{
-					cond(ready, fls, "ReplicasNotReady", "2/3 pods ready, 2/3 up to date", earlier, 4),
+					cond(ready, fls, "ReplicasNotReady", "2/3 pods ready, 2/3 available, 2/3 up to date", earlier, 4),
 					cond(reconciling, fls, "PodConflict", "pods web-1 exist and are not controlled by this PodSet; it leaves them alone: delete or rename them", now, 4),
 					cond(stalled, tru, "PodConflict", "pods web-1 exist and are not controlled by this PodSet; it leaves them alone: delete or rename them", now, 4),
 				},
@@ -295,11 +296,12 @@ func TestComputeStatus(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			hash := templateHash(tc.ps)
-			plan := planPods(tc.ps, tc.pods, hash, noneInFlight)
+			in := testInput(tc.ps, noneInFlight)
+			plan := planPods(tc.ps, tc.pods, in)
 			before := tc.ps.DeepCopy()
-			got := computeStatus(tc.ps, tc.pods, hash, &plan, tc.stalled, now)
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			got := computeStatus(tc.ps, tc.pods, in.revs, &plan, tc.stalled, now)
+			// The revisions and the progress clock have tests of their own.
+			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(podsetv1alpha1.PodSetStatus{}, "CurrentRevision", "UpdateRevision", "LastProgressTime")); diff != "" {
 				t.Errorf("computeStatus() (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(before, tc.ps); diff != "" {
@@ -310,7 +312,7 @@ func TestComputeStatus(t *testing.T) {
 			again := tc.ps.DeepCopy()
 			again.Status = got
 			later := metav1.NewTime(now.Add(time.Minute))
-			if diff := cmp.Diff(got, computeStatus(again, tc.pods, hash, &plan, tc.stalled, later)); diff != "" {
+			if diff := cmp.Diff(got, computeStatus(again, tc.pods, in.revs, &plan, tc.stalled, later)); diff != "" {
 				t.Errorf("computeStatus() on its own result changed (-first +second):\n%s", diff)
 			}
 		})

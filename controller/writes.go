@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,7 +22,7 @@ import (
 // creations in slow-start batches (so a template the API server refuses
 // costs one request, not replicas of them), then repairs. It returns what
 // stalls the PodSet, if anything, and the errors worth a retry.
-func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSet, plan *podPlan, hash string) (*stall, error) {
+func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSet, plan *podPlan, revs *revisionSet) (*stall, error) {
 	var errs []error
 	r.deletePods(ctx, ps, plan.prune, "ScalingDown", "deleted surplus pods", &errs)
 	r.deletePods(ctx, ps, plan.replaceFinished, "ReplacingFinished", "deleted finished pods to replace them", &errs)
@@ -29,7 +30,7 @@ func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSe
 
 	conflicts := plan.conflicts
 	var rejected error
-	created, taken, err := r.createPods(ctx, ps, plan.create, hash)
+	created, taken, err := r.createPods(ctx, ps, plan, revs)
 	conflicts = append(conflicts, taken...)
 	if len(created) > 0 {
 		r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, podsetv1alpha1.ScalingUpReason, "Create", "created pods %s", summarize(created))
@@ -42,7 +43,8 @@ func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSe
 
 	var repaired []string
 	for _, pod := range plan.repair {
-		if _, err := r.applyPod(ctx, ps, ordinalOf(ps, pod), hash, pod.UID); isRejection(err) {
+		hash := pod.Labels[podsetv1alpha1.TemplateHashLabel]
+		if _, err := r.applyPod(ctx, ps, revs.templates[hash], ordinalOf(ps, pod), hash, pod.UID); isRejection(err) {
 			rejected = err
 		} else if err != nil {
 			errs = append(errs, err)
@@ -72,17 +74,20 @@ func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSe
 	return nil, errors.Join(errs...)
 }
 
-// createPods creates the pods of the given ordinals. Each create is an
-// apply that can only create (see applyPod), so a pod that is not the
-// PodSet's own is never taken over, with one request per pod and no window
-// between a check and the write. It returns the pods created, the names held
-// by pods the PodSet does not control, and the first error.
-func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.PodSet, ordinals []int, hash string) (created, taken []string, err error) {
+// createPods creates the pods of the plan's ordinals, each from its
+// revision. Each create is an apply that can only create (see applyPod), so
+// a pod that is not the PodSet's own is never taken over, with one request
+// per pod and no window between a check and the write. It returns the pods
+// created, the names held by pods the PodSet does not control, and the
+// first error.
+func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.PodSet, plan *podPlan, revs *revisionSet) (created, taken []string, err error) {
 	var mu sync.Mutex
-	err = slowStart(len(ordinals), r.Workers, func(i int) error {
-		ordinal := ordinals[i]
+	err = slowStart(len(plan.create), r.Workers, func(i int) error {
+		ordinal := plan.create[i]
 		name := podName(ps.Name, ordinal)
-		uid, err := r.applyPod(ctx, ps, ordinal, hash, "")
+		hash := plan.revisionOf(ordinal, revs)
+		tmpl := revs.templates[hash]
+		uid, err := r.applyPod(ctx, ps, tmpl, ordinal, hash, "")
 		switch {
 		case err == nil:
 			r.expectations.expectCreated(keyOf(ps), name, uid)
@@ -108,7 +113,7 @@ func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.Po
 			// or someone removed the label the cache selects on, so the
 			// cache cannot see it: then restore it in place.
 			if existing.Labels[podsetv1alpha1.NameLabel] != ps.Name {
-				if _, err := r.applyPod(ctx, ps, ordinal, hash, existing.UID); err != nil {
+				if _, err := r.applyPod(ctx, ps, tmpl, ordinal, hash, existing.UID); err != nil {
 					return err
 				}
 			}
@@ -131,13 +136,14 @@ func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.Po
 // pins both halves of that on the real API server.
 const createOnly = "1"
 
-// applyPod applies the desired pod of an ordinal, and never as an upsert:
+// applyPod applies the desired pod of an ordinal, made from the template of
+// the revision hash, and never as an upsert:
 // for an existing pod (uid set) the UID goes into the apply, so it can only
 // ever update that pod; for a new one (uid empty) the createOnly
 // precondition makes it fail with a conflict if any pod holds the name.
 // It returns the UID of the pod applied.
-func (r *PodSetReconciler) applyPod(ctx context.Context, ps *podsetv1alpha1.PodSet, ordinal int, hash string, uid types.UID) (types.UID, error) {
-	pod, err := desiredPod(ps, ordinal, hash)
+func (r *PodSetReconciler) applyPod(ctx context.Context, ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, ordinal int, hash string, uid types.UID) (types.UID, error) {
+	pod, err := desiredPod(ps, tmpl, ordinal, hash)
 	if err != nil {
 		return "", err
 	}
@@ -150,6 +156,36 @@ func (r *PodSetReconciler) applyPod(ctx context.Context, ps *podsetv1alpha1.PodS
 		return "", fmt.Errorf("applying pod %s: %w", *pod.Name, err)
 	}
 	return ptr.Deref(pod.UID, ""), nil
+}
+
+// syncRevisions writes the ControllerRevisions: the current template's, if
+// it is missing or an older template came back, then deletes the ones
+// pruned, each with its UID as a precondition. A new revision is created
+// with an apply that can only create; if its name is taken, the cache has
+// not shown the revision yet (its event brings the next pass) or someone
+// else holds the name, and the pods do not need it either way.
+func (r *PodSetReconciler) syncRevisions(ctx context.Context, ps *podsetv1alpha1.PodSet, plan revisionPlan, revs *revisionSet) error {
+	if cr := plan.apply; cr != nil {
+		ac := appsv1ac.ControllerRevision(cr.Name, cr.Namespace).
+			WithLabels(cr.Labels).
+			WithOwnerReferences(controllerReference(ps)).
+			WithData(cr.Data).
+			WithRevision(cr.Revision)
+		if existing, ok := revs.objects[revs.update]; ok {
+			ac.WithUID(existing.UID)
+		} else {
+			ac.WithResourceVersion(createOnly)
+		}
+		if err := r.Client.Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil && !apierrors.IsConflict(err) {
+			return fmt.Errorf("applying ControllerRevision %s: %w", cr.Name, err)
+		}
+	}
+	for _, cr := range plan.prune {
+		if err := r.Client.Delete(ctx, cr, client.Preconditions{UID: &cr.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting ControllerRevision %s: %w", cr.Name, err)
+		}
+	}
+	return nil
 }
 
 // deletePods deletes pods in parallel, each with its UID as a precondition

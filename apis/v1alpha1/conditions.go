@@ -3,8 +3,10 @@ package v1alpha1
 // Condition types, following kstatus so that kubectl wait, Argo CD and Flux
 // read a PodSet's health without custom code.
 const (
-	// ReadyCondition is True when every desired pod exists, is made from the
-	// current template and is ready.
+	// ReadyCondition is True when every desired pod exists and is available
+	// (ready for minReadySeconds), and every pod the update strategy updates
+	// runs the current template: all of them under RollingUpdate, those at
+	// or above the partition with one, none under OnDelete.
 	ReadyCondition = "Ready"
 
 	// ReconcilingCondition is True while the operator is converging the pods
@@ -18,7 +20,8 @@ const (
 
 // Condition reasons.
 const (
-	// ReadyReason: every desired pod exists, is up to date and ready.
+	// ReadyReason: every desired pod exists, is available and, as far as
+	// the update strategy updates it, up to date.
 	ReadyReason = "AllReplicasReady"
 
 	// NotReadyReason: some desired pod is missing, out of date or unready.
@@ -51,4 +54,10 @@ const (
 	// PodConflictReason: a pod with a name this PodSet needs exists and is
 	// not controlled by it; the operator leaves it alone.
 	PodConflictReason = "PodConflict"
+
+	// ProgressDeadlineExceededReason: the PodSet is not Ready and made no
+	// progress for spec.progressDeadlineSeconds; the message names the
+	// stuck pods and what Kubernetes reports about them. The operator keeps
+	// working, and the condition clears once progress resumes.
+	ProgressDeadlineExceededReason = "ProgressDeadlineExceeded"
 )

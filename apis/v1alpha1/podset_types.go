@@ -29,7 +29,19 @@ const (
 
 	// TemplateHashLabel holds a hash of the pod template a pod was made from;
 	// a pod whose hash differs from the PodSet's current one is out of date.
+	// The ControllerRevision of that template is named "<name>-<hash>".
 	TemplateHashLabel = "podset.dev/template-hash"
+)
+
+// Defaults of the rollout fields, as Deployment and StatefulSet have them.
+const (
+	// DefaultProgressDeadlineSeconds is spec.progressDeadlineSeconds when
+	// it is not set.
+	DefaultProgressDeadlineSeconds = 600
+
+	// DefaultRevisionHistoryLimit is spec.revisionHistoryLimit when it is
+	// not set.
+	DefaultRevisionHistoryLimit = 10
 )
 
 // PodSetUpdateStrategyType is how a PodSet replaces pods after its template
@@ -48,6 +60,7 @@ const (
 )
 
 // PodSetSpec is the desired state of a PodSet.
+// +kubebuilder:validation:XValidation:rule="!has(self.progressDeadlineSeconds) || !has(self.minReadySeconds) || self.progressDeadlineSeconds > self.minReadySeconds",message="spec.progressDeadlineSeconds: must be greater than spec.minReadySeconds",fieldPath=".progressDeadlineSeconds"
 type PodSetSpec struct {
 	// replicas is the number of pods to keep running, named
 	// <name>-0 to <name>-<replicas-1>. Zero scales the PodSet down to no pods.
@@ -69,6 +82,36 @@ type PodSetSpec struct {
 	// +kubebuilder:default={type: RollingUpdate}
 	// +optional
 	UpdateStrategy PodSetUpdateStrategy `json:"updateStrategy,omitempty"`
+
+	// minReadySeconds is how long a pod must have been Ready, without any
+	// of its containers crashing, before it counts as available. A rollout
+	// takes the next pod only once the new ones are available, and Ready is
+	// True only when every desired pod is. Defaults to 0: available as soon
+	// as Ready.
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
+
+	// progressDeadlineSeconds is how long a PodSet that is not Ready may go
+	// without progress (a pod created, updated or newly available) before
+	// it is reported Stalled with reason ProgressDeadlineExceeded, naming
+	// the stuck pods and why Kubernetes says they are stuck. The operator
+	// keeps working meanwhile, and the PodSet recovers by itself once
+	// progress resumes. It must be greater than minReadySeconds. Defaults
+	// to 600.
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
+
+	// revisionHistoryLimit is how many old template revisions are kept as
+	// ControllerRevisions, besides the ones pods still run (which are never
+	// deleted), for partitioned rollouts and rollbacks. Defaults to 10.
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
 }
 
 // PodSetUpdateStrategy is how a PodSet replaces pods after its template
@@ -95,6 +138,16 @@ type RollingUpdatePodSet struct {
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^[1-9][0-9]?%$|^100%$')",message="spec.updateStrategy.rollingUpdate.maxUnavailable: must be an integer of at least 1 or a percentage from 1% to 100%"
 	// +optional
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// partition stages a rollout: only pods with an ordinal at or above it
+	// take a new template; pods below it keep the revision they run, also
+	// when they are recreated after a deletion or a failure. Lowering it
+	// continues the rollout. Defaults to 0: every pod is updated.
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	Partition *int32 `json:"partition,omitempty"`
 }
 
 // PodSetStatus is the observed state of a PodSet.
@@ -113,15 +166,32 @@ type PodSetStatus struct {
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas"`
 
-	// availableReplicas is the number of controlled, live pods that are ready.
-	// PodSets have no minReadySeconds, so it equals readyReplicas.
+	// availableReplicas is the number of controlled, live pods that have
+	// been ready for at least spec.minReadySeconds.
 	// +optional
 	AvailableReplicas int32 `json:"availableReplicas"`
 
 	// updatedReplicas is the number of controlled, live pods made from the
-	// current template.
+	// current template (updateRevision).
 	// +optional
 	UpdatedReplicas int32 `json:"updatedReplicas"`
+
+	// currentRevision is the ControllerRevision ("<name>-<template hash>")
+	// that the oldest desired pods run. It equals updateRevision once every
+	// pod is updated.
+	// +optional
+	CurrentRevision string `json:"currentRevision,omitempty"`
+
+	// updateRevision is the ControllerRevision of the current template.
+	// +optional
+	UpdateRevision string `json:"updateRevision,omitempty"`
+
+	// lastProgressTime is when the PodSet last made progress: a new spec
+	// observed, a pod created, updated or newly available, or Ready lost.
+	// spec.progressDeadlineSeconds counts from it. It lives in the status so
+	// that an operator restart or a leader change keeps the clock.
+	// +optional
+	LastProgressTime *metav1.Time `json:"lastProgressTime,omitempty"`
 
 	// podNames lists the controlled, live (not terminating) pods by ordinal.
 	// +listType=atomic
@@ -152,8 +222,12 @@ type PodSetStatus struct {
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`
 // +kubebuilder:printcolumn:name="Current",type=integer,JSONPath=`.status.replicas`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`
 // +kubebuilder:printcolumn:name="Up-to-date",type=integer,JSONPath=`.status.updatedReplicas`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Containers",type=string,JSONPath=`.spec.template.spec.containers[*].name`,priority=1
+// +kubebuilder:printcolumn:name="Images",type=string,JSONPath=`.spec.template.spec.containers[*].image`,priority=1
+// +kubebuilder:printcolumn:name="Selector",type=string,JSONPath=`.status.selector`,priority=1
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 58",message="metadata.name: must be at most 58 characters, so that pod names <name>-<ordinal> are valid DNS labels"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name: must be a DNS label (lower-case letters, digits and '-', starting and ending with a letter or digit), so that pod names and label values derived from it are valid"
 type PodSet struct {

@@ -46,10 +46,22 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetSpec
   map:
     fields:
+    - name: minReadySeconds
+      type:
+        scalar: numeric
+      default: 0
+    - name: progressDeadlineSeconds
+      type:
+        scalar: numeric
+      default: 600
     - name: replicas
       type:
         scalar: numeric
       default: 1
+    - name: revisionHistoryLimit
+      type:
+        scalar: numeric
+      default: 10
     - name: template
       type:
         namedType: io.k8s.api.core.v1.PodTemplateSpec
@@ -72,6 +84,12 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+    - name: currentRevision
+      type:
+        scalar: string
+    - name: lastProgressTime
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
     - name: observedGeneration
       type:
         scalar: numeric
@@ -88,6 +106,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: numeric
     - name: selector
+      type:
+        scalar: string
+    - name: updateRevision
       type:
         scalar: string
     - name: updatedReplicas
@@ -112,6 +133,10 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         namedType: io.k8s.apimachinery.pkg.util.intstr.IntOrString
       default: 1
+    - name: partition
+      type:
+        scalar: numeric
+      default: 0
 - name: io.k8s.api.core.v1.AWSElasticBlockStoreVolumeSource
   map:
     fields:

@@ -21,6 +21,24 @@ type PodSetSpecApplyConfiguration struct {
 	Template *v1.PodTemplateSpecApplyConfiguration `json:"template,omitempty"`
 	// updateStrategy is how pods are replaced after the template changes.
 	UpdateStrategy *PodSetUpdateStrategyApplyConfiguration `json:"updateStrategy,omitempty"`
+	// minReadySeconds is how long a pod must have been Ready, without any
+	// of its containers crashing, before it counts as available. A rollout
+	// takes the next pod only once the new ones are available, and Ready is
+	// True only when every desired pod is. Defaults to 0: available as soon
+	// as Ready.
+	MinReadySeconds *int32 `json:"minReadySeconds,omitempty"`
+	// progressDeadlineSeconds is how long a PodSet that is not Ready may go
+	// without progress (a pod created, updated or newly available) before
+	// it is reported Stalled with reason ProgressDeadlineExceeded, naming
+	// the stuck pods and why Kubernetes says they are stuck. The operator
+	// keeps working meanwhile, and the PodSet recovers by itself once
+	// progress resumes. It must be greater than minReadySeconds. Defaults
+	// to 600.
+	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
+	// revisionHistoryLimit is how many old template revisions are kept as
+	// ControllerRevisions, besides the ones pods still run (which are never
+	// deleted), for partitioned rollouts and rollbacks. Defaults to 10.
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
 }
 
 // PodSetSpecApplyConfiguration constructs a declarative configuration of the PodSetSpec type for use with
@@ -50,5 +68,29 @@ func (b *PodSetSpecApplyConfiguration) WithTemplate(value *v1.PodTemplateSpecApp
 // If called multiple times, the UpdateStrategy field is set to the value of the last call.
 func (b *PodSetSpecApplyConfiguration) WithUpdateStrategy(value *PodSetUpdateStrategyApplyConfiguration) *PodSetSpecApplyConfiguration {
 	b.UpdateStrategy = value
+	return b
+}
+
+// WithMinReadySeconds sets the MinReadySeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the MinReadySeconds field is set to the value of the last call.
+func (b *PodSetSpecApplyConfiguration) WithMinReadySeconds(value int32) *PodSetSpecApplyConfiguration {
+	b.MinReadySeconds = &value
+	return b
+}
+
+// WithProgressDeadlineSeconds sets the ProgressDeadlineSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ProgressDeadlineSeconds field is set to the value of the last call.
+func (b *PodSetSpecApplyConfiguration) WithProgressDeadlineSeconds(value int32) *PodSetSpecApplyConfiguration {
+	b.ProgressDeadlineSeconds = &value
+	return b
+}
+
+// WithRevisionHistoryLimit sets the RevisionHistoryLimit field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RevisionHistoryLimit field is set to the value of the last call.
+func (b *PodSetSpecApplyConfiguration) WithRevisionHistoryLimit(value int32) *PodSetSpecApplyConfiguration {
+	b.RevisionHistoryLimit = &value
 	return b
 }

@@ -3,7 +3,8 @@
 package v1alpha1
 
 import (
-	v1 "k8s.io/client-go/applyconfigurations/meta/v1"
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1 "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
 // PodSetStatusApplyConfiguration represents a declarative configuration of the PodSetStatus type for use
@@ -19,19 +20,30 @@ type PodSetStatusApplyConfiguration struct {
 	// readyReplicas is the number of controlled, live pods with the Ready
 	// condition.
 	ReadyReplicas *int32 `json:"readyReplicas,omitempty"`
-	// availableReplicas is the number of controlled, live pods that are ready.
-	// PodSets have no minReadySeconds, so it equals readyReplicas.
+	// availableReplicas is the number of controlled, live pods that have
+	// been ready for at least spec.minReadySeconds.
 	AvailableReplicas *int32 `json:"availableReplicas,omitempty"`
 	// updatedReplicas is the number of controlled, live pods made from the
-	// current template.
+	// current template (updateRevision).
 	UpdatedReplicas *int32 `json:"updatedReplicas,omitempty"`
+	// currentRevision is the ControllerRevision ("<name>-<template hash>")
+	// that the oldest desired pods run. It equals updateRevision once every
+	// pod is updated.
+	CurrentRevision *string `json:"currentRevision,omitempty"`
+	// updateRevision is the ControllerRevision of the current template.
+	UpdateRevision *string `json:"updateRevision,omitempty"`
+	// lastProgressTime is when the PodSet last made progress: a new spec
+	// observed, a pod created, updated or newly available, or Ready lost.
+	// spec.progressDeadlineSeconds counts from it. It lives in the status so
+	// that an operator restart or a leader change keeps the clock.
+	LastProgressTime *v1.Time `json:"lastProgressTime,omitempty"`
 	// podNames lists the controlled, live (not terminating) pods by ordinal.
 	PodNames []string `json:"podNames,omitempty"`
 	// selector is the label selector of this PodSet's pods, as a string, for
 	// the scale subresource (kubectl scale, HorizontalPodAutoscaler).
 	Selector *string `json:"selector,omitempty"`
 	// conditions are Ready, Reconciling and Stalled, following kstatus.
-	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 
 // PodSetStatusApplyConfiguration constructs a declarative configuration of the PodSetStatus type for use with
@@ -80,6 +92,30 @@ func (b *PodSetStatusApplyConfiguration) WithUpdatedReplicas(value int32) *PodSe
 	return b
 }
 
+// WithCurrentRevision sets the CurrentRevision field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the CurrentRevision field is set to the value of the last call.
+func (b *PodSetStatusApplyConfiguration) WithCurrentRevision(value string) *PodSetStatusApplyConfiguration {
+	b.CurrentRevision = &value
+	return b
+}
+
+// WithUpdateRevision sets the UpdateRevision field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the UpdateRevision field is set to the value of the last call.
+func (b *PodSetStatusApplyConfiguration) WithUpdateRevision(value string) *PodSetStatusApplyConfiguration {
+	b.UpdateRevision = &value
+	return b
+}
+
+// WithLastProgressTime sets the LastProgressTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LastProgressTime field is set to the value of the last call.
+func (b *PodSetStatusApplyConfiguration) WithLastProgressTime(value v1.Time) *PodSetStatusApplyConfiguration {
+	b.LastProgressTime = &value
+	return b
+}
+
 // WithPodNames adds the given value to the PodNames field in the declarative configuration
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
 // If called multiple times, values provided by each call will be appended to the PodNames field.
@@ -101,7 +137,7 @@ func (b *PodSetStatusApplyConfiguration) WithSelector(value string) *PodSetStatu
 // WithConditions adds the given value to the Conditions field in the declarative configuration
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
 // If called multiple times, values provided by each call will be appended to the Conditions field.
-func (b *PodSetStatusApplyConfiguration) WithConditions(values ...*v1.ConditionApplyConfiguration) *PodSetStatusApplyConfiguration {
+func (b *PodSetStatusApplyConfiguration) WithConditions(values ...*metav1.ConditionApplyConfiguration) *PodSetStatusApplyConfiguration {
 	for i := range values {
 		if values[i] == nil {
 			panic("nil value passed to WithConditions")

@@ -15,6 +15,11 @@ type RollingUpdatePodSetApplyConfiguration struct {
 	// of-date pods are replaced: a number of at least 1, or a percentage of
 	// replicas (rounded down, but at least one pod).
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+	// partition stages a rollout: only pods with an ordinal at or above it
+	// take a new template; pods below it keep the revision they run, also
+	// when they are recreated after a deletion or a failure. Lowering it
+	// continues the rollout. Defaults to 0: every pod is updated.
+	Partition *int32 `json:"partition,omitempty"`
 }
 
 // RollingUpdatePodSetApplyConfiguration constructs a declarative configuration of the RollingUpdatePodSet type for use with
@@ -28,5 +33,13 @@ func RollingUpdatePodSet() *RollingUpdatePodSetApplyConfiguration {
 // If called multiple times, the MaxUnavailable field is set to the value of the last call.
 func (b *RollingUpdatePodSetApplyConfiguration) WithMaxUnavailable(value intstr.IntOrString) *RollingUpdatePodSetApplyConfiguration {
 	b.MaxUnavailable = &value
+	return b
+}
+
+// WithPartition sets the Partition field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Partition field is set to the value of the last call.
+func (b *RollingUpdatePodSetApplyConfiguration) WithPartition(value int32) *RollingUpdatePodSetApplyConfiguration {
+	b.Partition = &value
 	return b
 }

@@ -1,0 +1,173 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// The progress deadline works as Deployment's does: progress is a
+// comparison of the new status with the last one written, and the time of
+// the last progress lives in the status (status.lastProgressTime), so an
+// operator restart or a leader change keeps the clock. It is set only when
+// the status changes anyway (new counts, a new generation, Ready lost), so
+// keeping it costs no status write of its own.
+
+// lastProgress is status.lastProgressTime for a new status: now if it shows
+// progress over the last status written (ps.Status), else the time of the
+// last progress.
+//
+// Progress is a new spec observed; Ready lost (the clock starts); more pods
+// updated or available; fewer pods on an older template; or the number of
+// live pods closer to replicas (pods created or pruned). Readiness alone is
+// not progress: a crash-looping pod turns Ready again and again, and only
+// minReadySeconds tells such a pod from a healthy one, as for Deployments.
+func lastProgress(ps *podsetv1alpha1.PodSet, cur *podsetv1alpha1.PodSetStatus, ready bool, now metav1.Time) *metav1.Time {
+	old := &ps.Status
+	desired := int(replicas(ps))
+	distance := func(n int) int { return max(n-desired, desired-n) }
+	switch {
+	case old.LastProgressTime == nil,
+		old.ObservedGeneration != ps.Generation,
+		meta.IsStatusConditionTrue(old.Conditions, podsetv1alpha1.ReadyCondition) && !ready,
+		cur.UpdatedReplicas > old.UpdatedReplicas,
+		cur.AvailableReplicas > old.AvailableReplicas,
+		cur.Replicas-cur.UpdatedReplicas < old.Replicas-old.UpdatedReplicas,
+		distance(len(cur.PodNames)) < distance(len(old.PodNames)):
+		return &now
+	}
+	return old.LastProgressTime
+}
+
+// progressDeadline is spec.progressDeadlineSeconds as a duration; the
+// schema defaults it.
+func progressDeadline(ps *podsetv1alpha1.PodSet) time.Duration {
+	seconds := int32(podsetv1alpha1.DefaultProgressDeadlineSeconds)
+	if ps.Spec.ProgressDeadlineSeconds != nil {
+		seconds = max(1, *ps.Spec.ProgressDeadlineSeconds)
+	}
+	return time.Duration(seconds) * time.Second
+}
+
+// deadlineIn is how long until the progress deadline of a PodSet that made
+// its last progress at last passes; 0 or less once it has.
+func deadlineIn(ps *podsetv1alpha1.PodSet, last *metav1.Time, now time.Time) time.Duration {
+	if last == nil {
+		return progressDeadline(ps)
+	}
+	return last.Add(progressDeadline(ps)).Sub(now)
+}
+
+// deadlineStall is the stall of a PodSet past its progress deadline: the
+// message names each stuck pod with what Kubernetes reports about it, pods
+// with the same problem together. It changes only when a pod's problem
+// does, so it does not make every pass write status.
+func deadlineStall(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *revisionSet, available int32, now time.Time) *stall {
+	desired := int(replicas(ps))
+	slots := make([]*corev1.Pod, desired)
+	for i := range pods {
+		if ordinal, ok := podOrdinal(ps.Name, pods[i].Name); ok && ordinal < desired {
+			// A live pod wins over a terminating one of the same name.
+			if slots[ordinal] == nil || slots[ordinal].DeletionTimestamp != nil {
+				slots[ordinal] = &pods[i]
+			}
+		}
+	}
+	minReady := minReadySeconds(ps)
+	partition := partition(ps)
+	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
+	var order []string
+	stuck := map[string][]string{}
+	for ordinal, pod := range slots {
+		var problem string
+		switch {
+		case pod == nil:
+			problem = "not created"
+		case !metav1.IsControlledBy(pod, ps):
+			problem = "the name is held by a pod this PodSet does not control"
+		case pod.DeletionTimestamp != nil:
+			problem = "terminating"
+		case !podAvailable(pod, minReady, now):
+			problem = podProblem(pod, minReady)
+		case !onDelete && ordinal >= partition && pod.Labels[podsetv1alpha1.TemplateHashLabel] != revs.update:
+			problem = "waiting to be updated"
+		default:
+			continue
+		}
+		if _, ok := stuck[problem]; !ok {
+			order = append(order, problem)
+		}
+		stuck[problem] = append(stuck[problem], podName(ps.Name, ordinal))
+	}
+	const mostProblems = 5
+	var parts []string
+	for i, problem := range order {
+		if i == mostProblems {
+			parts = append(parts, fmt.Sprintf("and %d more problems", len(order)-mostProblems))
+			break
+		}
+		parts = append(parts, summarize(stuck[problem])+": "+problem)
+	}
+	return &stall{
+		reason: podsetv1alpha1.ProgressDeadlineExceededReason,
+		message: fmt.Sprintf("no progress for %s (spec.progressDeadlineSeconds), %d/%d pods available; %s",
+			progressDeadline(ps), available, desired, strings.Join(parts, "; ")),
+	}
+}
+
+// podProblem says why an existing pod is not available, in Kubernetes' own
+// words: the scheduler's reason and message, a container's waiting reason
+// (ImagePullBackOff, CrashLoopBackOff with its last exit), or the Ready
+// condition's reason and message (a failing readiness probe).
+func podProblem(pod *corev1.Pod, minReady time.Duration) string {
+	switch pod.Status.Phase {
+	case corev1.PodFailed, corev1.PodSucceeded:
+		return strings.TrimSuffix(string(pod.Status.Phase)+" "+pod.Status.Reason, " ")
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return joinNonEmpty(": ", c.Reason, c.Message)
+		}
+	}
+	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range statuses {
+			w := cs.State.Waiting
+			if w == nil || w.Reason == "" || w.Reason == "ContainerCreating" || w.Reason == "PodInitializing" {
+				continue
+			}
+			problem := fmt.Sprintf("container %s: %s", cs.Name, w.Reason)
+			if t := cs.LastTerminationState.Terminated; t != nil {
+				problem += fmt.Sprintf(" (last exit: %s, code %d)", t.Reason, t.ExitCode)
+			}
+			return problem
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue && c.Reason != "" {
+			return joinNonEmpty(": ", c.Reason, c.Message)
+		}
+	}
+	if podReady(pod) {
+		return fmt.Sprintf("Ready for less than minReadySeconds (%s)", minReady)
+	}
+	if pod.Status.Phase == "" {
+		return "Pending"
+	}
+	return string(pod.Status.Phase)
+}
+
+func joinNonEmpty(sep string, parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, sep)
+}

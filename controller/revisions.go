@@ -1,0 +1,206 @@
+package controller
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// Template revisions are kept as StatefulSet keeps them: one
+// ControllerRevision per template, owned by the PodSet, named
+// "<podset>-<template hash>", numbered in the order the templates were
+// introduced, and holding the template itself. Pods say which revision
+// they run by their template-hash label. The revisions let a partitioned
+// rollout recreate a held-back pod from the template it ran, and are what a
+// rollback (kubectl podset rollout undo) applies.
+
+// revisionData is what a ControllerRevision of a PodSet holds: a patch of
+// the PodSet that restores the template, as StatefulSet's revisions hold
+// one of the StatefulSet.
+type revisionData struct {
+	Spec struct {
+		Template corev1.PodTemplateSpec `json:"template"`
+	} `json:"spec"`
+}
+
+// revisionName is the name of the ControllerRevision of a template hash.
+func revisionName(ps *podsetv1alpha1.PodSet, hash string) string {
+	return ps.Name + "-" + hash
+}
+
+// revisionSet is what a pass knows of a PodSet's revisions: the current
+// template's and every one a ControllerRevision of the PodSet holds.
+type revisionSet struct {
+	// update is the hash of the current template.
+	update string
+	// templates holds the template of every known revision, by hash.
+	templates map[string]*corev1.PodTemplateSpec
+	// numbers holds the revision number of every revision with a
+	// ControllerRevision, by hash. A larger number is a newer revision.
+	numbers map[string]int64
+	// objects are the PodSet's ControllerRevisions, by hash.
+	objects map[string]*appsv1.ControllerRevision
+}
+
+// newRevisionSet reads a PodSet's revisions from its ControllerRevisions
+// (those it controls, with the PodSet label). A revision whose data does not
+// decode is left out, as if it were not there.
+func newRevisionSet(ps *podsetv1alpha1.PodSet, history []appsv1.ControllerRevision) *revisionSet {
+	revs := &revisionSet{
+		update:    templateHash(ps),
+		templates: map[string]*corev1.PodTemplateSpec{},
+		numbers:   map[string]int64{},
+		objects:   map[string]*appsv1.ControllerRevision{},
+	}
+	for i := range history {
+		cr := &history[i]
+		hash := cr.Labels[podsetv1alpha1.TemplateHashLabel]
+		if !metav1.IsControlledBy(cr, ps) || hash == "" || cr.Name != revisionName(ps, hash) {
+			continue
+		}
+		var data revisionData
+		if err := json.Unmarshal(cr.Data.Raw, &data); err != nil {
+			continue
+		}
+		revs.templates[hash] = &data.Spec.Template
+		revs.numbers[hash] = cr.Revision
+		revs.objects[hash] = cr
+	}
+	// The current template is always known, written down or not yet.
+	revs.templates[revs.update] = &ps.Spec.Template
+	return revs
+}
+
+// latest is the highest revision number of any ControllerRevision.
+func (r *revisionSet) latest() int64 {
+	var n int64
+	for _, v := range r.numbers {
+		n = max(n, v)
+	}
+	return n
+}
+
+// known reports whether the template of a revision is known.
+func (r *revisionSet) known(hash string) bool {
+	_, ok := r.templates[hash]
+	return ok
+}
+
+// older reports whether revision a was introduced before revision b. The
+// current template's is the newest (a rollback makes an old revision the
+// newest again); a revision without a ControllerRevision (pods made before
+// the operator kept revisions) is older than every revision with one.
+func (r *revisionSet) older(a, b string) bool {
+	switch {
+	case a == b || a == r.update:
+		return false
+	case b == r.update:
+		return true
+	}
+	na, okA := r.numbers[a]
+	nb, okB := r.numbers[b]
+	switch {
+	case okA != okB:
+		return !okA
+	case na != nb:
+		return na < nb
+	default:
+		return a < b
+	}
+}
+
+// revisionPlan is what a pass writes to a PodSet's ControllerRevisions.
+type revisionPlan struct {
+	// apply is the revision of the current template to write, with its new
+	// number: it is missing, or an older template came back (a rollback),
+	// which makes it the newest again, as StatefulSet does. Nil: nothing.
+	apply *appsv1.ControllerRevision
+	// prune lists revisions beyond revisionHistoryLimit that nothing uses.
+	prune []*appsv1.ControllerRevision
+}
+
+// planRevisions decides what to write to the ControllerRevisions: the
+// current template's revision, and the old ones to prune. A revision in use
+// is never pruned: one a pod runs (terminating pods included), the one
+// status.currentRevision names, and those held for recreating held-back
+// pods (kept). Of the others, the newest revisionHistoryLimit stay.
+func planRevisions(ps *podsetv1alpha1.PodSet, revs *revisionSet, pods []corev1.Pod, kept []string) revisionPlan {
+	var p revisionPlan
+	if cr, ok := revs.objects[revs.update]; !ok || cr.Revision < revs.latest() {
+		p.apply = newRevision(ps, revs.update, revs.latest()+1)
+	}
+
+	inUse := map[string]bool{revs.update: true}
+	for i := range pods {
+		if metav1.IsControlledBy(&pods[i], ps) {
+			inUse[pods[i].Labels[podsetv1alpha1.TemplateHashLabel]] = true
+		}
+	}
+	for _, hash := range kept {
+		inUse[hash] = true
+	}
+	if cur, ok := revisionHash(ps, ps.Status.CurrentRevision); ok {
+		inUse[cur] = true
+	}
+	var unused []*appsv1.ControllerRevision
+	for hash, cr := range revs.objects {
+		if !inUse[hash] {
+			unused = append(unused, cr)
+		}
+	}
+	slices.SortFunc(unused, func(a, b *appsv1.ControllerRevision) int {
+		return cmp.Or(cmp.Compare(a.Revision, b.Revision), cmp.Compare(a.Name, b.Name))
+	})
+	if surplus := len(unused) - int(revisionHistoryLimit(ps)); surplus > 0 {
+		p.prune = unused[:surplus]
+	}
+	return p
+}
+
+// newRevision is the ControllerRevision of a PodSet's current template.
+func newRevision(ps *podsetv1alpha1.PodSet, hash string, number int64) *appsv1.ControllerRevision {
+	var data revisionData
+	data.Spec.Template = ps.Spec.Template
+	raw, err := json.Marshal(data)
+	if err != nil {
+		// A PodTemplateSpec always marshals; this is unreachable.
+		panic(fmt.Sprintf("marshalling a pod template: %v", err))
+	}
+	cr := &appsv1.ControllerRevision{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      revisionName(ps, hash),
+			Namespace: ps.Namespace,
+			Labels: map[string]string{
+				podsetv1alpha1.NameLabel:         ps.Name,
+				podsetv1alpha1.TemplateHashLabel: hash,
+			},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(ps, podsetv1alpha1.GroupVersion.WithKind("PodSet"))},
+		},
+		Revision: number,
+	}
+	cr.Data.Raw = raw
+	return cr
+}
+
+// revisionHash is the template hash of a revision name of the PodSet.
+func revisionHash(ps *podsetv1alpha1.PodSet, name string) (string, bool) {
+	if len(name) <= len(ps.Name)+1 || name[:len(ps.Name)+1] != ps.Name+"-" {
+		return "", false
+	}
+	return name[len(ps.Name)+1:], true
+}
+
+// revisionHistoryLimit is spec.revisionHistoryLimit; the schema defaults it.
+func revisionHistoryLimit(ps *podsetv1alpha1.PodSet) int32 {
+	if ps.Spec.RevisionHistoryLimit == nil {
+		return podsetv1alpha1.DefaultRevisionHistoryLimit
+	}
+	return max(0, *ps.Spec.RevisionHistoryLimit)
+}
