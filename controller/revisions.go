@@ -128,9 +128,9 @@ type revisionPlan struct {
 
 // planRevisions decides what to write to the ControllerRevisions: the
 // current template's revision, and the old ones to prune. A revision in use
-// is never pruned: one a pod runs (terminating pods included), the one
-// status.currentRevision names, and those held for recreating held-back
-// pods (kept). Of the others, the newest revisionHistoryLimit stay.
+// is never pruned: one a pod runs (terminating pods included), and, under a
+// partition, the ones held for recreating held-back pods (kept) and the one
+// status.currentRevision names. Of the others, the newest revisionHistoryLimit stay.
 func planRevisions(ps *podsetv1alpha1.PodSet, revs *revisionSet, pods []corev1.Pod, kept []string) revisionPlan {
 	var p revisionPlan
 	if cr, ok := revs.objects[revs.update]; !ok || cr.Revision < revs.latest() {
@@ -146,7 +146,8 @@ func planRevisions(ps *podsetv1alpha1.PodSet, revs *revisionSet, pods []corev1.P
 	for _, hash := range kept {
 		inUse[hash] = true
 	}
-	if cur, ok := revisionHash(ps, ps.Status.CurrentRevision); ok {
+	if cur, ok := revisionHash(ps, ps.Status.CurrentRevision); ok && partition(ps) > 0 {
+		// What a held-back pod is recreated from after a restart.
 		inUse[cur] = true
 	}
 	var unused []*appsv1.ControllerRevision

@@ -11,12 +11,14 @@ import (
 	"sync"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -134,15 +136,36 @@ func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
 	kubelet(t, ns)
 	garbageCollector(t, ns)
 
-	// Everything the operator does: create, scale down, roll out, replace a
-	// deleted pod, find a pod name taken by a pod it does not control, and
-	// stall on a refused template (Warning events).
+	// Everything the operator does: create, scale down, roll out (a new
+	// ControllerRevision, the old one pruned with a history limit of 0),
+	// roll back (the old template's revision renumbered), replace a deleted
+	// pod, find a pod name taken by a pod it does not control, and stall on
+	// a refused template (Warning events).
 	ps := newPodSet(t, ns, "web", 3)
 	key := types.NamespacedName{Namespace: ns, Name: ps.Name}
 	converged(t, ns)
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { *ps.Spec.Replicas = 2 })
+	update(t, key, func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.Template.Spec.Containers[0].Image = "busybox:1.37"
+		ps.Spec.RevisionHistoryLimit = ptr.To[int32](1)
+	})
+	converged(t, ns)
+	update(t, key, func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.Template.Spec.Containers[0].Image = ps.Spec.Template.Spec.Containers[0].Image + "-rc"
+	})
+	converged(t, ns)
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Containers[0].Image = "busybox:1.37" })
 	converged(t, ns)
+	eventually(t, "old revisions pruned to the history limit", func() error {
+		list := &appsv1.ControllerRevisionList{}
+		if err := env.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(list.Items) != 2 {
+			return fmt.Errorf("%d ControllerRevisions, want the current one and 1 of history", len(list.Items))
+		}
+		return nil
+	})
 	checkInvariants(t, ns, nil, op)
 	foreign := foreignPods{}
 	foreign.create(t, ns, "web-2", nil)
@@ -168,6 +191,7 @@ func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
 		{"events.k8s.io", "events", "patch"}:           "the events recorder patches an event into a series when it repeats",
 		{"", "pods", "list"}:                           "informers fall back to a LIST where the API server serves no streaming lists (watch-list, authorized as watch)",
 		{"podset.dev", "podsets", "list"}:              "informers fall back to a LIST where the API server serves no streaming lists (watch-list, authorized as watch)",
+		{"apps", "controllerrevisions", "list"}:        "informers fall back to a LIST where the API server serves no streaming lists (watch-list, authorized as watch)",
 	}
 	pods := &corev1.PodList{}
 	if err := env.Client.List(t.Context(), pods, client.InNamespace(ns)); err != nil {
