@@ -96,9 +96,12 @@ func TestSampleIsAcceptedWithSchemaDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := podsetv1alpha1.PodSetSpec{
-		Replicas:       ptr.To[int32](1),
-		Template:       minimal.Spec.Template,
-		UpdateStrategy: podsetv1alpha1.PodSetUpdateStrategy{Type: podsetv1alpha1.RollingUpdateStrategyType},
+		Replicas:                ptr.To[int32](1),
+		Template:                minimal.Spec.Template,
+		UpdateStrategy:          podsetv1alpha1.PodSetUpdateStrategy{Type: podsetv1alpha1.RollingUpdateStrategyType},
+		MinReadySeconds:         0,
+		ProgressDeadlineSeconds: ptr.To[int32](600),
+		RevisionHistoryLimit:    ptr.To[int32](10),
 	}
 	if diff := cmp.Diff(want, got.Spec); diff != "" {
 		t.Errorf("spec read back (-want +got):\n%s", diff)
@@ -113,6 +116,9 @@ func TestSampleIsAcceptedWithSchemaDefaults(t *testing.T) {
 	}
 	if got := withRolling.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable; got == nil || *got != intstr.FromInt32(1) {
 		t.Errorf("maxUnavailable defaults to %v, want 1", got)
+	}
+	if got := withRolling.Spec.UpdateStrategy.RollingUpdate.Partition; got == nil || *got != 0 {
+		t.Errorf("partition defaults to %v, want 0", got)
 	}
 }
 
@@ -163,6 +169,41 @@ func TestAdmissionRefusals(t *testing.T) {
 				ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: ptr.To(intstr.FromString("150%"))}
 			},
 			wantField: "spec.updateStrategy.rollingUpdate.maxUnavailable",
+		},
+		"negative minReadySeconds": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.MinReadySeconds = -1 },
+			wantField: "spec.minReadySeconds",
+		},
+		"progress deadline of zero": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.ProgressDeadlineSeconds = ptr.To[int32](0) },
+			wantField: "spec.progressDeadlineSeconds",
+		},
+		"progress deadline not above minReadySeconds": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.MinReadySeconds = 30
+				ps.Spec.ProgressDeadlineSeconds = ptr.To[int32](30)
+			},
+			wantField: "spec.progressDeadlineSeconds: must be greater than spec.minReadySeconds",
+		},
+		"minReadySeconds above the default deadline": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.MinReadySeconds = 601 },
+			wantField: "spec.progressDeadlineSeconds: must be greater than spec.minReadySeconds",
+		},
+		"negative revisionHistoryLimit": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.RevisionHistoryLimit = ptr.To[int32](-1) },
+			wantField: "spec.revisionHistoryLimit",
+		},
+		"negative partition": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{Partition: ptr.To[int32](-1)}
+			},
+			wantField: "spec.updateStrategy.rollingUpdate.partition",
+		},
+		"partition above the most replicas": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{Partition: ptr.To[int32](podsetv1alpha1.MaxReplicas + 1)}
+			},
+			wantField: "spec.updateStrategy.rollingUpdate.partition",
 		},
 		"unknown update strategy": {
 			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.UpdateStrategy.Type = "Recreate" },
