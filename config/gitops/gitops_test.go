@@ -51,6 +51,13 @@ type kstatusHealth struct {
 	Message string
 }
 
+// Messages the operator writes (see controller.deadlineStall and
+// computeStatus).
+const (
+	deadlineMessage = "no progress for 10m0s (spec.progressDeadlineSeconds), 0/2 pods available; web-0, web-1: Unschedulable: 0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+	heldMessage     = "4/4 pods ready, 4/4 available, 2/4 up to date; 2 pods run an older template (partition 2 holds back ordinals below it)"
+)
+
 func TestHealthOfPodSets(t *testing.T) {
 	ns := newNamespace(t)
 	script := string(readConfig(t, "gitops", "argocd", "health.lua"))
@@ -139,6 +146,50 @@ func TestHealthOfPodSets(t *testing.T) {
 			Argo:    argoHealth{"Degraded", "pod web-5-1 exists and is not controlled by this PodSet"},
 			Kstatus: kstatusHealth{status.FailedStatus, "pod web-5-1 exists and is not controlled by this PodSet"},
 			Flux:    status.FailedStatus,
+		},
+	}, {
+		// A template whose pods never run: Degraded with the operator's
+		// message once spec.progressDeadlineSeconds passes without progress.
+		name: "progress deadline exceeded",
+		status: &podsetv1alpha1.PodSetStatus{
+			ObservedGeneration: 1,
+			Replicas:           2,
+			UpdateRevision:     "web-abc",
+			CurrentRevision:    "web-abc",
+			LastProgressTime:   ptr.To(metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))),
+			Conditions: []metav1.Condition{
+				condition(podsetv1alpha1.ReadyCondition, metav1.ConditionFalse, podsetv1alpha1.NotReadyReason, "0/2 pods ready, 0/2 available, 2/2 up to date"),
+				condition(podsetv1alpha1.ReconcilingCondition, metav1.ConditionFalse, podsetv1alpha1.ProgressDeadlineExceededReason, deadlineMessage),
+				condition(podsetv1alpha1.StalledCondition, metav1.ConditionTrue, podsetv1alpha1.ProgressDeadlineExceededReason, deadlineMessage),
+			},
+		},
+		want: health{
+			Argo:    argoHealth{"Degraded", deadlineMessage},
+			Kstatus: kstatusHealth{status.FailedStatus, deadlineMessage},
+			Flux:    status.FailedStatus,
+		},
+	}, {
+		// OnDelete and a partition hold pods on an older template on
+		// purpose: healthy once every pod is available, as a StatefulSet.
+		name: "OnDelete or partition, older pods available",
+		status: &podsetv1alpha1.PodSetStatus{
+			ObservedGeneration: 1,
+			Replicas:           4,
+			ReadyReplicas:      4,
+			AvailableReplicas:  4,
+			UpdatedReplicas:    2,
+			CurrentRevision:    "web-old",
+			UpdateRevision:     "web-new",
+			Conditions: []metav1.Condition{
+				condition(podsetv1alpha1.ReadyCondition, metav1.ConditionTrue, podsetv1alpha1.ReadyReason, heldMessage),
+				condition(podsetv1alpha1.ReconcilingCondition, metav1.ConditionFalse, podsetv1alpha1.ConvergedReason, heldMessage),
+				condition(podsetv1alpha1.StalledCondition, metav1.ConditionFalse, podsetv1alpha1.ConvergedReason, heldMessage),
+			},
+		},
+		want: health{
+			Argo:    argoHealth{"Healthy", heldMessage},
+			Kstatus: kstatusHealth{status.CurrentStatus, "Resource is Ready"},
+			Flux:    status.CurrentStatus,
 		},
 	}, {
 		// A fix for a stalled PodSet is Progressing as soon as it is pushed,
