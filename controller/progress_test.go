@@ -67,8 +67,12 @@ func TestLastProgress(t *testing.T) {
 			want: testNow,
 		},
 		"a pod lost (fewer live pods than replicas): no progress": {
-			ps:   progressedAt(ps, before, false, counts),
-			cur:  with(func(s *podsetv1alpha1.PodSetStatus) { s.PodNames = s.PodNames[:2]; s.UpdatedReplicas = 1; s.Replicas = 3 }),
+			ps: progressedAt(ps, before, false, counts),
+			cur: with(func(s *podsetv1alpha1.PodSetStatus) {
+				s.PodNames = s.PodNames[:2]
+				s.UpdatedReplicas = 1
+				s.Replicas = 3
+			}),
 			want: before,
 		},
 		"Ready lost: the clock starts": {
@@ -80,7 +84,11 @@ func TestLastProgress(t *testing.T) {
 			want: testNow,
 		},
 		"no time yet (a new PodSet, or one from before the clock)": {
-			ps:   func() *podsetv1alpha1.PodSet { p := progressedAt(ps, before, false, counts); p.Status.LastProgressTime = nil; return p }(),
+			ps: func() *podsetv1alpha1.PodSet {
+				p := progressedAt(ps, before, false, counts)
+				p.Status.LastProgressTime = nil
+				return p
+			}(),
 			cur:  counts,
 			want: testNow,
 		},
