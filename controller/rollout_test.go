@@ -2,9 +2,11 @@ package controller_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
@@ -102,6 +104,9 @@ func TestOnDeleteReplacesOnlyDeletedPods(t *testing.T) {
 	waitForStatus(t, ps, readyStatus(2))
 	before := pods(t, ns)
 
+	// Under OnDelete a PodSet whose pods all exist and are available is
+	// healthy, as kstatus and Argo CD read an OnDelete StatefulSet:
+	// updatedReplicas and the message show the lag.
 	setImage(t, ps, "busybox:1.37")
 	got := waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
 		if got.Status.ObservedGeneration != got.Generation {
@@ -109,15 +114,39 @@ func TestOnDeleteReplacesOnlyDeletedPods(t *testing.T) {
 		}
 		return nil
 	})
-	if got.Status.UpdatedReplicas != 0 || condition(got, podsetv1alpha1.ReconcilingCondition).Reason != podsetv1alpha1.RollingOutReason {
-		t.Errorf("status %+v, want 0 updated and Reconciling/RollingOut", got.Status)
+	ready := condition(got, podsetv1alpha1.ReadyCondition)
+	if ready.Status != metav1.ConditionTrue || got.Status.UpdatedReplicas != 0 || got.Status.AvailableReplicas != 2 {
+		t.Errorf("status %+v, want Ready=True with 2 available and 0 updated", got.Status)
+	}
+	if want := "2 pods run an older template (OnDelete"; !strings.Contains(ready.Message, want) {
+		t.Errorf("Ready message %q does not say %q", ready.Message, want)
+	}
+	if c := condition(got, podsetv1alpha1.ReconcilingCondition); c.Status != metav1.ConditionFalse {
+		t.Errorf("Reconciling = %+v, want False: there is nothing for the operator to do", c)
 	}
 	assertUntouched(t, ns, before, "web-0", "web-1")
 
+	// Deleting a pod is what updates it.
 	forceDelete(t, before["web-1"])
-	waitForImage(t, ns, "web-1", "busybox:1.37")
+	web1 := waitForImage(t, ns, "web-1", "busybox:1.37")
+	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
+		if got.Status.UpdatedReplicas != 1 || got.Status.Replicas != 2 {
+			return fmt.Errorf("status %+v, want 2 pods, 1 updated", got.Status)
+		}
+		return nil
+	})
 	assertUntouched(t, ns, before, "web-0")
 	if img := image(pods(t, ns)["web-0"]); img != "busybox:1.36" {
 		t.Errorf("web-0 runs %s, want the old busybox:1.36 until it is deleted", img)
+	}
+	markReady(t, web1)
+	got = waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
+		if c := condition(got, podsetv1alpha1.ReadyCondition); c.Status != metav1.ConditionTrue || got.Status.UpdatedReplicas != 1 {
+			return fmt.Errorf("status %+v, want Ready=True with 1 updated", got.Status)
+		}
+		return nil
+	})
+	if want := "1 pod runs an older template (OnDelete"; !strings.Contains(condition(got, podsetv1alpha1.ReadyCondition).Message, want) {
+		t.Errorf("Ready message %q does not say %q", condition(got, podsetv1alpha1.ReadyCondition).Message, want)
 	}
 }

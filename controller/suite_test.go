@@ -424,3 +424,26 @@ func warningEvents(t *testing.T, ps *podsetv1alpha1.PodSet) []string {
 	}
 	return out
 }
+
+// Builder methods for the rollout fields (spec.minReadySeconds,
+// spec.progressDeadlineSeconds, partition, spec.revisionHistoryLimit).
+// partition keeps a maxUnavailable set before it.
+func (b *podSetBuilder) minReadySeconds(n int32) *podSetBuilder {
+	b.ps.Spec.MinReadySeconds = n
+	return b
+}
+func (b *podSetBuilder) progressDeadline(n int32) *podSetBuilder {
+	b.ps.Spec.ProgressDeadlineSeconds = &n
+	return b
+}
+func (b *podSetBuilder) partition(n int32) *podSetBuilder {
+	if b.ps.Spec.UpdateStrategy.RollingUpdate == nil {
+		b.ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{}
+	}
+	b.ps.Spec.UpdateStrategy.RollingUpdate.Partition = &n
+	return b
+}
+func (b *podSetBuilder) revisionHistoryLimit(n int32) *podSetBuilder {
+	b.ps.Spec.RevisionHistoryLimit = &n
+	return b
+}

@@ -1,0 +1,663 @@
+package controller_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// The rollout lifecycle of issue 10 against the real API server:
+// minReadySeconds, the progress deadline, partitions and ControllerRevisions,
+// OnDelete health and rollbacks. envtest has no scheduler and no kubelet; the
+// tests play both, writing pod status as they would.
+
+// schedulerMessage is what kube-scheduler writes on a pod no node fits.
+const schedulerMessage = "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. " +
+	"preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+
+// playKubelet sets a pod's status as the scheduler or the kubelet would:
+// f edits the status of the pod as the API server has it now.
+func playKubelet(t *testing.T, ns, name string, f func(*corev1.PodStatus)) {
+	t.Helper()
+	eventually(t, "set the status of pod "+name, func() error {
+		pod := &corev1.Pod{}
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
+			return err
+		}
+		f(&pod.Status)
+		return env.Client.Status().Update(t.Context(), pod)
+	})
+}
+
+// unschedulable is a pod no node fits, as kube-scheduler reports it.
+func unschedulable(status *corev1.PodStatus) {
+	status.Phase = corev1.PodPending
+	status.Conditions = []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now(),
+		Reason: corev1.PodReasonUnschedulable, Message: schedulerMessage,
+	}}
+}
+
+// notReadyConditions are the conditions the kubelet writes on a scheduled
+// pod whose container "app" is not ready.
+func notReadyConditions() []corev1.PodCondition {
+	now := metav1.Now()
+	return []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: now,
+			Reason: "ContainersNotReady", Message: "containers with unready status: [app]"},
+		{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, LastTransitionTime: now,
+			Reason: "ContainersNotReady", Message: "containers with unready status: [app]"},
+	}
+}
+
+// imagePullBackOff is a pod whose image never pulls.
+func imagePullBackOff(status *corev1.PodStatus) {
+	status.Phase = corev1.PodPending
+	status.Conditions = notReadyConditions()
+	status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: "app", Image: "registry.example/app:missing",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+			Reason:  "ImagePullBackOff",
+			Message: `Back-off pulling image "registry.example/app:missing"`,
+		}},
+	}}
+}
+
+// crashLoopBackOff is a pod whose container exits with code 1 again and
+// again.
+func crashLoopBackOff(status *corev1.PodStatus) {
+	status.Phase = corev1.PodRunning
+	status.Conditions = notReadyConditions()
+	status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: "app", Image: "busybox:1.36", RestartCount: 4,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+			Reason:  "CrashLoopBackOff",
+			Message: "back-off 1m20s restarting failed container=app",
+		}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 1, Reason: "Error",
+			StartedAt: metav1.Now(), FinishedAt: metav1.Now(),
+		}},
+	}}
+}
+
+// readinessProbeFailing is a pod whose container runs and fails its
+// readiness probe.
+func readinessProbeFailing(status *corev1.PodStatus) {
+	status.Phase = corev1.PodRunning
+	status.Conditions = notReadyConditions()
+	status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: "app", Image: "busybox:1.36", Started: ptr.To(true),
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
+	}}
+}
+
+// updatePodSet changes a PodSet's spec, retrying on conflicts.
+func updatePodSet(t *testing.T, ps *podsetv1alpha1.PodSet, f func(*podsetv1alpha1.PodSet)) {
+	t.Helper()
+	eventually(t, "update PodSet "+ps.Name, func() error {
+		cur := get(t, ps)
+		f(cur)
+		return env.Client.Update(t.Context(), cur)
+	})
+}
+
+// setPartition sets spec.updateStrategy.rollingUpdate.partition.
+func setPartition(t *testing.T, ps *podsetv1alpha1.PodSet, n int32) {
+	t.Helper()
+	updatePodSet(t, ps, func(ps *podsetv1alpha1.PodSet) {
+		if ps.Spec.UpdateStrategy.RollingUpdate == nil {
+			ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{}
+		}
+		ps.Spec.UpdateStrategy.RollingUpdate.Partition = &n
+	})
+}
+
+// healthy checks that status shows Ready=True for the current generation
+// with every one of n desired pods ready and available, updated of them
+// on the current template.
+func healthy(n, updated int32) func(*podsetv1alpha1.PodSet) error {
+	return func(ps *podsetv1alpha1.PodSet) error {
+		s := ps.Status
+		if s.ObservedGeneration != ps.Generation || s.Replicas != n || s.ReadyReplicas != n || s.AvailableReplicas != n ||
+			s.UpdatedReplicas != updated || condition(ps, podsetv1alpha1.ReadyCondition).Status != metav1.ConditionTrue {
+			return fmt.Errorf("status %+v, want %d available, %d updated and Ready=True at generation %d", s, n, updated, ps.Generation)
+		}
+		return nil
+	}
+}
+
+// stalledFor checks that the PodSet is Stalled for the reason.
+func stalledFor(reason string) func(*podsetv1alpha1.PodSet) error {
+	return func(ps *podsetv1alpha1.PodSet) error {
+		if c := condition(ps, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionTrue || c.Reason != reason {
+			return fmt.Errorf("Stalled = %+v, want True/%s", c, reason)
+		}
+		return nil
+	}
+}
+
+// hashOf is the template hash a pod was made from.
+func hashOf(p corev1.Pod) string { return p.Labels[podsetv1alpha1.TemplateHashLabel] }
+
+// controllerRevisions lists the ControllerRevisions in a namespace by name,
+// straight from the API server.
+func controllerRevisions(t *testing.T, ns string) map[string]appsv1.ControllerRevision {
+	t.Helper()
+	list := &appsv1.ControllerRevisionList{}
+	if err := env.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]appsv1.ControllerRevision{}
+	for _, cr := range list.Items {
+		byName[cr.Name] = cr
+	}
+	return byName
+}
+
+// revisionNames is the sorted names of ControllerRevisions.
+func revisionNames(m map[string]appsv1.ControllerRevision) []string {
+	var names []string
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// deadlineEvents lists the Warning events with reason
+// ProgressDeadlineExceeded about a PodSet.
+func deadlineEvents(t *testing.T, ps *podsetv1alpha1.PodSet) []eventsv1.Event {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := env.Client.List(t.Context(), list, client.InNamespace(ps.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Type == corev1.EventTypeWarning && e.Reason == podsetv1alpha1.ProgressDeadlineExceededReason &&
+			e.Regarding.Kind == "PodSet" && e.Regarding.Name == ps.Name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// assertOneDeadlineEvent checks that the deadline was announced by one
+// event, sent once: a second emission would show as a second event or as
+// a series on the first.
+func assertOneDeadlineEvent(t *testing.T, ps *podsetv1alpha1.PodSet) {
+	t.Helper()
+	events := deadlineEvents(t, ps)
+	if len(events) != 1 {
+		t.Errorf("%d ProgressDeadlineExceeded events, want exactly 1: %+v", len(events), events)
+		return
+	}
+	if s := events[0].Series; s != nil {
+		t.Errorf("the ProgressDeadlineExceeded event was emitted %d times, want once", s.Count)
+	}
+}
+
+// waitForReplacement waits until the named pods are new pods (UIDs other
+// than before's), live, and returns them.
+func waitForReplacement(t *testing.T, ns string, before map[string]corev1.Pod, names ...string) map[string]corev1.Pod {
+	t.Helper()
+	var got map[string]corev1.Pod
+	eventually(t, fmt.Sprintf("new pods %v", names), func() error {
+		got = pods(t, ns)
+		for _, n := range names {
+			if p, ok := got[n]; !ok || p.DeletionTimestamp != nil || p.UID == before[n].UID {
+				return fmt.Errorf("%s not replaced yet", n)
+			}
+		}
+		return nil
+	})
+	return got
+}
+
+// pokeAndAssertNoWrites runs a pass of a converged PodSet (a label the
+// operator does not own, on one of its pods) and checks it sends no write
+// at all: no pod, no status, no ControllerRevision.
+func pokeAndAssertNoWrites(t *testing.T, ps *podsetv1alpha1.PodSet, pod string) {
+	t.Helper()
+	ns := ps.Namespace
+	// Let the writes of the passes before land first.
+	time.Sleep(200 * time.Millisecond)
+	podWrites := requests.writes(ns, "pods", "")
+	statusWrites := requests.writes(ns, "podsets", "status")
+	revisionWrites := requests.writes(ns, "controllerrevisions", "")
+	psBefore := get(t, ps)
+	revsBefore := controllerRevisions(t, ns)
+
+	passes := reconciles(t)
+	poked := pods(t, ns)[pod]
+	poked.Labels["test.podset.dev/poke"] = poked.ResourceVersion
+	if err := env.Client.Update(t.Context(), &poked); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a pass", func() error {
+		if reconciles(t) <= passes {
+			return fmt.Errorf("no pass ran yet")
+		}
+		return nil
+	})
+	time.Sleep(200 * time.Millisecond) // let any write of that pass land
+
+	for _, w := range []struct {
+		what        string
+		before, now int
+	}{
+		{"pod", podWrites, requests.writes(ns, "pods", "")},
+		{"status", statusWrites, requests.writes(ns, "podsets", "status")},
+		{"ControllerRevision", revisionWrites, requests.writes(ns, "controllerrevisions", "")},
+	} {
+		if d := w.now - w.before; d != 0 {
+			t.Errorf("a converged pass sent %d %s writes, want 0", d, w.what)
+		}
+	}
+	if get(t, ps).ResourceVersion != psBefore.ResourceVersion {
+		t.Errorf("the PodSet changed in a converged pass")
+	}
+	revsAfter := controllerRevisions(t, ns)
+	if diff := cmp.Diff(revisionNames(revsBefore), revisionNames(revsAfter)); diff != "" {
+		t.Errorf("ControllerRevisions changed in a converged pass (-before +after):\n%s", diff)
+	}
+	for name, cr := range revsAfter {
+		if cr.ResourceVersion != revsBefore[name].ResourceVersion {
+			t.Errorf("ControllerRevision %s changed in a converged pass", name)
+		}
+	}
+}
+
+func TestProgressDeadlineStallsUnschedulablePodsAndTheFixRecovers(t *testing.T) {
+	ns := newNamespace(t, nil)
+	// No node has the label: the scheduler leaves the pods Pending.
+	ps := makePodSet(ns, "web").replicas(2).progressDeadline(3).mutate(func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.Template.Spec.NodeSelector = map[string]string{"disktype": "nvme"}
+	}).create(t)
+	stuck := waitForPods(t, ns, "web-0", "web-1")
+	playKubelet(t, ns, "web-0", unschedulable)
+	playKubelet(t, ns, "web-1", unschedulable)
+
+	got := waitForStatus(t, ps, stalledFor(podsetv1alpha1.ProgressDeadlineExceededReason))
+	stalled := condition(got, podsetv1alpha1.StalledCondition)
+	if c := condition(got, podsetv1alpha1.ReadyCondition); c.Status != metav1.ConditionFalse {
+		t.Errorf("Ready = %+v while stalled, want False", c)
+	}
+	if c := condition(got, podsetv1alpha1.ReconcilingCondition); c.Status != metav1.ConditionFalse || c.Reason != podsetv1alpha1.ProgressDeadlineExceededReason {
+		t.Errorf("Reconciling = %+v while stalled, want False/ProgressDeadlineExceeded", c)
+	}
+	for _, want := range []string{
+		"no progress for 3s (spec.progressDeadlineSeconds)",
+		"0/2 pods available",
+		"web-0, web-1: Unschedulable: " + schedulerMessage,
+	} {
+		if !strings.Contains(stalled.Message, want) {
+			t.Errorf("Stalled message %q does not say %q", stalled.Message, want)
+		}
+	}
+	switch lp := got.Status.LastProgressTime; {
+	case lp == nil:
+		t.Errorf("status.lastProgressTime is not set")
+	case stalled.LastTransitionTime.Sub(lp.Time) < 3*time.Second:
+		t.Errorf("Stalled at %s, less than progressDeadlineSeconds after the last progress at %s", stalled.LastTransitionTime, lp)
+	}
+
+	// One Warning event says so.
+	eventually(t, "a ProgressDeadlineExceeded event", func() error {
+		if len(deadlineEvents(t, ps)) == 0 {
+			return fmt.Errorf("no ProgressDeadlineExceeded event")
+		}
+		return nil
+	})
+	if e := deadlineEvents(t, ps)[0]; !strings.Contains(e.Note, "web-0, web-1: Unschedulable") {
+		t.Errorf("event note %q does not name the stuck pods", e.Note)
+	}
+
+	// More passes while stalled: web-0 gets a node and fails its readiness
+	// probe (a phase change, which runs a pass). The message follows what
+	// the pods report; the event is not sent again.
+	playKubelet(t, ns, "web-0", readinessProbeFailing)
+	got = waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
+		msg := condition(got, podsetv1alpha1.StalledCondition).Message
+		if !strings.Contains(msg, "web-0: ContainersNotReady: containers with unready status: [app]") ||
+			!strings.Contains(msg, "web-1: Unschedulable: ") {
+			return fmt.Errorf("Stalled message %q does not follow the pods", msg)
+		}
+		return stalledFor(podsetv1alpha1.ProgressDeadlineExceededReason)(got)
+	})
+	pokeAndAssertNoWrites(t, got, "web-1") // one more pass, and nothing to write
+	assertOneDeadlineEvent(t, ps)
+
+	// Fixing the template is progress: the PodSet is Reconciling again at
+	// once, replaces the pods that never ran and turns Ready once they are.
+	updatePodSet(t, ps, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.NodeSelector = nil })
+	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
+		rec, st := condition(got, podsetv1alpha1.ReconcilingCondition), condition(got, podsetv1alpha1.StalledCondition)
+		if got.Status.ObservedGeneration != got.Generation || rec.Status != metav1.ConditionTrue || st.Status != metav1.ConditionFalse {
+			return fmt.Errorf("Reconciling %+v, Stalled %+v at generation %d/%d, want Reconciling=True, Stalled=False",
+				rec, st, got.Status.ObservedGeneration, got.Generation)
+		}
+		return nil
+	})
+	fixed := waitForReplacement(t, ns, stuck, "web-0", "web-1")
+	for _, name := range []string{"web-0", "web-1"} {
+		if sel := fixed[name].Spec.NodeSelector; len(sel) != 0 {
+			t.Errorf("%s has nodeSelector %v, want the fixed template's none", name, sel)
+		}
+		markReady(t, fixed[name])
+	}
+	got = waitForStatus(t, ps, healthy(2, 2))
+	if c := condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionFalse {
+		t.Errorf("Stalled = %+v once Ready, want False", c)
+	}
+	assertOneDeadlineEvent(t, ps)
+}
+
+func TestProgressDeadlineMessageSaysWhatTheKubeletReports(t *testing.T) {
+	ns := newNamespace(t, nil)
+	ps := makePodSet(ns, "web").replicas(4).progressDeadline(3).create(t)
+	waitForPods(t, ns, "web-0", "web-1", "web-2", "web-3")
+	playKubelet(t, ns, "web-0", imagePullBackOff)
+	playKubelet(t, ns, "web-1", imagePullBackOff)
+	playKubelet(t, ns, "web-2", crashLoopBackOff)
+	playKubelet(t, ns, "web-3", readinessProbeFailing)
+
+	got := waitForStatus(t, ps, stalledFor(podsetv1alpha1.ProgressDeadlineExceededReason))
+	msg := condition(got, podsetv1alpha1.StalledCondition).Message
+	for _, want := range []string{
+		"0/4 pods available",
+		// Pods with the same problem together.
+		"web-0, web-1: container app: ImagePullBackOff",
+		"web-2: container app: CrashLoopBackOff (last exit: Error, code 1)",
+		"web-3: ContainersNotReady: containers with unready status: [app]",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Stalled message %q does not say %q", msg, want)
+		}
+	}
+
+	// The pods recover by themselves (the registry came back, the
+	// dependency answered): progress clears the stall with no new spec.
+	markAllReady(t, ns)
+	got = waitForStatus(t, ps, healthy(4, 4))
+	if c := condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionFalse {
+		t.Errorf("Stalled = %+v once Ready, want False", c)
+	}
+}
+
+func TestMinReadySecondsDelaysAvailability(t *testing.T) {
+	ns := newNamespace(t, nil)
+	ps := makePodSet(ns, "web").minReadySeconds(3).create(t)
+	markReady(t, waitForPods(t, ns, "web-0")["web-0"])
+	readyPod := pods(t, ns)["web-0"]
+
+	got := waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
+		if got.Status.ReadyReplicas != 1 {
+			return fmt.Errorf("readyReplicas %d, want 1", got.Status.ReadyReplicas)
+		}
+		return nil
+	})
+	if got.Status.AvailableReplicas != 0 || condition(got, podsetv1alpha1.ReadyCondition).Status != metav1.ConditionFalse {
+		t.Errorf("right after its pod turned Ready: availableReplicas %d, Ready %s; want 0 and False (minReadySeconds 3)",
+			got.Status.AvailableReplicas, condition(got, podsetv1alpha1.ReadyCondition).Status)
+	}
+
+	// Nothing happens to the pod or the PodSet from now on: the operator
+	// wakes by itself when the pod has been Ready for minReadySeconds.
+	waitForStatus(t, ps, healthy(1, 1))
+	if rv := pods(t, ns)["web-0"].ResourceVersion; rv != readyPod.ResourceVersion {
+		t.Errorf("pod web-0 changed while it became available (resourceVersion %s, was %s)", rv, readyPod.ResourceVersion)
+	}
+}
+
+func TestMinReadySecondsPacesARollout(t *testing.T) {
+	ns := newNamespace(t, nil)
+	ps := makePodSet(ns, "web").replicas(3).maxUnavailable(1).create(t)
+	waitForPods(t, ns, "web-0", "web-1", "web-2")
+	markAllReady(t, ns)
+	waitForStatus(t, ps, healthy(3, 3))
+	before := pods(t, ns)
+
+	// A new template and minReadySeconds at once.
+	updatePodSet(t, ps, func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.MinReadySeconds = 3
+		ps.Spec.Template.Spec.Containers[0].Image = "busybox:1.37"
+	})
+	markReady(t, waitForImage(t, ns, "web-2", "busybox:1.37"))
+	// The operator has seen the new web-2 Ready, but it is not available
+	// yet, and maxUnavailable 1 counts it: web-1 waits.
+	got := waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
+		if got.Status.ObservedGeneration != got.Generation || got.Status.ReadyReplicas != 3 || got.Status.UpdatedReplicas != 1 {
+			return fmt.Errorf("status %+v, want 3 ready, 1 updated", got.Status)
+		}
+		return nil
+	})
+	if got.Status.AvailableReplicas != 2 {
+		t.Errorf("availableReplicas %d right after the new web-2 turned Ready, want 2", got.Status.AvailableReplicas)
+	}
+	assertUntouched(t, ns, before, "web-0", "web-1")
+
+	// Once web-2 is available, with nothing else happening, web-1 goes,
+	// and then web-0 once web-1 is.
+	markReady(t, waitForImage(t, ns, "web-1", "busybox:1.37"))
+	assertUntouched(t, ns, before, "web-0")
+	markReady(t, waitForImage(t, ns, "web-0", "busybox:1.37"))
+	waitForStatus(t, ps, healthy(3, 3))
+}
+
+func TestPartitionHoldsLowerOrdinalsThroughADeletion(t *testing.T) {
+	ns := newNamespace(t, nil)
+	ps := makePodSet(ns, "web").replicas(4).maxUnavailable(1).partition(2).create(t)
+	waitForPods(t, ns, "web-0", "web-1", "web-2", "web-3")
+	markAllReady(t, ns)
+	waitForStatus(t, ps, healthy(4, 4))
+	before := pods(t, ns)
+	oldHash := hashOf(before["web-0"])
+
+	// Only ordinals 2 and up take the new template.
+	setImage(t, ps, "busybox:1.37")
+	markReady(t, waitForImage(t, ns, "web-3", "busybox:1.37"))
+	markReady(t, waitForImage(t, ns, "web-2", "busybox:1.37"))
+	got := waitForStatus(t, ps, healthy(4, 2))
+	assertUntouched(t, ns, before, "web-0", "web-1")
+	now := pods(t, ns)
+	newHash := hashOf(now["web-2"])
+	wantImages := map[string]string{"web-0": "busybox:1.36", "web-1": "busybox:1.36", "web-2": "busybox:1.37", "web-3": "busybox:1.37"}
+	wantHashes := map[string]string{"web-0": oldHash, "web-1": oldHash, "web-2": newHash, "web-3": newHash}
+	gotImages, gotHashes := map[string]string{}, map[string]string{}
+	for name, p := range now {
+		gotImages[name], gotHashes[name] = image(p), hashOf(p)
+	}
+	if diff := cmp.Diff(wantImages, gotImages); diff != "" {
+		t.Errorf("images (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantHashes, gotHashes); diff != "" {
+		t.Errorf("template hashes (-want +got):\n%s", diff)
+	}
+	if msg := condition(got, podsetv1alpha1.ReadyCondition).Message; !strings.Contains(msg, "2 pods run an older template (partition 2") {
+		t.Errorf("Ready message %q does not say 2 pods are held back by the partition", msg)
+	}
+	if want := "web-" + oldHash; got.Status.CurrentRevision != want {
+		t.Errorf("currentRevision %q, want %q (what web-0 and web-1 run)", got.Status.CurrentRevision, want)
+	}
+	if want := "web-" + newHash; got.Status.UpdateRevision != want {
+		t.Errorf("updateRevision %q, want %q", got.Status.UpdateRevision, want)
+	}
+	revs := controllerRevisions(t, ns)
+	for _, name := range []string{got.Status.CurrentRevision, got.Status.UpdateRevision} {
+		cr, ok := revs[name]
+		switch {
+		case !ok:
+			t.Errorf("no ControllerRevision %s; have %v", name, revisionNames(revs))
+		case !metav1.IsControlledBy(&cr, got):
+			t.Errorf("ControllerRevision %s is not controlled by the PodSet: %+v", name, cr.OwnerReferences)
+		case cr.Labels[podsetv1alpha1.NameLabel] != "web" || "web-"+cr.Labels[podsetv1alpha1.TemplateHashLabel] != name:
+			t.Errorf("ControllerRevision %s labels %v", name, cr.Labels)
+		}
+	}
+	if revs[got.Status.UpdateRevision].Revision <= revs[got.Status.CurrentRevision].Revision {
+		t.Errorf("revision numbers: update %d, current %d; want the update revision newer",
+			revs[got.Status.UpdateRevision].Revision, revs[got.Status.CurrentRevision].Revision)
+	}
+
+	// A held-back pod that is deleted comes back on the revision it ran.
+	forceDelete(t, now["web-0"])
+	web0 := waitForReplacement(t, ns, now, "web-0")["web-0"]
+	if image(web0) != "busybox:1.36" || hashOf(web0) != oldHash {
+		t.Errorf("web-0 recreated with image %s, hash %s; want the old busybox:1.36, %s", image(web0), hashOf(web0), oldHash)
+	}
+	markReady(t, web0)
+	waitForStatus(t, ps, healthy(4, 2))
+	assertUntouched(t, ns, now, "web-1", "web-2", "web-3")
+
+	// Lowering the partition continues the rollout.
+	setPartition(t, ps, 0)
+	markReady(t, waitForImage(t, ns, "web-1", "busybox:1.37"))
+	markReady(t, waitForImage(t, ns, "web-0", "busybox:1.37"))
+	got = waitForStatus(t, ps, healthy(4, 4))
+	if got.Status.CurrentRevision != got.Status.UpdateRevision || got.Status.UpdateRevision != "web-"+newHash {
+		t.Errorf("currentRevision %q, updateRevision %q; want both web-%s", got.Status.CurrentRevision, got.Status.UpdateRevision, newHash)
+	}
+}
+
+func TestRevisionHistoryLimitKeepsRevisionsInUse(t *testing.T) {
+	ns := newNamespace(t, nil)
+	// Partition 1 keeps web-0 on the first template throughout.
+	ps := makePodSet(ns, "web").replicas(2).maxUnavailable(1).partition(1).revisionHistoryLimit(1).create(t)
+	waitForPods(t, ns, "web-0", "web-1")
+	markAllReady(t, ns)
+	got := waitForStatus(t, ps, healthy(2, 2))
+	first := got.Status.UpdateRevision
+	firstUID := controllerRevisions(t, ns)[first].UID
+
+	revisions := []string{first}
+	for _, img := range []string{"busybox:1.37", "busybox:1.38", "busybox:1.35"} {
+		setImage(t, ps, img)
+		markReady(t, waitForImage(t, ns, "web-1", img))
+		got = waitForStatus(t, ps, healthy(2, 1))
+		revisions = append(revisions, got.Status.UpdateRevision)
+		// The revision web-0 runs is never deleted.
+		if cr, ok := controllerRevisions(t, ns)[first]; !ok || cr.UID != firstUID {
+			t.Fatalf("after rolling out %s the ControllerRevision %s that web-0 runs is gone", img, first)
+		}
+		if h := hashOf(pods(t, ns)["web-0"]); "web-"+h != first {
+			t.Fatalf("web-0 runs %s, want %s", h, first)
+		}
+	}
+	// In use: the first (web-0) and the last (web-1); of the others, one,
+	// the newest, is kept.
+	want := []string{revisions[0], revisions[2], revisions[3]}
+	slices.Sort(want)
+	eventually(t, "revisions pruned to the limit", func() error {
+		if got := revisionNames(controllerRevisions(t, ns)); !slices.Equal(got, want) {
+			return fmt.Errorf("ControllerRevisions %v, want %v", got, want)
+		}
+		return nil
+	})
+
+	// Once web-0 moves on too, its old revision is the oldest unused one.
+	setPartition(t, ps, 0)
+	markReady(t, waitForImage(t, ns, "web-0", "busybox:1.35"))
+	waitForStatus(t, ps, healthy(2, 2))
+	want = []string{revisions[2], revisions[3]}
+	slices.Sort(want)
+	eventually(t, "revisions pruned to the limit", func() error {
+		if got := revisionNames(controllerRevisions(t, ns)); !slices.Equal(got, want) {
+			return fmt.Errorf("ControllerRevisions %v, want %v", got, want)
+		}
+		return nil
+	})
+}
+
+func TestRollbackMakesTheOldRevisionTheNewest(t *testing.T) {
+	ns := newNamespace(t, nil)
+	ps := makePodSet(ns, "web").replicas(2).maxUnavailable(1).create(t)
+	waitForPods(t, ns, "web-0", "web-1")
+	markAllReady(t, ns)
+	revA := waitForStatus(t, ps, healthy(2, 2)).Status.UpdateRevision
+	crA := controllerRevisions(t, ns)[revA]
+
+	setImage(t, ps, "busybox:1.37")
+	markReady(t, waitForImage(t, ns, "web-1", "busybox:1.37"))
+	markReady(t, waitForImage(t, ns, "web-0", "busybox:1.37"))
+	revB := waitForStatus(t, ps, healthy(2, 2)).Status.UpdateRevision
+	if revB == revA {
+		t.Fatalf("the new template has the old revision %s", revA)
+	}
+
+	// Back to the first template: the pods end on it, and its revision,
+	// the same object renumbered, is the newest, as StatefulSet does.
+	setImage(t, ps, "busybox:1.36")
+	markReady(t, waitForImage(t, ns, "web-1", "busybox:1.36"))
+	markReady(t, waitForImage(t, ns, "web-0", "busybox:1.36"))
+	got := waitForStatus(t, ps, healthy(2, 2))
+	if got.Status.UpdateRevision != revA || got.Status.CurrentRevision != revA {
+		t.Errorf("currentRevision %q, updateRevision %q; want both %q", got.Status.CurrentRevision, got.Status.UpdateRevision, revA)
+	}
+	for name, p := range pods(t, ns) {
+		if "web-"+hashOf(p) != revA {
+			t.Errorf("%s runs revision web-%s, want %s", name, hashOf(p), revA)
+		}
+	}
+	revs := controllerRevisions(t, ns)
+	a, b := revs[revA], revs[revB]
+	if a.UID != crA.UID {
+		t.Errorf("ControllerRevision %s was recreated; want the same object renumbered", revA)
+	}
+	if a.Revision <= b.Revision {
+		t.Errorf("revision numbers after the rollback: %s %d, %s %d; want %s the newest", revA, a.Revision, revB, b.Revision, revA)
+	}
+}
+
+func TestConvergedPassSendsNoWrite(t *testing.T) {
+	const n = 10
+	ns := newNamespace(t, nil)
+	ps := makePodSet(ns, "web").replicas(n).maxUnavailable(5).minReadySeconds(1).create(t)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("web-%d", i)
+	}
+	waitForPods(t, ns, names...)
+	markAllReady(t, ns)
+	waitForStatus(t, ps, healthy(n, n))
+	pokeAndAssertNoWrites(t, ps, "web-0")
+
+	// A staged rollout at rest: two revisions in use, half of the pods
+	// held back by the partition.
+	updatePodSet(t, ps, func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To[int32](n / 2)
+		ps.Spec.Template.Spec.Containers[0].Image = "busybox:1.37"
+	})
+	eventually(t, "staged rollout", func() error {
+		updated := 0
+		for _, p := range pods(t, ns) {
+			if p.DeletionTimestamp != nil || image(p) != "busybox:1.37" {
+				continue
+			}
+			if !isReady(p) {
+				markReady(t, p)
+			}
+			updated++
+		}
+		if updated != n/2 {
+			return fmt.Errorf("%d of %d pods updated", updated, n/2)
+		}
+		return healthy(n, n/2)(get(t, ps))
+	})
+	pokeAndAssertNoWrites(t, ps, "web-0")
+}
