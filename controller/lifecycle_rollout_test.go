@@ -622,6 +622,8 @@ func TestRollbackMakesTheOldRevisionTheNewest(t *testing.T) {
 	if a.Revision <= b.Revision {
 		t.Errorf("revision numbers after the rollback: %s %d, %s %d; want %s the newest", revA, a.Revision, revB, b.Revision, revA)
 	}
+	// Renumbered once: a converged pass does not write it again.
+	pokeAndAssertNoWrites(t, got, "web-0")
 }
 
 func TestConvergedPassSendsNoWrite(t *testing.T) {
@@ -660,4 +662,96 @@ func TestConvergedPassSendsNoWrite(t *testing.T) {
 		return healthy(n, n/2)(get(t, ps))
 	})
 	pokeAndAssertNoWrites(t, ps, "web-0")
+}
+
+// ready is a pod whose container runs and passes its readiness probe, Ready
+// from now.
+func ready(status *corev1.PodStatus) {
+	now := metav1.Now()
+	status.Phase = corev1.PodRunning
+	status.Conditions = []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+	}
+	status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: "app", Image: "busybox:1.36", Started: ptr.To(true), Ready: true,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+	}}
+}
+
+func TestProgressDeadlineStallsABrokenRolloutAndARollbackRecovers(t *testing.T) {
+	ns := newNamespace(t, nil)
+	ps := makePodSet(ns, "web").replicas(3).maxUnavailable(1).progressDeadline(3).create(t)
+	waitForPods(t, ns, "web-0", "web-1", "web-2")
+	markAllReady(t, ns)
+	revA := waitForStatus(t, ps, healthy(3, 3)).Status.UpdateRevision
+	before := pods(t, ns)
+
+	// The new image never pulls: the first new pod is stuck, and the
+	// rollout with it.
+	setImage(t, ps, "registry.example/app:missing")
+	waitForImage(t, ns, "web-2", "registry.example/app:missing")
+	playKubelet(t, ns, "web-2", imagePullBackOff)
+	got := waitForStatus(t, ps, stalledFor(podsetv1alpha1.ProgressDeadlineExceededReason))
+	msg := condition(got, podsetv1alpha1.StalledCondition).Message
+	for _, want := range []string{
+		"2/3 pods available",
+		"web-0, web-1: waiting to be updated",
+		"web-2: container app: ImagePullBackOff",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Stalled message %q does not say %q", msg, want)
+		}
+	}
+	assertUntouched(t, ns, before, "web-0", "web-1")
+
+	// Rolling back is progress: the stuck pod is replaced from the old
+	// template, the others already run it and stay.
+	setImage(t, ps, "busybox:1.36")
+	stuck := pods(t, ns)
+	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
+		if got.Status.ObservedGeneration != got.Generation || condition(got, podsetv1alpha1.StalledCondition).Status != metav1.ConditionFalse {
+			return fmt.Errorf("Stalled %+v at generation %d/%d", condition(got, podsetv1alpha1.StalledCondition), got.Status.ObservedGeneration, got.Generation)
+		}
+		return nil
+	})
+	markReady(t, waitForReplacement(t, ns, stuck, "web-2")["web-2"])
+	got = waitForStatus(t, ps, healthy(3, 3))
+	assertUntouched(t, ns, before, "web-0", "web-1")
+	if got.Status.CurrentRevision != revA || got.Status.UpdateRevision != revA {
+		t.Errorf("currentRevision %q, updateRevision %q after the rollback; want both %q", got.Status.CurrentRevision, got.Status.UpdateRevision, revA)
+	}
+}
+
+func TestProgressDeadlineIsNotHeldOffByAPodFlappingReady(t *testing.T) {
+	ns := newNamespace(t, nil)
+	ps := makePodSet(ns, "web").minReadySeconds(2).progressDeadline(3).create(t)
+	waitForPods(t, ns, "web-0")
+
+	// The container crashes within a second of each Ready: never
+	// available, so never progress.
+	var got *podsetv1alpha1.PodSet
+	eventually(t, "stalled while flapping", func() error {
+		playKubelet(t, ns, "web-0", ready)
+		time.Sleep(300 * time.Millisecond)
+		playKubelet(t, ns, "web-0", crashLoopBackOff)
+		time.Sleep(300 * time.Millisecond)
+		got = get(t, ps)
+		if got.Status.AvailableReplicas != 0 {
+			t.Fatalf("availableReplicas %d for a pod never Ready for minReadySeconds", got.Status.AvailableReplicas)
+		}
+		return stalledFor(podsetv1alpha1.ProgressDeadlineExceededReason)(got)
+	})
+	if msg := condition(got, podsetv1alpha1.StalledCondition).Message; !strings.Contains(msg, "0/1 pods available; web-0: ") {
+		t.Errorf("Stalled message %q does not name web-0", msg)
+	}
+
+	// It stays up: available after minReadySeconds, which is progress.
+	playKubelet(t, ns, "web-0", ready)
+	got = waitForStatus(t, ps, healthy(1, 1))
+	if c := condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionFalse {
+		t.Errorf("Stalled = %+v once Ready, want False", c)
+	}
 }

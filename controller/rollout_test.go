@@ -124,6 +124,9 @@ func TestOnDeleteReplacesOnlyDeletedPods(t *testing.T) {
 	if c := condition(got, podsetv1alpha1.ReconcilingCondition); c.Status != metav1.ConditionFalse {
 		t.Errorf("Reconciling = %+v, want False: there is nothing for the operator to do", c)
 	}
+	if want := "web-" + before["web-0"].Labels[podsetv1alpha1.TemplateHashLabel]; got.Status.CurrentRevision != want || got.Status.UpdateRevision == want {
+		t.Errorf("currentRevision %q, updateRevision %q; want the pods' %q and the new template's", got.Status.CurrentRevision, got.Status.UpdateRevision, want)
+	}
 	assertUntouched(t, ns, before, "web-0", "web-1")
 
 	// Deleting a pod is what updates it.
