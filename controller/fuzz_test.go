@@ -263,9 +263,12 @@ func fuzzPods(ps *podsetv1alpha1.PodSet, hash string, data []byte) []fuzzPod {
 		case 0:
 			p.phase(corev1.PodPending)
 		case 1:
-			if b[1]&4 != 0 {
-				p.ready()
-			} else {
+			switch {
+			case b[1]&4 != 0 && b[3]&16 != 0:
+				p.readySince(testNow.Add(-3 * time.Second))
+			case b[1]&4 != 0:
+				p.readySince(testNow.Add(-time.Hour))
+			default:
 				p.running()
 			}
 		case 2:
@@ -283,15 +286,17 @@ func fuzzPods(ps *podsetv1alpha1.PodSet, hash string, data []byte) []fuzzPod {
 
 func FuzzPlanPods(f *testing.F) {
 	// replicas, maxUnavailable, percent, onDelete, pods (4 bytes each:
-	// name, phase|ready<<2|terminating<<3|inFlight<<4, ownership, stale|drift).
-	f.Add(uint8(3), uint8(0), false, false, []byte{})
-	f.Add(uint8(3), uint8(0), false, false, []byte{0, 5, 0, 1, 1, 5, 0, 1, 2, 5, 0, 1})
-	f.Add(uint8(2), uint8(1), false, false, []byte{0, 5, 0, 0, 1, 1, 0, 1, 5, 5, 0, 0, 240, 5, 0, 0, 9, 13, 0, 0})
-	f.Add(uint8(4), uint8(49), true, false, []byte{0, 5, 2, 1, 1, 2, 3, 0, 2, 3, 0, 1, 3, 21, 0, 1, 7, 5, 2, 0})
-	f.Add(uint8(5), uint8(1), false, true, []byte{0, 5, 0, 1, 1, 1, 0, 1, 2, 5, 4, 14, 3, 0, 1, 6})
-	f.Add(uint8(0), uint8(0), false, false, []byte{0, 5, 0, 0, 241, 5, 0, 0, 247, 5, 1, 0})
+	// name, phase|ready<<2|terminating<<3|inFlight<<4, ownership,
+	// stale|drift|readyRecently<<4), rollout (partition | minReady<<6).
+	f.Add(uint8(3), uint8(0), false, false, []byte{}, uint8(0))
+	f.Add(uint8(3), uint8(0), false, false, []byte{0, 5, 0, 1, 1, 5, 0, 1, 2, 5, 0, 1}, uint8(0))
+	f.Add(uint8(2), uint8(1), false, false, []byte{0, 5, 0, 0, 1, 1, 0, 1, 5, 5, 0, 0, 240, 5, 0, 0, 9, 13, 0, 0}, uint8(0))
+	f.Add(uint8(4), uint8(49), true, false, []byte{0, 5, 2, 1, 1, 2, 3, 0, 2, 3, 0, 1, 3, 21, 0, 1, 7, 5, 2, 0}, uint8(0))
+	f.Add(uint8(5), uint8(1), false, true, []byte{0, 5, 0, 1, 1, 1, 0, 1, 2, 5, 4, 14, 3, 0, 1, 6}, uint8(0))
+	f.Add(uint8(0), uint8(0), false, false, []byte{0, 5, 0, 0, 241, 5, 0, 0, 247, 5, 1, 0}, uint8(0))
+	f.Add(uint8(4), uint8(1), false, false, []byte{0, 5, 0, 1, 1, 5, 0, 17, 3, 5, 0, 1, 2, 5, 0, 16}, uint8(2|64))
 
-	f.Fuzz(func(t *testing.T, replicasIn, maxUnavailableIn uint8, percent, onDelete bool, data []byte) {
+	f.Fuzz(func(t *testing.T, replicasIn, maxUnavailableIn uint8, percent, onDelete bool, data []byte, rollout uint8) {
 		b := makePodSet("web").replicas(int32(replicasIn) % 51)
 		if percent {
 			b.maxUnavailable(intstr.FromString(fmt.Sprintf("%d%%", 1+int(maxUnavailableIn)%100)))
@@ -300,10 +305,17 @@ func FuzzPlanPods(f *testing.F) {
 		}
 		if onDelete {
 			b.onDelete()
+		} else {
+			b.ps.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(int32(rollout&63) % 8)
+		}
+		if rollout&64 != 0 {
+			b.ps.Spec.MinReadySeconds = 10
 		}
 		ps := b.obj()
 		hash := templateHash(ps)
 		replicasN := int(replicas(ps))
+		partitionN := partition(ps)
+		minReady := minReadySeconds(ps)
 
 		fuzzed := fuzzPods(ps, hash, data)
 		var pods []corev1.Pod
@@ -373,6 +385,14 @@ func FuzzPlanPods(f *testing.F) {
 		for o := range replicasN {
 			if name := podName("web", o); byName[name] == nil && !inFlight(name) && !created[o] {
 				t.Errorf("ordinal %d has no pod and no write in flight, but is not created", o)
+			}
+		}
+
+		// Held-back ordinals: only those created below the partition get
+		// another revision (none known here but the current one).
+		for o, h := range plan.revisions {
+			if o >= partitionN || !created[o] || h == hash {
+				t.Errorf("create %d from revision %s: partition %d, created %v", o, h, partitionN, created[o])
 			}
 		}
 
@@ -462,11 +482,11 @@ func FuzzPlanPods(f *testing.F) {
 		var staleReady []string
 		for o := range replicasN {
 			p := byName[podName("web", o)]
-			if p == nil || !metav1.IsControlledBy(p, ps) || inFlight(p.Name) || p.DeletionTimestamp != nil || !podReady(p) {
+			if p == nil || !metav1.IsControlledBy(p, ps) || inFlight(p.Name) || p.DeletionTimestamp != nil || !podAvailable(p, minReady, testNow) {
 				unavailable++
 				continue
 			}
-			if p.Labels[podsetv1alpha1.TemplateHashLabel] != hash {
+			if p.Labels[podsetv1alpha1.TemplateHashLabel] != hash && o >= partitionN {
 				staleReady = append(staleReady, p.Name)
 			}
 		}
@@ -478,6 +498,11 @@ func FuzzPlanPods(f *testing.F) {
 			}
 			if o, ok := podOrdinal("web", p.Name); !ok || o >= replicasN {
 				t.Errorf("rollout has %s, which is not a desired ordinal", p.Name)
+			} else if o < partitionN {
+				t.Errorf("rollout has %s, below the partition %d", p.Name, partitionN)
+			}
+			if podReady(p) && !podAvailable(p, minReady, testNow) {
+				t.Errorf("rollout takes %s, Ready but not yet available: it counts against the budget, it is not free", p.Name)
 			}
 			if podReady(p) {
 				readyTaken = append(readyTaken, p.Name)
@@ -498,7 +523,7 @@ func FuzzPlanPods(f *testing.F) {
 			for _, fp := range fuzzed {
 				p := &fp.pod
 				o, ok := podOrdinal("web", p.Name)
-				if fp.controlled && !fp.inFlight && p.DeletionTimestamp == nil && ok && o < replicasN &&
+				if fp.controlled && !fp.inFlight && p.DeletionTimestamp == nil && ok && o < replicasN && o >= partitionN &&
 					p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded &&
 					p.Labels[podsetv1alpha1.TemplateHashLabel] != hash && !podReady(p) && writtenIn[p.Name] != "rollout" {
 					t.Errorf("the unready out-of-date pod %s is not rolled out", p.Name)
