@@ -427,37 +427,32 @@ func TestMinReadySecondsDelaysAvailability(t *testing.T) {
 
 func TestMinReadySecondsPacesARollout(t *testing.T) {
 	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").replicas(3).maxUnavailable(1).create(t)
-	waitForPods(t, ns, "web-0", "web-1", "web-2")
-	markAllReady(t, ns)
-	waitForStatus(t, ps, healthy(3, 3))
+	ps := makePodSet(ns, "web").replicas(2).maxUnavailable(1).minReadySeconds(3).create(t)
+	waitForPods(t, ns, "web-0", "web-1")
+	// Pods that have served for a while.
+	playKubelet(t, ns, "web-0", readyFor(time.Minute))
+	playKubelet(t, ns, "web-1", readyFor(time.Minute))
+	waitForStatus(t, ps, healthy(2, 2))
 	before := pods(t, ns)
 
-	// A new template and minReadySeconds at once.
-	updatePodSet(t, ps, func(ps *podsetv1alpha1.PodSet) {
-		ps.Spec.MinReadySeconds = 3
-		ps.Spec.Template.Spec.Containers[0].Image = "busybox:1.37"
-	})
-	markReady(t, waitForImage(t, ns, "web-2", "busybox:1.37"))
-	// The operator has seen the new web-2 Ready, but it is not available
-	// yet, and maxUnavailable 1 counts it: web-1 waits.
+	setImage(t, ps, "busybox:1.37")
+	markReady(t, waitForImage(t, ns, "web-1", "busybox:1.37"))
+	// The operator has seen the new web-1 Ready, but it is not available
+	// yet, and maxUnavailable 1 counts it: web-0 waits.
 	got := waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
-		if got.Status.ObservedGeneration != got.Generation || got.Status.ReadyReplicas != 3 || got.Status.UpdatedReplicas != 1 {
-			return fmt.Errorf("status %+v, want 3 ready, 1 updated", got.Status)
+		if got.Status.ObservedGeneration != got.Generation || got.Status.ReadyReplicas != 2 || got.Status.UpdatedReplicas != 1 {
+			return fmt.Errorf("status %+v, want 2 ready, 1 updated", got.Status)
 		}
 		return nil
 	})
-	if got.Status.AvailableReplicas != 2 {
-		t.Errorf("availableReplicas %d right after the new web-2 turned Ready, want 2", got.Status.AvailableReplicas)
+	if got.Status.AvailableReplicas != 1 {
+		t.Errorf("availableReplicas %d right after the new web-1 turned Ready, want 1", got.Status.AvailableReplicas)
 	}
-	assertUntouched(t, ns, before, "web-0", "web-1")
-
-	// Once web-2 is available, with nothing else happening, web-1 goes,
-	// and then web-0 once web-1 is.
-	markReady(t, waitForImage(t, ns, "web-1", "busybox:1.37"))
 	assertUntouched(t, ns, before, "web-0")
+
+	// Once web-1 is available, with nothing else happening, web-0 goes.
 	markReady(t, waitForImage(t, ns, "web-0", "busybox:1.37"))
-	waitForStatus(t, ps, healthy(3, 3))
+	waitForStatus(t, ps, healthy(2, 2))
 }
 
 func TestPartitionHoldsLowerOrdinalsThroughADeletion(t *testing.T) {
@@ -635,7 +630,9 @@ func TestConvergedPassSendsNoWrite(t *testing.T) {
 		names[i] = fmt.Sprintf("web-%d", i)
 	}
 	waitForPods(t, ns, names...)
-	markAllReady(t, ns)
+	for _, name := range names {
+		playKubelet(t, ns, name, readyFor(time.Minute))
+	}
 	waitForStatus(t, ps, healthy(n, n))
 	pokeAndAssertNoWrites(t, ps, "web-0")
 
@@ -666,8 +663,14 @@ func TestConvergedPassSendsNoWrite(t *testing.T) {
 
 // ready is a pod whose container runs and passes its readiness probe, Ready
 // from now.
-func ready(status *corev1.PodStatus) {
-	now := metav1.Now()
+func ready(status *corev1.PodStatus) { readyFor(0)(status) }
+
+// readyFor is a pod Ready for d already: a pod that has served for a while.
+func readyFor(d time.Duration) func(*corev1.PodStatus) {
+	return func(status *corev1.PodStatus) { readySince(status, metav1.NewTime(time.Now().Add(-d))) }
+}
+
+func readySince(status *corev1.PodStatus, now metav1.Time) {
 	status.Phase = corev1.PodRunning
 	status.Conditions = []corev1.PodCondition{
 		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
