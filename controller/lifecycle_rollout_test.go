@@ -151,6 +151,12 @@ func stalledFor(reason string) func(*podsetv1alpha1.PodSet) error {
 	}
 }
 
+// waitsOnTheClock marks a test that spends its time waiting for a
+// deadline or for minReadySeconds, in its own namespace: such tests run in
+// parallel with each other, once every serial test of the package is done,
+// so that their waits overlap.
+func waitsOnTheClock(t *testing.T) { t.Parallel() }
+
 // hashOf is the template hash a pod was made from.
 func hashOf(p corev1.Pod) string { return p.Labels[podsetv1alpha1.TemplateHashLabel] }
 
@@ -284,6 +290,7 @@ func pokeAndAssertNoWrites(t *testing.T, ps *podsetv1alpha1.PodSet, pod string) 
 }
 
 func TestProgressDeadlineStallsUnschedulablePodsAndTheFixRecovers(t *testing.T) {
+	waitsOnTheClock(t)
 	ns := newNamespace(t, nil)
 	// No node has the label: the scheduler leaves the pods Pending.
 	ps := makePodSet(ns, "web").replicas(2).progressDeadline(3).mutate(func(ps *podsetv1alpha1.PodSet) {
@@ -369,6 +376,7 @@ func TestProgressDeadlineStallsUnschedulablePodsAndTheFixRecovers(t *testing.T) 
 }
 
 func TestProgressDeadlineMessageSaysWhatTheKubeletReports(t *testing.T) {
+	waitsOnTheClock(t)
 	ns := newNamespace(t, nil)
 	ps := makePodSet(ns, "web").replicas(4).progressDeadline(3).create(t)
 	waitForPods(t, ns, "web-0", "web-1", "web-2", "web-3")
@@ -401,6 +409,7 @@ func TestProgressDeadlineMessageSaysWhatTheKubeletReports(t *testing.T) {
 }
 
 func TestMinReadySecondsDelaysAvailability(t *testing.T) {
+	waitsOnTheClock(t)
 	ns := newNamespace(t, nil)
 	ps := makePodSet(ns, "web").minReadySeconds(3).create(t)
 	markReady(t, waitForPods(t, ns, "web-0")["web-0"])
@@ -685,6 +694,7 @@ func readySince(status *corev1.PodStatus, now metav1.Time) {
 }
 
 func TestProgressDeadlineStallsABrokenRolloutAndARollbackRecovers(t *testing.T) {
+	waitsOnTheClock(t)
 	ns := newNamespace(t, nil)
 	ps := makePodSet(ns, "web").replicas(3).maxUnavailable(1).progressDeadline(3).create(t)
 	waitForPods(t, ns, "web-0", "web-1", "web-2")
@@ -729,6 +739,7 @@ func TestProgressDeadlineStallsABrokenRolloutAndARollbackRecovers(t *testing.T) 
 }
 
 func TestProgressDeadlineIsNotHeldOffByAPodFlappingReady(t *testing.T) {
+	waitsOnTheClock(t)
 	ns := newNamespace(t, nil)
 	ps := makePodSet(ns, "web").minReadySeconds(2).progressDeadline(3).create(t)
 	waitForPods(t, ns, "web-0")
