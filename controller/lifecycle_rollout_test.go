@@ -769,3 +769,48 @@ func TestProgressDeadlineIsNotHeldOffByAPodFlappingReady(t *testing.T) {
 		t.Errorf("Stalled = %+v once Ready, want False", c)
 	}
 }
+
+func TestPartitionRecreatesEachHeldBackPodFromItsOwnRevision(t *testing.T) {
+	ns := newNamespace(t, nil)
+	ps := makePodSet(ns, "web").replicas(4).maxUnavailable(1).partition(3).create(t)
+	waitForPods(t, ns, "web-0", "web-1", "web-2", "web-3")
+	markAllReady(t, ns)
+	revA := waitForStatus(t, ps, healthy(4, 4)).Status.UpdateRevision
+
+	// B reaches web-3, then, the partition lowered, web-2; then C comes
+	// with the partition back at 3: three revisions live at once.
+	setImage(t, ps, "busybox:1.37")
+	markReady(t, waitForImage(t, ns, "web-3", "busybox:1.37"))
+	revB := waitForStatus(t, ps, healthy(4, 1)).Status.UpdateRevision
+	setPartition(t, ps, 2)
+	markReady(t, waitForImage(t, ns, "web-2", "busybox:1.37"))
+	waitForStatus(t, ps, healthy(4, 2))
+	updatePodSet(t, ps, func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To[int32](3)
+		ps.Spec.Template.Spec.Containers[0].Image = "busybox:1.38"
+	})
+	markReady(t, waitForImage(t, ns, "web-3", "busybox:1.38"))
+	got := waitForStatus(t, ps, healthy(4, 1))
+	if got.Status.CurrentRevision != revA {
+		t.Errorf("currentRevision %q, want %q, the oldest pods'", got.Status.CurrentRevision, revA)
+	}
+
+	// Each held-back pod, deleted, comes back on the revision it ran.
+	before := pods(t, ns)
+	forceDelete(t, before["web-2"])
+	forceDelete(t, before["web-1"])
+	after := waitForReplacement(t, ns, before, "web-1", "web-2")
+	for name, want := range map[string]string{"web-1": revA, "web-2": revB} {
+		if got := "web-" + hashOf(after[name]); got != want {
+			t.Errorf("%s recreated on %s (image %s), want %s", name, got, image(after[name]), want)
+		}
+	}
+	markReady(t, after["web-1"])
+	markReady(t, after["web-2"])
+	waitForStatus(t, ps, healthy(4, 1))
+	for _, rev := range []string{revA, revB} {
+		if _, ok := controllerRevisions(t, ns)[rev]; !ok {
+			t.Errorf("ControllerRevision %s, which held-back pods run, is gone", rev)
+		}
+	}
+}
