@@ -814,3 +814,39 @@ func TestPartitionRecreatesEachHeldBackPodFromItsOwnRevision(t *testing.T) {
 		}
 	}
 }
+
+func TestProgressDeadlineEventIsSentForALongSchedulerMessage(t *testing.T) {
+	waitsOnTheClock(t)
+	ns := newNamespace(t, nil)
+	ps := makePodSet(ns, "web").progressDeadline(3).create(t)
+	waitForPods(t, ns, "web-0")
+	// A cluster of dedicated node pools: the scheduler names every taint
+	// the pod does not tolerate.
+	var taints []string
+	for i := range 20 {
+		taints = append(taints, fmt.Sprintf("1 node(s) had untolerated taint {dedicated.example.com/team-%02d: reserved}", i))
+	}
+	long := "0/40 nodes are available: " + strings.Join(taints, ", ") +
+		", 20 node(s) didn't match Pod's node affinity/selector. preemption: 0/40 nodes are available: 40 Preemption is not helpful for scheduling."
+	playKubelet(t, ns, "web-0", func(status *corev1.PodStatus) {
+		unschedulable(status)
+		status.Conditions[0].Message = long
+	})
+
+	got := waitForStatus(t, ps, stalledFor(podsetv1alpha1.ProgressDeadlineExceededReason))
+	if msg := condition(got, podsetv1alpha1.StalledCondition).Message; !strings.Contains(msg, "web-0: Unschedulable: "+long) {
+		t.Errorf("Stalled message %q does not carry the scheduler's message", msg)
+	}
+	// The alert still goes out, however long the message (an event's note
+	// holds at most 1024 bytes).
+	eventually(t, "a ProgressDeadlineExceeded event", func() error {
+		if len(deadlineEvents(t, ps)) == 0 {
+			return fmt.Errorf("no ProgressDeadlineExceeded event")
+		}
+		return nil
+	})
+	assertOneDeadlineEvent(t, ps)
+	if note := deadlineEvents(t, ps)[0].Note; !strings.Contains(note, "web-0") {
+		t.Errorf("event note %q does not name the stuck pod", note)
+	}
+}
