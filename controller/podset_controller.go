@@ -158,7 +158,7 @@ func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	if deadlineExceeded(&status) && !deadlineExceeded(&ps.Status) {
 		c := meta.FindStatusCondition(status.Conditions, podsetv1alpha1.StalledCondition)
-		r.Recorder.Eventf(ps, nil, corev1.EventTypeWarning, c.Reason, "Rollout", c.Message)
+		r.Recorder.Eventf(ps, nil, corev1.EventTypeWarning, c.Reason, "Rollout", "%s", eventNote(c.Message))
 	}
 
 	// Look again when a write the cache has not shown expires, when a pod
@@ -203,7 +203,7 @@ func (r *PodSetReconciler) checkTemplate(ps *podsetv1alpha1.PodSet) *stall {
 		return nil
 	}
 	s := &stall{reason: podsetv1alpha1.InvalidTemplateReason, message: strings.Join(violations, "; ")}
-	r.Recorder.Eventf(ps, nil, corev1.EventTypeWarning, s.reason, "Validate", s.message)
+	r.Recorder.Eventf(ps, nil, corev1.EventTypeWarning, s.reason, "Validate", "%s", eventNote(s.message))
 	return s
 }
 

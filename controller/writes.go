@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,11 +60,11 @@ func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSe
 	switch {
 	case len(conflicts) > 0:
 		s := conflictStall(conflicts)
-		r.Recorder.Eventf(ps, nil, corev1.EventTypeWarning, s.reason, "Create", s.message)
+		r.Recorder.Eventf(ps, nil, corev1.EventTypeWarning, s.reason, "Create", "%s", eventNote(s.message))
 		return s, errors.Join(errs...)
 	case rejected != nil:
 		s := &stall{reason: podsetv1alpha1.PodRejectedReason, message: "the API server refused a pod made from the template: " + string(apierrors.ReasonForError(rejected)) + ": " + rejectionMessage(rejected)}
-		r.Recorder.Eventf(ps, nil, corev1.EventTypeWarning, s.reason, "Create", s.message)
+		r.Recorder.Eventf(ps, nil, corev1.EventTypeWarning, s.reason, "Create", "%s", eventNote(s.message))
 		return s, errors.Join(errs...)
 	}
 	if len(plan.strays) > 0 {
@@ -231,6 +232,24 @@ func rejectionMessage(err error) string {
 		return status.Status().Message
 	}
 	return err.Error()
+}
+
+// maxEventNote is the longest note the events.k8s.io API accepts, in bytes.
+const maxEventNote = 1024
+
+// eventNote is a message as an event's note: whole if it fits, else cut at
+// a character boundary with an ellipsis. The API server refuses a longer
+// note, and the event would be lost; the condition keeps the whole message.
+func eventNote(message string) string {
+	if len(message) <= maxEventNote {
+		return message
+	}
+	const ellipsis = "…"
+	cut := maxEventNote - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(message[cut]) {
+		cut--
+	}
+	return message[:cut] + ellipsis
 }
 
 // summarize lists pod names in a short, stable form for events.

@@ -3,10 +3,12 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -284,5 +286,26 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+func TestEventNote(t *testing.T) {
+	long := strings.Repeat("é", 600) // 1200 bytes
+	cases := map[string]struct {
+		message string
+		want    string
+	}{
+		"short: whole":                  {message: "pods web-0: Unschedulable", want: "pods web-0: Unschedulable"},
+		"exactly the limit: whole":      {message: strings.Repeat("a", maxEventNote), want: strings.Repeat("a", maxEventNote)},
+		"long: cut on a rune, ellipsis": {message: long, want: strings.Repeat("é", 510) + "…"},
+		"a percent sign is no verb":     {message: "100% unavailable", want: "100% unavailable"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := eventNote(tc.message)
+			if got != tc.want || len(got) > maxEventNote || !utf8.ValidString(got) {
+				t.Errorf("eventNote() = %q (%d bytes), want %q", got, len(got), tc.want)
+			}
+		})
 	}
 }
