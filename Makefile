@@ -33,7 +33,11 @@ KWOK := $(KWOK_DIR)/kwok
 KWOKCTL := $(KWOK_DIR)/kwokctl
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)/controller-gen
 KUSTOMIZE := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)/kustomize
-IMG ?= ghcr.io/podset-dev/podset-operator:latest
+# VERSION is the release stamped into the binary and the image tag:
+# `make release VERSION=v0.2.0`. Default: what git describes.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMG_REPO := ghcr.io/podset-dev/podset-operator
+IMG ?= $(IMG_REPO):$(VERSION)
 
 export KUBEBUILDER_ASSETS := $(CONTROLPLANE)
 
@@ -71,8 +75,8 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: build
-build: ## Build the operator binary into bin/.
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/podset-operator .
+build: ## Build the operator binary into bin/ (VERSION stamped in).
+	CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/podset-operator .
 
 .PHONY: test
 test: test-unit test-e2e ## Run all tests: unit and envtest suites, then end-to-end on a local kwok cluster.
@@ -138,7 +142,11 @@ deploy: $(KUSTOMIZE) $(KUBECTL) ## Install the operator (config/default) into th
 
 .PHONY: docker-build
 docker-build: ## Build the operator image $(IMG) (needs a Docker engine).
-	docker build -t $(IMG) .
+	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+.PHONY: docker-push
+docker-push: ## Push the operator image $(IMG).
+	docker push $(IMG)
 
 ##@ Tools
 

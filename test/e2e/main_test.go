@@ -71,7 +71,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	fmt.Println("e2e: built the operator with CGO_ENABLED=0 go build -trimpath: a static ELF binary (no PT_INTERP, no shared libraries)")
+	fmt.Println("e2e: the operator is a static ELF binary (no PT_INTERP, no shared libraries) and reports version", e2eVersion)
 
 	// A cluster left over by an interrupted run (a test timeout kills the
 	// process before any cleanup) is deleted first, so every run starts from
@@ -144,18 +144,49 @@ func readEnv() (suiteEnv, error) {
 	return env, nil
 }
 
-// buildOperator builds the operator into dir with the Dockerfile's build
-// command and checks that the result is a static binary, as the distroless
-// static image requires. It returns the binary's path.
+// e2eVersion is the version the suite stamps into the operator it builds.
+const e2eVersion = "v0.0.0-e2e"
+
+// buildOperator builds the operator into dir with the Dockerfile's own
+// build command (its `RUN CGO_ENABLED=0 go build` line, with VERSION set to
+// e2eVersion and the output moved into dir), checks that the result is a
+// static binary, as the distroless static image requires, and that it
+// reports the stamped version. It returns the binary's path.
 func buildOperator(root, dir string) (string, error) {
-	bin := filepath.Join(dir, "podset-operator")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("CGO_ENABLED=0 go build -trimpath: %w\n%s", err, out)
+	dockerfile, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	if err != nil {
+		return "", err
 	}
-	return bin, checkStatic(bin)
+	const prefix, out = "RUN CGO_ENABLED=0 go build ", "/out/podset-operator"
+	var command string
+	for line := range strings.Lines(string(dockerfile)) {
+		if strings.HasPrefix(line, prefix) {
+			command = strings.TrimSpace(strings.TrimPrefix(line, "RUN "))
+		}
+	}
+	if command == "" || !strings.Contains(command, out) {
+		return "", fmt.Errorf("the Dockerfile has no %q line writing %s", prefix+"...", out)
+	}
+	bin := filepath.Join(dir, "podset-operator")
+	command = strings.ReplaceAll(command, out, bin)
+	cmd := exec.Command("sh", "-c", command)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "VERSION="+e2eVersion)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%s: %w\n%s", command, err, out)
+	}
+	fmt.Println("e2e: built the operator with the Dockerfile's command:", command)
+	if err := checkStatic(bin); err != nil {
+		return "", err
+	}
+	got, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w", bin, err)
+	}
+	if want := "podset-operator " + e2eVersion + "\n"; string(got) != want {
+		return "", fmt.Errorf("%s --version printed %q, want %q", bin, got, want)
+	}
+	return bin, nil
 }
 
 // checkStatic fails when the ELF file at path asks for a dynamic loader (a
