@@ -63,7 +63,6 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy functions and apply configurati
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate the CRD and the RBAC role from markers.
 	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true paths=./apis/... output:crd:artifacts:config=config/crd/bases
-	go run ./hack/crdtrim config/crd/bases/podset.dev_podsets.yaml spec.template
 	$(CONTROLLER_GEN) rbac:roleName=podset-operator paths=./controller/... output:rbac:artifacts:config=config/rbac
 
 .PHONY: fmt
