@@ -34,6 +34,10 @@ var suite struct {
 	kubectl, kustomize string
 	// operator is the operator binary built for this run.
 	operator string
+	// helm is the path of the helm binary.
+	helm string
+	// env is what the suite read from its environment.
+	env suiteEnv
 	// kubeconfig is the cluster's admin kubeconfig.
 	kubeconfig string
 	// client is a cluster-admin client that reads straight from the API
@@ -60,6 +64,8 @@ func run(m *testing.M) int {
 	}
 	suite.kubectl = filepath.Join(env.controlPlane, "kubectl")
 	suite.kustomize = env.kustomize
+	suite.helm = env.helm
+	suite.env = env
 
 	tmp, err := os.MkdirTemp("", "podset-e2e-")
 	if err != nil {
@@ -76,16 +82,16 @@ func run(m *testing.M) int {
 	// A cluster left over by an interrupted run (a test timeout kills the
 	// process before any cleanup) is deleted first, so every run starts from
 	// scratch.
-	if _, err := localCluster(env, "down"); err != nil {
+	if _, err := localCluster(env, clusterName, "down"); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: deleting a leftover cluster:", err)
 		return 1
 	}
 	defer func() {
-		if _, err := localCluster(env, "down"); err != nil {
+		if _, err := localCluster(env, clusterName, "down"); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e: deleting the cluster:", err)
 		}
 	}()
-	out, err := localCluster(env, "up")
+	out, err := localCluster(env, clusterName, "up")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: starting the cluster:", err)
 		return 1
@@ -101,22 +107,24 @@ func run(m *testing.M) int {
 
 // suiteEnv holds the environment variables the suite needs.
 type suiteEnv struct {
-	controlPlane, kwokDir, kustomize string
+	controlPlane, kwokDir, kustomize, helm string
 }
 
-// readEnv reads CONTROLPLANE, KWOK_DIR and KUSTOMIZE, and checks that the
+// readEnv reads CONTROLPLANE, KWOK_DIR, KUSTOMIZE and HELM, and checks that the
 // binaries the suite runs are there.
 func readEnv() (suiteEnv, error) {
 	env := suiteEnv{
 		controlPlane: os.Getenv("CONTROLPLANE"),
 		kwokDir:      os.Getenv("KWOK_DIR"),
 		kustomize:    os.Getenv("KUSTOMIZE"),
+		helm:         os.Getenv("HELM"),
 	}
 	var missing []string
 	for _, v := range []struct{ name, value string }{
 		{"CONTROLPLANE", env.controlPlane},
 		{"KWOK_DIR", env.kwokDir},
 		{"KUSTOMIZE", env.kustomize},
+		{"HELM", env.helm},
 	} {
 		if v.value == "" {
 			missing = append(missing, v.name)
@@ -124,10 +132,11 @@ func readEnv() (suiteEnv, error) {
 	}
 	if len(missing) > 0 {
 		return env, fmt.Errorf("set %s. From the repository root, with the binaries the Makefile builds under bin/\n"+
-			"(`make controlplane`; kustomize comes with `make verify`):\n\n"+
+			"(`make controlplane`; kustomize comes with `make verify`, helm with `make test-e2e`):\n\n"+
 			"\tCONTROLPLANE=$PWD/bin/controlplane/k8s-<version>_etcd-<version>  # kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubectl\n"+
 			"\tKWOK_DIR=$PWD/bin/kwok-<version>                                  # kwok, kwokctl\n"+
-			"\tKUSTOMIZE=$PWD/bin/kustomize-<version>/kustomize\n\n"+
+			"\tKUSTOMIZE=$PWD/bin/kustomize-<version>/kustomize\n"+
+			"\tHELM=$PWD/bin/helm-<version>/helm\n\n"+
 			"\tgo test -tags e2e ./test/e2e/ -count=1 -v",
 			strings.Join(missing, ", "))
 	}
@@ -136,6 +145,7 @@ func readEnv() (suiteEnv, error) {
 		filepath.Join(env.controlPlane, "kube-apiserver"),
 		filepath.Join(env.kwokDir, "kwokctl"),
 		env.kustomize,
+		env.helm,
 	} {
 		if _, err := os.Stat(bin); err != nil {
 			return env, fmt.Errorf("a binary the suite needs is missing: %w", err)
@@ -212,21 +222,21 @@ func checkStatic(path string) error {
 	return nil
 }
 
-// localCluster runs hack/local-cluster.sh with the suite's cluster name and
-// two nodes and returns its standard output. Its progress (standard error)
-// is part of the error when it fails.
-func localCluster(env suiteEnv, action string) (string, error) {
+// localCluster runs hack/local-cluster.sh for the cluster name with two
+// nodes and returns its standard output. Its progress (standard error) is
+// part of the error when it fails.
+func localCluster(env suiteEnv, name, action string) (string, error) {
 	cmd := exec.Command(filepath.Join(suite.root, "hack", "local-cluster.sh"), action)
 	cmd.Env = append(os.Environ(),
 		"CONTROLPLANE="+env.controlPlane,
 		"KWOK_DIR="+env.kwokDir,
-		"CLUSTER_NAME="+clusterName,
+		"CLUSTER_NAME="+name,
 		"NODES=2",
 	)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("CLUSTER_NAME=%s NODES=2 hack/local-cluster.sh %s: %w\n%s", clusterName, action, err, stderr.Bytes())
+		return "", fmt.Errorf("CLUSTER_NAME=%s NODES=2 hack/local-cluster.sh %s: %w\n%s", name, action, err, stderr.Bytes())
 	}
 	return stdout.String(), nil
 }
