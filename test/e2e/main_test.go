@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -22,9 +23,10 @@ import (
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
-// clusterName is the kwok cluster of this suite; `make run` uses "podset",
-// which the suite leaves alone.
-const clusterName = "podset-e2e"
+// clusterName is the kwok cluster of this suite: "podset-e2e", or
+// $E2E_CLUSTER_NAME so that two runs on one machine do not share a cluster.
+// `make run` uses "podset", which the suite leaves alone.
+var clusterName = cmp.Or(os.Getenv("E2E_CLUSTER_NAME"), "podset-e2e")
 
 // suite is what TestMain sets up for every test.
 var suite struct {
