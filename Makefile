@@ -128,7 +128,7 @@ verify: generate manifests $(KUSTOMIZE) ## Fail when generated files are stale, 
 
 # The GitOps examples name the release they install; `make release` points
 # them at VERSION.
-GITOPS_EXAMPLES := config/gitops/argocd/application.yaml config/gitops/flux/podset-operator.yaml
+GITOPS_EXAMPLES := $(wildcard config/gitops/argocd/application*.yaml config/gitops/flux/podset-operator*.yaml)
 
 .PHONY: release
 release: $(KUSTOMIZE) $(HELM) ## Write dist/install.yaml and the chart package for VERSION=vX.Y.Z, and point the GitOps examples at it.
