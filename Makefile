@@ -119,7 +119,7 @@ soak: $(KUBE_APISERVER) $(ETCD) ## Run the long fault soak (SOAK_DURATION, SOAK_
 
 .PHONY: verify
 verify: generate manifests $(KUSTOMIZE) ## Fail when generated files are stale, Go code is unformatted or the install does not build.
-	$(KUSTOMIZE) build config/default >/dev/null
+	for dir in default certmanager prometheus network-policy; do $(KUSTOMIZE) build config/$$dir >/dev/null; done
 	@test -z "$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))" || { gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }
 	@git diff --exit-code --stat -- . || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- apis applyconfig config charts)" || { git status --porcelain -- apis applyconfig config charts; echo "untracked generated files: commit them"; exit 1; }
