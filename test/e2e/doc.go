@@ -32,4 +32,11 @@
 // the freshly built binary as a subprocess that impersonates the shipped
 // service account, so every request it makes is authorized by config/rbac
 // alone.
+//
+// The Helm chart is checked with the helm binary of HELM: TestChartLint
+// runs `helm lint --strict`, TestChartRenders* compare `helm template` with
+// `kustomize build` object by object, and TestHelmInstallUpgradeUninstall
+// installs, upgrades and uninstalls the chart on a second cluster,
+// "<cluster>-helm". TestMetricsServedWithAMountedCertificate scrapes the
+// operator's metrics over a certificate of a CA of its own, verified.
 package e2e
