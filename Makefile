@@ -128,21 +128,24 @@ verify: generate manifests $(KUSTOMIZE) ## Fail when generated files are stale, 
 
 # The GitOps examples name the release they install; `make release` points
 # them at VERSION.
-GITOPS_EXAMPLES := $(wildcard config/gitops/argocd/application*.yaml config/gitops/flux/podset-operator*.yaml)
+GITOPS_EXAMPLES ?= $(wildcard config/gitops/argocd/application*.yaml config/gitops/flux/podset-operator*.yaml)
+# DIST is where the release files go.
+DIST ?= $(CURDIR)/dist
 
 .PHONY: release
 release: $(KUSTOMIZE) $(HELM) ## Write dist/install.yaml and the chart package for VERSION=vX.Y.Z, and point the GitOps examples at it.
 	@[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]] || { echo "set VERSION=vX.Y.Z (now: $(VERSION))"; exit 1; }
-	rm -rf dist && mkdir -p dist/kustomize
-	@# config/default with the image pinned to the release.
-	cd dist/kustomize && $(KUSTOMIZE) create --resources ../../config/default && \
+	rm -rf $(DIST) .release && mkdir -p $(DIST) .release
+	@# config/default with the image pinned to the release (kustomize wants
+	@# a relative path, and bin/ may be a link elsewhere).
+	cd .release && $(KUSTOMIZE) create --resources ../config/default && \
 	$(KUSTOMIZE) edit set image $(IMG_REPO)=$(IMG_REPO):$(VERSION) && \
-	$(KUSTOMIZE) build . > ../install.yaml
-	rm -rf dist/kustomize
+	$(KUSTOMIZE) build . > $(DIST)/install.yaml
+	rm -rf .release
 	$(HELM) lint --strict $(CHART)
-	$(HELM) package $(CHART) --version $(VERSION:v%=%) --app-version $(VERSION) --destination dist
-	sed -i -E 's/v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?([" ]|$$)/$(VERSION)\2/g' $(GITOPS_EXAMPLES)
-	@echo "dist/: $$(cd dist && ls | tr '\n' ' ')"
+	$(HELM) package $(CHART) --version $(VERSION:v%=%) --app-version $(VERSION) --destination $(DIST)
+	$(if $(GITOPS_EXAMPLES),sed -i -E 's/v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?([" ]|$$)/$(VERSION)\2/g' $(GITOPS_EXAMPLES))
+	@echo "$(DIST): $$(cd $(DIST) && ls | tr '\n' ' ')"
 	@echo "Next: commit, tag $(VERSION), push the tag and the image (make docker-build docker-push VERSION=$(VERSION)), attach dist/* to the release."
 
 ##@ Running
