@@ -10,6 +10,15 @@ SHELL := /usr/bin/env bash -o pipefail
 
 export GOTOOLCHAIN := local
 
+# Every Go build here uses the Dockerfile's flags (static, trimmed paths), so
+# the test binaries, helm, and the operator binary that the end-to-end suite
+# builds with the Dockerfile's own command share one set of compiled
+# packages. Measured from a cold cache on 2 cores, after the unit suites
+# compiled: the e2e operator build took 2m45s with go test's default flags,
+# 6s with these. (TESTFLAGS=-race needs CGO_ENABLED=1.)
+export CGO_ENABLED := 0
+export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
+
 BIN := $(CURDIR)/bin
 
 # Versions. Kubernetes and etcd come from the tools modules' go.mod files, so
