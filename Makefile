@@ -10,6 +10,15 @@ SHELL := /usr/bin/env bash -o pipefail
 
 export GOTOOLCHAIN := local
 
+# Every Go build here uses the Dockerfile's flags (static, trimmed paths), so
+# the test binaries, helm, and the operator binary that the end-to-end suite
+# builds with the Dockerfile's own command share one set of compiled
+# packages. Measured from a cold cache on 2 cores, after the unit suites
+# compiled: the e2e operator build took 2m45s with go test's default flags,
+# 6s with these. (TESTFLAGS=-race needs CGO_ENABLED=1.)
+export CGO_ENABLED := 0
+export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
+
 BIN := $(CURDIR)/bin
 
 # Versions. Kubernetes and etcd come from the tools modules' go.mod files, so
@@ -33,7 +42,17 @@ KWOK := $(KWOK_DIR)/kwok
 KWOKCTL := $(KWOK_DIR)/kwokctl
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)/controller-gen
 KUSTOMIZE := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)/kustomize
-IMG ?= ghcr.io/podset-dev/podset-operator:latest
+# helm is a tool of the main module (go.mod's `tool` line), so it is built
+# with the module's own Kubernetes packages, which `go test` has compiled
+# already.
+HELM_VERSION := $(shell awk '$$1 == "helm.sh/helm/v4" {print $$2}' go.mod)
+HELM := $(BIN)/helm-$(HELM_VERSION)/helm
+CHART := charts/podset-operator
+# VERSION is the release stamped into the binary and the image tag:
+# `make release VERSION=v0.2.0`. Default: what git describes.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMG_REPO := ghcr.io/podset-dev/podset-operator
+IMG ?= $(IMG_REPO):$(VERSION)
 
 export KUBEBUILDER_ASSETS := $(CONTROLPLANE)
 
@@ -59,8 +78,13 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy functions and apply configurati
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate the CRD and the RBAC role from markers.
 	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true paths=./apis/... output:crd:artifacts:config=config/crd/bases
-	go run ./hack/crdtrim config/crd/bases/podset.dev_podsets.yaml spec.template
 	$(CONTROLLER_GEN) rbac:roleName=podset-operator paths=./controller/... output:rbac:artifacts:config=config/rbac
+	@# The chart renders the CRD, the operator's rules and the admission
+	@# policies from copies of config/, never from a second hand-kept version.
+	rm -rf $(CHART)/files && mkdir -p $(CHART)/files/crds $(CHART)/files/rbac $(CHART)/files/policy
+	cp config/crd/bases/podset.dev_podsets.yaml $(CHART)/files/crds/
+	cp config/rbac/role.yaml $(CHART)/files/rbac/
+	cp config/policy/hardening.yaml config/policy/pod-validity.yaml $(CHART)/files/policy/
 
 .PHONY: fmt
 fmt: ## Format the Go code.
@@ -71,8 +95,8 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: build
-build: ## Build the operator binary into bin/.
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/podset-operator .
+build: ## Build the operator binary into bin/ (VERSION stamped in).
+	CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/podset-operator .
 
 .PHONY: test
 test: test-unit test-e2e ## Run all tests: unit and envtest suites, then end-to-end on a local kwok cluster.
@@ -82,8 +106,8 @@ test-unit: $(KUBE_APISERVER) $(ETCD) ## Run the unit and envtest suites (they ne
 	go test ./... -count=1 $(TESTFLAGS)
 
 .PHONY: test-e2e
-test-e2e: controlplane $(KUSTOMIZE) ## Run the end-to-end suite and a tiny benchmark (correctness only) on local kwok clusters.
-	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) KUSTOMIZE=$(KUSTOMIZE) go test -tags e2e ./test/e2e/ -count=1 -v -timeout 30m $(TESTFLAGS)
+test-e2e: controlplane $(KUSTOMIZE) $(HELM) ## Run the end-to-end suite (with the Helm chart's checks) and a tiny benchmark (correctness only) on local kwok clusters.
+	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) KUSTOMIZE=$(KUSTOMIZE) HELM=$(HELM) go test -tags e2e ./test/e2e/ -count=1 -v -timeout 30m $(TESTFLAGS)
 	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) go run ./test/bench -size tiny
 
 .PHONY: bench
@@ -104,10 +128,34 @@ soak: $(KUBE_APISERVER) $(ETCD) ## Run the long fault soak (SOAK_DURATION, SOAK_
 
 .PHONY: verify
 verify: generate manifests $(KUSTOMIZE) ## Fail when generated files are stale, Go code is unformatted or the install does not build.
-	$(KUSTOMIZE) build config/default >/dev/null
+	for dir in default certmanager prometheus network-policy; do $(KUSTOMIZE) build config/$$dir >/dev/null; done
 	@test -z "$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))" || { gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }
 	@git diff --exit-code --stat -- . || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain --untracked-files=all -- apis applyconfig config)" || { git status --porcelain -- apis applyconfig config; echo "untracked generated files: commit them"; exit 1; }
+	@test -z "$$(git status --porcelain --untracked-files=all -- apis applyconfig config charts)" || { git status --porcelain -- apis applyconfig config charts; echo "untracked generated files: commit them"; exit 1; }
+
+##@ Release
+
+# The GitOps examples name the release they install; `make release` points
+# them at VERSION.
+GITOPS_EXAMPLES ?= $(wildcard config/gitops/argocd/application*.yaml config/gitops/flux/podset-operator*.yaml)
+# DIST is where the release files go.
+DIST ?= $(CURDIR)/dist
+
+.PHONY: release
+release: $(KUSTOMIZE) $(HELM) ## Write dist/install.yaml and the chart package for VERSION=vX.Y.Z, and point the GitOps examples at it.
+	@[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]] || { echo "set VERSION=vX.Y.Z (now: $(VERSION))"; exit 1; }
+	rm -rf $(DIST) .release && mkdir -p $(DIST) .release
+	@# config/default with the image pinned to the release (kustomize wants
+	@# a relative path, and bin/ may be a link elsewhere).
+	cd .release && $(KUSTOMIZE) create --resources ../config/default && \
+	$(KUSTOMIZE) edit set image $(IMG_REPO)=$(IMG_REPO):$(VERSION) && \
+	$(KUSTOMIZE) build . > $(DIST)/install.yaml
+	rm -rf .release
+	$(HELM) lint --strict $(CHART)
+	$(HELM) package $(CHART) --version $(VERSION:v%=%) --app-version $(VERSION) --destination $(DIST)
+	$(if $(GITOPS_EXAMPLES),sed -i -E 's/v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?([" ]|$$)/$(VERSION)\2/g' $(GITOPS_EXAMPLES))
+	@echo "$(DIST): $$(cd $(DIST) && ls | tr '\n' ' ')"
+	@echo "Next: commit, tag $(VERSION), push the tag and the image (make docker-build docker-push VERSION=$(VERSION)), attach dist/* to the release."
 
 ##@ Running
 
@@ -138,7 +186,11 @@ deploy: $(KUSTOMIZE) $(KUBECTL) ## Install the operator (config/default) into th
 
 .PHONY: docker-build
 docker-build: ## Build the operator image $(IMG) (needs a Docker engine).
-	docker build -t $(IMG) .
+	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+.PHONY: docker-push
+docker-push: ## Push the operator image $(IMG).
+	docker push $(IMG)
 
 ##@ Tools
 
@@ -163,6 +215,9 @@ $(KWOK_DIR)/%:
 
 $(KUSTOMIZE):
 	GOBIN=$(dir $@) CGO_ENABLED=0 go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+
+$(HELM):
+	go build -ldflags "-X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)" -o $@ helm.sh/helm/v4/cmd/helm
 
 $(CONTROLLER_GEN):
 	GOBIN=$(dir $@) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)

@@ -1,5 +1,6 @@
 // Package gitops holds no code: its tests prove that the GitOps integrations
-// in this folder (the Argo CD health check in argocd/ and the Flux health
-// checks in flux/) read PodSets the way the operator reports them, on
-// objects stored by a real API server.
+// in this folder (the Argo CD health check in argocd/, also in Argo CD's
+// resource_customizations layout, and the Flux health checks in flux/) read
+// PodSets the way the operator reports them, on objects stored by a real
+// API server, and that every example installs one pinned release.
 package gitops

@@ -19,8 +19,9 @@
 //	KUSTOMIZE=$PWD/bin/kustomize-v5.8.2/kustomize \
 //	go test -tags e2e ./test/e2e/ -count=1 -v
 //
-// TestMain builds the operator with the Dockerfile's build command and
-// checks that the result is a static binary, deletes any cluster left over
+// TestMain builds the operator with the Dockerfile's build command (read
+// from the Dockerfile, with a test VERSION) and checks that the result is a
+// static binary reporting that version, deletes any cluster left over
 // by an interrupted run, starts the cluster "podset-e2e" with two nodes, runs
 // the tests and deletes the cluster again, whatever the outcome. It never
 // touches the cluster "podset" that `make run` uses.
@@ -31,4 +32,11 @@
 // the freshly built binary as a subprocess that impersonates the shipped
 // service account, so every request it makes is authorized by config/rbac
 // alone.
+//
+// The Helm chart is checked with the helm binary of HELM: TestChartLint
+// runs `helm lint --strict`, TestChartRenders* compare `helm template` with
+// `kustomize build` object by object, and TestHelmInstallUpgradeUninstall
+// installs, upgrades and uninstalls the chart on a second cluster,
+// "<cluster>-helm". TestMetricsServedWithAMountedCertificate scrapes the
+// operator's metrics over a certificate of a CA of its own, verified.
 package e2e

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -58,6 +60,7 @@ func TestInstallWithKustomize(t *testing.T) {
 	}
 
 	eventually(t, "the PodSet CRD is Established", checkCRDEstablished)
+	eventually(t, "kubectl explain describes the fields of the embedded pod template", checkExplain)
 
 	var binding admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	if err := suite.client.Get(t.Context(), client.ObjectKey{Name: hardeningPolicy}, &binding); err != nil {
@@ -133,6 +136,23 @@ func checkCRDEstablished(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("CRD %s is not Established: conditions %v", crdName, conditions)
+}
+
+// checkExplain is nil once `kubectl explain` prints the description of a
+// field deep in the PodSet's pod template (the CRD keeps every description;
+// the API server publishes the schema a moment after the CRD is Established).
+func checkExplain(ctx context.Context) error {
+	out, err := exec.CommandContext(ctx, suite.kubectl, "--kubeconfig", suite.kubeconfig,
+		"explain", "podset.spec.template.spec.containers.image").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kubectl explain: %w\n%s", err, out)
+	}
+	// The description core/v1 gives Container.image.
+	const want = "Container image name."
+	if !strings.Contains(string(out), want) {
+		return fmt.Errorf("kubectl explain podset.spec.template.spec.containers.image does not say %q:\n%s", want, out)
+	}
+	return nil
 }
 
 // checkPolicyEnforced is nil once a dry-run create of a privileged PodSet is

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -22,9 +23,10 @@ import (
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
-// clusterName is the kwok cluster of this suite; `make run` uses "podset",
-// which the suite leaves alone.
-const clusterName = "podset-e2e"
+// clusterName is the kwok cluster of this suite: "podset-e2e", or
+// $E2E_CLUSTER_NAME so that two runs on one machine do not share a cluster.
+// `make run` uses "podset", which the suite leaves alone.
+var clusterName = cmp.Or(os.Getenv("E2E_CLUSTER_NAME"), "podset-e2e")
 
 // suite is what TestMain sets up for every test.
 var suite struct {
@@ -34,6 +36,10 @@ var suite struct {
 	kubectl, kustomize string
 	// operator is the operator binary built for this run.
 	operator string
+	// helm is the path of the helm binary.
+	helm string
+	// env is what the suite read from its environment.
+	env suiteEnv
 	// kubeconfig is the cluster's admin kubeconfig.
 	kubeconfig string
 	// client is a cluster-admin client that reads straight from the API
@@ -60,6 +66,8 @@ func run(m *testing.M) int {
 	}
 	suite.kubectl = filepath.Join(env.controlPlane, "kubectl")
 	suite.kustomize = env.kustomize
+	suite.helm = env.helm
+	suite.env = env
 
 	tmp, err := os.MkdirTemp("", "podset-e2e-")
 	if err != nil {
@@ -71,21 +79,21 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	fmt.Println("e2e: built the operator with CGO_ENABLED=0 go build -trimpath: a static ELF binary (no PT_INTERP, no shared libraries)")
+	fmt.Println("e2e: the operator is a static ELF binary (no PT_INTERP, no shared libraries) and reports version", e2eVersion)
 
 	// A cluster left over by an interrupted run (a test timeout kills the
 	// process before any cleanup) is deleted first, so every run starts from
 	// scratch.
-	if _, err := localCluster(env, "down"); err != nil {
+	if _, err := localCluster(env, clusterName, "down"); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: deleting a leftover cluster:", err)
 		return 1
 	}
 	defer func() {
-		if _, err := localCluster(env, "down"); err != nil {
+		if _, err := localCluster(env, clusterName, "down"); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e: deleting the cluster:", err)
 		}
 	}()
-	out, err := localCluster(env, "up")
+	out, err := localCluster(env, clusterName, "up")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: starting the cluster:", err)
 		return 1
@@ -101,22 +109,24 @@ func run(m *testing.M) int {
 
 // suiteEnv holds the environment variables the suite needs.
 type suiteEnv struct {
-	controlPlane, kwokDir, kustomize string
+	controlPlane, kwokDir, kustomize, helm string
 }
 
-// readEnv reads CONTROLPLANE, KWOK_DIR and KUSTOMIZE, and checks that the
+// readEnv reads CONTROLPLANE, KWOK_DIR, KUSTOMIZE and HELM, and checks that the
 // binaries the suite runs are there.
 func readEnv() (suiteEnv, error) {
 	env := suiteEnv{
 		controlPlane: os.Getenv("CONTROLPLANE"),
 		kwokDir:      os.Getenv("KWOK_DIR"),
 		kustomize:    os.Getenv("KUSTOMIZE"),
+		helm:         os.Getenv("HELM"),
 	}
 	var missing []string
 	for _, v := range []struct{ name, value string }{
 		{"CONTROLPLANE", env.controlPlane},
 		{"KWOK_DIR", env.kwokDir},
 		{"KUSTOMIZE", env.kustomize},
+		{"HELM", env.helm},
 	} {
 		if v.value == "" {
 			missing = append(missing, v.name)
@@ -124,10 +134,11 @@ func readEnv() (suiteEnv, error) {
 	}
 	if len(missing) > 0 {
 		return env, fmt.Errorf("set %s. From the repository root, with the binaries the Makefile builds under bin/\n"+
-			"(`make controlplane`; kustomize comes with `make verify`):\n\n"+
+			"(`make controlplane`; kustomize comes with `make verify`, helm with `make test-e2e`):\n\n"+
 			"\tCONTROLPLANE=$PWD/bin/controlplane/k8s-<version>_etcd-<version>  # kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubectl\n"+
 			"\tKWOK_DIR=$PWD/bin/kwok-<version>                                  # kwok, kwokctl\n"+
-			"\tKUSTOMIZE=$PWD/bin/kustomize-<version>/kustomize\n\n"+
+			"\tKUSTOMIZE=$PWD/bin/kustomize-<version>/kustomize\n"+
+			"\tHELM=$PWD/bin/helm-<version>/helm\n\n"+
 			"\tgo test -tags e2e ./test/e2e/ -count=1 -v",
 			strings.Join(missing, ", "))
 	}
@@ -136,6 +147,7 @@ func readEnv() (suiteEnv, error) {
 		filepath.Join(env.controlPlane, "kube-apiserver"),
 		filepath.Join(env.kwokDir, "kwokctl"),
 		env.kustomize,
+		env.helm,
 	} {
 		if _, err := os.Stat(bin); err != nil {
 			return env, fmt.Errorf("a binary the suite needs is missing: %w", err)
@@ -144,18 +156,49 @@ func readEnv() (suiteEnv, error) {
 	return env, nil
 }
 
-// buildOperator builds the operator into dir with the Dockerfile's build
-// command and checks that the result is a static binary, as the distroless
-// static image requires. It returns the binary's path.
+// e2eVersion is the version the suite stamps into the operator it builds.
+const e2eVersion = "v0.0.0-e2e"
+
+// buildOperator builds the operator into dir with the Dockerfile's own
+// build command (its `RUN CGO_ENABLED=0 go build` line, with VERSION set to
+// e2eVersion and the output moved into dir), checks that the result is a
+// static binary, as the distroless static image requires, and that it
+// reports the stamped version. It returns the binary's path.
 func buildOperator(root, dir string) (string, error) {
-	bin := filepath.Join(dir, "podset-operator")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("CGO_ENABLED=0 go build -trimpath: %w\n%s", err, out)
+	dockerfile, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
+	if err != nil {
+		return "", err
 	}
-	return bin, checkStatic(bin)
+	const prefix, out = "RUN CGO_ENABLED=0 go build ", "/out/podset-operator"
+	var command string
+	for line := range strings.Lines(string(dockerfile)) {
+		if strings.HasPrefix(line, prefix) {
+			command = strings.TrimSpace(strings.TrimPrefix(line, "RUN "))
+		}
+	}
+	if command == "" || !strings.Contains(command, out) {
+		return "", fmt.Errorf("the Dockerfile has no %q line writing %s", prefix+"...", out)
+	}
+	bin := filepath.Join(dir, "podset-operator")
+	command = strings.ReplaceAll(command, out, bin)
+	cmd := exec.Command("sh", "-c", command)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "VERSION="+e2eVersion)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%s: %w\n%s", command, err, out)
+	}
+	fmt.Println("e2e: built the operator with the Dockerfile's command:", command)
+	if err := checkStatic(bin); err != nil {
+		return "", err
+	}
+	got, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w", bin, err)
+	}
+	if want := "podset-operator " + e2eVersion + "\n"; string(got) != want {
+		return "", fmt.Errorf("%s --version printed %q, want %q", bin, got, want)
+	}
+	return bin, nil
 }
 
 // checkStatic fails when the ELF file at path asks for a dynamic loader (a
@@ -181,21 +224,21 @@ func checkStatic(path string) error {
 	return nil
 }
 
-// localCluster runs hack/local-cluster.sh with the suite's cluster name and
-// two nodes and returns its standard output. Its progress (standard error)
-// is part of the error when it fails.
-func localCluster(env suiteEnv, action string) (string, error) {
+// localCluster runs hack/local-cluster.sh for the cluster name with two
+// nodes and returns its standard output. Its progress (standard error) is
+// part of the error when it fails.
+func localCluster(env suiteEnv, name, action string) (string, error) {
 	cmd := exec.Command(filepath.Join(suite.root, "hack", "local-cluster.sh"), action)
 	cmd.Env = append(os.Environ(),
 		"CONTROLPLANE="+env.controlPlane,
 		"KWOK_DIR="+env.kwokDir,
-		"CLUSTER_NAME="+clusterName,
+		"CLUSTER_NAME="+name,
 		"NODES=2",
 	)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("CLUSTER_NAME=%s NODES=2 hack/local-cluster.sh %s: %w\n%s", clusterName, action, err, stderr.Bytes())
+		return "", fmt.Errorf("CLUSTER_NAME=%s NODES=2 hack/local-cluster.sh %s: %w\n%s", name, action, err, stderr.Bytes())
 	}
 	return stdout.String(), nil
 }

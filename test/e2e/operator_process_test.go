@@ -43,8 +43,9 @@ type operator struct {
 // authenticated as the shipped service account, with leader election in
 // podset-system and console logs to a file. It returns once the operator's
 // readiness endpoint answers, and stops the operator when the test ends,
-// printing its log if the test failed.
-func startOperator(t *testing.T) *operator {
+// printing its log if the test failed. extraArgs come last, so they override
+// the flags above.
+func startOperator(t *testing.T, extraArgs ...string) *operator {
 	t.Helper()
 	dir := t.TempDir()
 	kubeconfig := impersonatingKubeconfig(t, dir)
@@ -56,14 +57,14 @@ func startOperator(t *testing.T) *operator {
 	}
 	defer logFile.Close() // the child has its own descriptor
 
-	op.cmd = exec.Command(suite.operator,
+	op.cmd = exec.Command(suite.operator, append([]string{
 		"--kubeconfig", kubeconfig,
 		"--leader-elect",
 		"--leader-election-namespace", operatorNamespace,
 		"--metrics-bind-address", "127.0.0.1:0",
 		"--health-probe-bind-address", probeAddr,
 		"--log-format", "console",
-	)
+	}, extraArgs...)...)
 	op.cmd.Stdout, op.cmd.Stderr = logFile, logFile
 	// Should the test binary die without its cleanups (a test timeout),
 	// the kernel kills the operator with it.

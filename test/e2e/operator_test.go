@@ -43,6 +43,9 @@ func TestOperatorUnderItsShippedRBAC(t *testing.T) {
 	eventually(t, "the operator logs that it acquired the Lease", func(context.Context) error {
 		return checkLogHas(op.log(t), "Successfully acquired lease", operatorNamespace+"/"+leaderElectionName)
 	})
+	if err := checkLogHas(op.log(t), "starting", e2eVersion); err != nil {
+		t.Errorf("the startup log does not name the version: %v", err)
+	}
 
 	ns := newNamespace(t, "podset-e2e-", map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 	ps := applySample(t, ns)
