@@ -46,6 +46,7 @@ func TestChartLint(t *testing.T) {
 		"defaults":      nil,
 		"every option":  everyOption,
 		"existing cert": {"--set", "metrics.certificate.existingSecret=my-cert", "--set", "metrics.serviceMonitor.enabled=true"},
+		"metrics off":   {"--set", "metrics.enabled=false", "--set", "metrics.serviceMonitor.enabled=true", "--set", "networkPolicy.enabled=true"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, err := helm(t, append([]string{"lint", "--strict", chartPath}, values...)...)
