@@ -46,6 +46,7 @@ func TestChartLint(t *testing.T) {
 		"defaults":      nil,
 		"every option":  everyOption,
 		"existing cert": {"--set", "metrics.certificate.existingSecret=my-cert", "--set", "metrics.serviceMonitor.enabled=true"},
+		"metrics off":   {"--set", "metrics.enabled=false", "--set", "metrics.serviceMonitor.enabled=true", "--set", "networkPolicy.enabled=true"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, err := helm(t, append([]string{"lint", "--strict", chartPath}, values...)...)
@@ -101,7 +102,6 @@ func TestChartValues(t *testing.T) {
 		"--set", "podAnnotations.team=platform",
 		"--set", "crds.enabled=false",
 		"--set", "admissionPolicies.enabled=false",
-		"--set", "leaderElection.enabled=false",
 		"--set", "watchNamespaces={a,b}",
 	)
 	d := chart["apps/v1, Kind=Deployment "+operatorNamespace+"/"+operatorName]
@@ -114,7 +114,7 @@ func TestChartValues(t *testing.T) {
 		"spec.template.spec.nodeSelector":                  map[string]any{"pool": "system"},
 		"spec.template.spec.tolerations":                   []any{map[string]any{"key": "dedicated", "operator": "Exists"}},
 		"spec.template.metadata.annotations":               map[string]any{"kubectl.kubernetes.io/default-container": "manager", "team": "platform"},
-		"spec.template.spec.containers[0].args":            []any{"--metrics-bind-address=:8443", "--health-probe-bind-address=:8081", "--namespaces=a,b"},
+		"spec.template.spec.containers[0].args":            []any{"--leader-elect", "--metrics-bind-address=:8443", "--health-probe-bind-address=:8081", "--namespaces=a,b"},
 		"spec.template.spec.containers[0].securityContext": map[string]any{"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "capabilities": map[string]any{"drop": []any{"ALL"}}},
 	} {
 		if diff := cmp.Diff(want, field(t, d, path)); diff != "" {
@@ -122,7 +122,7 @@ func TestChartValues(t *testing.T) {
 		}
 	}
 	for key := range chart {
-		for _, gone := range []string{"CustomResourceDefinition", "ValidatingAdmissionPolicy", "Kind=Role "} {
+		for _, gone := range []string{"CustomResourceDefinition", "ValidatingAdmissionPolicy"} {
 			if strings.Contains(key, gone) {
 				t.Errorf("%s is rendered although it is turned off", key)
 			}
@@ -132,6 +132,10 @@ func TestChartValues(t *testing.T) {
 	out, err := helmTemplateErr(t, "--set", "replicas=2")
 	if err == nil || !strings.Contains(out, "replicas") {
 		t.Errorf("helm template --set replicas=2 (not a value of the chart): err %v, want the schema to refuse it:\n%s", err, out)
+	}
+	out, err = helmTemplateErr(t, "--set", "replicaCount=2", "--set", "leaderElection.enabled=false")
+	if err == nil || !strings.Contains(out, "leaderElection.enabled") {
+		t.Errorf("two replicas without leader election: err %v, want a message naming leaderElection.enabled:\n%s", err, out)
 	}
 	out, err = helmTemplateErr(t, "--set", "metrics.serviceMonitor.enabled=true")
 	if err == nil || !strings.Contains(out, "metrics.certificate") {
