@@ -249,19 +249,7 @@ func pokeAndAssertNoWrites(t *testing.T, ps *podsetv1alpha1.PodSet, pod string) 
 	psBefore := get(t, ps)
 	revsBefore := controllerRevisions(t, ns)
 
-	passes := reconciles(t)
-	poked := pods(t, ns)[pod]
-	poked.Labels["test.podset.dev/poke"] = poked.ResourceVersion
-	if err := env.Client.Update(t.Context(), &poked); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "a pass", func() error {
-		if reconciles(t) <= passes {
-			return fmt.Errorf("no pass ran yet")
-		}
-		return nil
-	})
-	time.Sleep(200 * time.Millisecond) // let any write of that pass land
+	pokeForAPass(t, pods(t, ns)[pod])
 
 	for _, w := range []struct {
 		what        string

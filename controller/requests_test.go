@@ -38,19 +38,7 @@ func TestWriteRequests(t *testing.T) {
 	// which passes the watch predicate and runs a pass with nothing to do.
 	before := pods(t, ns)
 	psBefore := get(t, ps)
-	passes := reconciles(t)
-	poked := before["web-0"]
-	poked.Labels["test.podset.dev/poke"] = "1"
-	if err := env.Client.Update(t.Context(), &poked); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "a pass", func() error {
-		if reconciles(t) <= passes {
-			return fmt.Errorf("no pass ran yet")
-		}
-		return nil
-	})
-	time.Sleep(200 * time.Millisecond) // let any write of that pass land
+	pokeForAPass(t, before["web-0"])
 	if d := requests.writes(ns, "pods", "") - podWrites; d != 0 {
 		t.Errorf("a converged pass sent %d pod writes, want 0", d)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -192,10 +193,8 @@ func newRevision(ps *podsetv1alpha1.PodSet, hash string, number int64) *appsv1.C
 
 // revisionHash is the template hash of a revision name of the PodSet.
 func revisionHash(ps *podsetv1alpha1.PodSet, name string) (string, bool) {
-	if len(name) <= len(ps.Name)+1 || name[:len(ps.Name)+1] != ps.Name+"-" {
-		return "", false
-	}
-	return name[len(ps.Name)+1:], true
+	hash, ok := strings.CutPrefix(name, ps.Name+"-")
+	return hash, ok && hash != ""
 }
 
 // revisionHistoryLimit is spec.revisionHistoryLimit; the schema defaults it.

@@ -447,3 +447,22 @@ func (b *podSetBuilder) revisionHistoryLimit(n int32) *podSetBuilder {
 	b.ps.Spec.RevisionHistoryLimit = &n
 	return b
 }
+
+// pokeForAPass changes a label of a pod that the operator does not own,
+// which passes the watch predicate, and waits for the pass it causes and
+// for any write of that pass to land.
+func pokeForAPass(t *testing.T, pod corev1.Pod) {
+	t.Helper()
+	passes := reconciles(t)
+	pod.Labels["test.podset.dev/poke"] = pod.ResourceVersion
+	if err := env.Client.Update(t.Context(), &pod); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a pass", func() error {
+		if reconciles(t) <= passes {
+			return fmt.Errorf("no pass ran yet")
+		}
+		return nil
+	})
+	time.Sleep(200 * time.Millisecond)
+}
