@@ -59,6 +59,35 @@ const (
 	OnDeleteStrategyType PodSetUpdateStrategyType = "OnDelete"
 )
 
+// PodUpdatePolicy is how a RollingUpdate brings an out-of-date pod to the
+// current template.
+// +kubebuilder:validation:Enum=InPlaceIfPossible;Recreate
+type PodUpdatePolicy string
+
+const (
+	// InPlaceIfPossibleUpdatePolicy updates a pod where it runs when the new
+	// template differs from the pod's only in what Kubernetes lets change on
+	// a running pod: template labels and annotations (no restart, outside
+	// maxUnavailable), container images (the pod leaves Service endpoints
+	// through its InPlaceUpdateReadyCondition gate, its containers restart,
+	// and it counts against maxUnavailable until available again) and
+	// container cpu and memory (through the pods/resize subresource). Any
+	// other change recreates the pod, as does a resize the kubelet reports
+	// Infeasible, or Deferred for longer than progressDeadlineSeconds.
+	InPlaceIfPossibleUpdatePolicy PodUpdatePolicy = "InPlaceIfPossible"
+
+	// RecreateUpdatePolicy deletes an out-of-date pod and creates it again
+	// from the current template, whatever changed.
+	RecreateUpdatePolicy PodUpdatePolicy = "Recreate"
+)
+
+// InPlaceUpdateReadyCondition is the pod condition of the readiness gate
+// every pod made under InPlaceIfPossible carries. The operator sets it True
+// once a pod is created, False before it restarts the pod's containers for
+// a new image (so the pod leaves Service endpoints first), and True again
+// once the pod's containers run the new image.
+const InPlaceUpdateReadyCondition = "podset.dev/InPlaceUpdateReady"
+
 // PodSetSpec is the desired state of a PodSet.
 // +kubebuilder:validation:XValidation:rule="!has(self.progressDeadlineSeconds) || !has(self.minReadySeconds) || self.progressDeadlineSeconds > self.minReadySeconds",message="spec.progressDeadlineSeconds: must be greater than spec.minReadySeconds",fieldPath=".progressDeadlineSeconds"
 type PodSetSpec struct {
@@ -122,6 +151,16 @@ type PodSetUpdateStrategy struct {
 	// +kubebuilder:default=RollingUpdate
 	// +optional
 	Type PodSetUpdateStrategyType `json:"type,omitempty"`
+
+	// podUpdatePolicy is how a RollingUpdate updates a pod:
+	// InPlaceIfPossible (the default) changes images, template labels and
+	// annotations, and cpu and memory where the pod runs, keeping its node,
+	// IP and volumes, and recreates it for anything else; Recreate always
+	// deletes and recreates it. Pods made under InPlaceIfPossible carry the
+	// readiness gate podset.dev/InPlaceUpdateReady.
+	// +kubebuilder:default=InPlaceIfPossible
+	// +optional
+	PodUpdatePolicy PodUpdatePolicy `json:"podUpdatePolicy,omitempty"`
 
 	// rollingUpdate tunes the RollingUpdate strategy.
 	// +optional

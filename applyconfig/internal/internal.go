@@ -117,6 +117,10 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetUpdateStrategy
   map:
     fields:
+    - name: podUpdatePolicy
+      type:
+        namedType: com.github.podset-dev.podset-operator.apis.v1alpha1.PodUpdatePolicy
+      default: InPlaceIfPossible
     - name: rollingUpdate
       type:
         namedType: com.github.podset-dev.podset-operator.apis.v1alpha1.RollingUpdatePodSet
@@ -125,6 +129,8 @@ var schemaYAML = typed.YAMLObject(`types:
         namedType: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetUpdateStrategyType
       default: RollingUpdate
 - name: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetUpdateStrategyType
+  scalar: string
+- name: com.github.podset-dev.podset-operator.apis.v1alpha1.PodUpdatePolicy
   scalar: string
 - name: com.github.podset-dev.podset-operator.apis.v1alpha1.RollingUpdatePodSet
   map:

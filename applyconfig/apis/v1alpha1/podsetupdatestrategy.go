@@ -14,6 +14,13 @@ import (
 type PodSetUpdateStrategyApplyConfiguration struct {
 	// type is RollingUpdate (the default) or OnDelete.
 	Type *apisv1alpha1.PodSetUpdateStrategyType `json:"type,omitempty"`
+	// podUpdatePolicy is how a RollingUpdate updates a pod:
+	// InPlaceIfPossible (the default) changes images, template labels and
+	// annotations, and cpu and memory where the pod runs, keeping its node,
+	// IP and volumes, and recreates it for anything else; Recreate always
+	// deletes and recreates it. Pods made under InPlaceIfPossible carry the
+	// readiness gate podset.dev/InPlaceUpdateReady.
+	PodUpdatePolicy *apisv1alpha1.PodUpdatePolicy `json:"podUpdatePolicy,omitempty"`
 	// rollingUpdate tunes the RollingUpdate strategy.
 	RollingUpdate *RollingUpdatePodSetApplyConfiguration `json:"rollingUpdate,omitempty"`
 }
@@ -29,6 +36,14 @@ func PodSetUpdateStrategy() *PodSetUpdateStrategyApplyConfiguration {
 // If called multiple times, the Type field is set to the value of the last call.
 func (b *PodSetUpdateStrategyApplyConfiguration) WithType(value apisv1alpha1.PodSetUpdateStrategyType) *PodSetUpdateStrategyApplyConfiguration {
 	b.Type = &value
+	return b
+}
+
+// WithPodUpdatePolicy sets the PodUpdatePolicy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PodUpdatePolicy field is set to the value of the last call.
+func (b *PodSetUpdateStrategyApplyConfiguration) WithPodUpdatePolicy(value apisv1alpha1.PodUpdatePolicy) *PodSetUpdateStrategyApplyConfiguration {
+	b.PodUpdatePolicy = &value
 	return b
 }
 
