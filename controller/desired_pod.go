@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/utils/ptr"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
@@ -76,6 +79,9 @@ func desiredPod(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, ordinal
 		return nil, fmt.Errorf("converting the pod template: %w", err)
 	}
 	hardenPodSpec(spec)
+	if inPlacePolicy(ps) {
+		spec.WithReadinessGates(corev1ac.PodReadinessGate().WithConditionType(podsetv1alpha1.InPlaceUpdateReadyCondition))
+	}
 
 	pod := corev1ac.Pod(podName(ps.Name, ordinal), ps.Namespace).
 		WithLabels(podLabels(ps, tmpl, ordinal, hash)).
@@ -122,4 +128,86 @@ func convert(from, to any) error {
 		return err
 	}
 	return json.Unmarshal(data, to)
+}
+
+// podUpdate is the apply the operator sends to an existing pod, which the
+// API server refuses if it changes anything a running pod cannot change:
+// the desired pod of the revision hash, with the readiness gates the pod
+// has (gates are immutable) and, of each container's cpu and memory, the
+// values the pod runs with. Resources change only through pods/resize,
+// which is also how the VerticalPodAutoscaler and kubectl change them:
+// the apply keeps what they set, as it keeps the fields it does not name.
+// Everything else the apply sends is the pod's revision's, which the pod
+// was made from, or an image. The pod's UID makes it an update of that pod
+// only.
+func podUpdate(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, pod *corev1.Pod, hash string) (*corev1ac.PodApplyConfiguration, error) {
+	ac, err := desiredPod(ps, tmpl, ordinalOf(ps, pod), hash)
+	if err != nil {
+		return nil, err
+	}
+	ac.Spec.ReadinessGates = slices.DeleteFunc(ac.Spec.ReadinessGates, func(g corev1ac.PodReadinessGateApplyConfiguration) bool {
+		return !slices.ContainsFunc(pod.Spec.ReadinessGates, func(have corev1.PodReadinessGate) bool {
+			return have.ConditionType == ptr.Deref(g.ConditionType, "")
+		})
+	})
+	keepResources(ac.Spec.Containers, pod.Spec.Containers)
+	keepResources(ac.Spec.InitContainers, pod.Spec.InitContainers)
+	return ac.WithUID(pod.UID), nil
+}
+
+// keepResources sets each resource quantity a container applies to the
+// value the pod's container of that name has.
+func keepResources(apply []corev1ac.ContainerApplyConfiguration, running []corev1.Container) {
+	for i := range apply {
+		c := &apply[i]
+		j := slices.IndexFunc(running, func(r corev1.Container) bool { return r.Name == ptr.Deref(c.Name, "") })
+		if j < 0 || c.Resources == nil {
+			continue
+		}
+		keepQuantities(c.Resources.Requests, running[j].Resources.Requests)
+		keepQuantities(c.Resources.Limits, running[j].Resources.Limits)
+	}
+}
+
+func keepQuantities(apply *corev1.ResourceList, running corev1.ResourceList) {
+	if apply == nil {
+		return
+	}
+	for name := range *apply {
+		if q, ok := running[name]; ok {
+			(*apply)[name] = q
+		}
+	}
+}
+
+// podResize is the apply to a pod's resize subresource that gives its
+// containers the cpu and memory of a template: only the containers whose
+// resources differ, and only their resources.
+func podResize(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, pod *corev1.Pod) *corev1ac.PodApplyConfiguration {
+	spec := corev1ac.PodSpec().
+		WithContainers(resizes(tmpl.Spec.Containers, pod.Spec.Containers)...).
+		WithInitContainers(resizes(tmpl.Spec.InitContainers, pod.Spec.InitContainers)...)
+	return corev1ac.Pod(pod.Name, ps.Namespace).WithUID(pod.UID).WithSpec(spec)
+}
+
+// resizes lists the containers of want whose cpu and memory differ from
+// the running container's of the same name, with want's resources.
+func resizes(want, running []corev1.Container) []*corev1ac.ContainerApplyConfiguration {
+	var out []*corev1ac.ContainerApplyConfiguration
+	for _, w := range want {
+		j := slices.IndexFunc(running, func(r corev1.Container) bool { return r.Name == w.Name })
+		if j < 0 || equality.Semantic.DeepEqual(w.Resources.Requests, running[j].Resources.Requests) &&
+			equality.Semantic.DeepEqual(w.Resources.Limits, running[j].Resources.Limits) {
+			continue
+		}
+		res := corev1ac.ResourceRequirements()
+		if len(w.Resources.Requests) > 0 {
+			res.WithRequests(w.Resources.Requests)
+		}
+		if len(w.Resources.Limits) > 0 {
+			res.WithLimits(w.Resources.Limits)
+		}
+		out = append(out, corev1ac.Container().WithName(w.Name).WithResources(res))
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
 // expectationTTL bounds how long a deletion may go unseen by the cache
@@ -39,7 +40,10 @@ type expectation struct {
 	// uid is the pod's: the deleted one, or the one created.
 	uid     types.UID
 	created bool
-	at      time.Time
+	// resourceVersion, for an update of an existing pod, is the pod's
+	// after the write: the cache has shown it once it shows that or later.
+	resourceVersion string
+	at              time.Time
 }
 
 func newExpectations(now func() time.Time) *expectations {
@@ -54,6 +58,18 @@ func (e *expectations) expectDeleted(podSet types.NamespacedName, name string, u
 // expectCreated records that a pod was created under the given name.
 func (e *expectations) expectCreated(podSet types.NamespacedName, name string, uid types.UID) {
 	e.expect(podSet, name, expectation{uid: uid, created: true})
+}
+
+// expectCreatedAt records that a pod was created under the given name and
+// written again since, to resourceVersion.
+func (e *expectations) expectCreatedAt(podSet types.NamespacedName, name string, uid types.UID, resourceVersion string) {
+	e.expect(podSet, name, expectation{uid: uid, created: true, resourceVersion: resourceVersion})
+}
+
+// expectUpdated records that the pod with the given UID was written in
+// place (its gate, its spec, its resize) and is at resourceVersion now.
+func (e *expectations) expectUpdated(podSet types.NamespacedName, name string, uid types.UID, resourceVersion string) {
+	e.expect(podSet, name, expectation{uid: uid, resourceVersion: resourceVersion})
 }
 
 func (e *expectations) expect(podSet types.NamespacedName, name string, exp expectation) {
@@ -71,7 +87,8 @@ func (e *expectations) expect(podSet types.NamespacedName, name string, exp expe
 //
 // A deletion is satisfied once the cache shows the pod gone, terminating,
 // or replaced by another UID; a creation once the cache shows any pod
-// under the name.
+// under the name; an update once it shows the pod at the version written
+// or a later one, or the pod gone.
 func (e *expectations) observe(podSet types.NamespacedName, pods []corev1.Pod) func(name string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -81,18 +98,23 @@ func (e *expectations) observe(podSet types.NamespacedName, pods []corev1.Pod) f
 	}
 	live := make(map[string]types.UID, len(pods))
 	seen := make(map[string]bool, len(pods))
+	versions := make(map[string]string, len(pods))
 	for i := range pods {
 		seen[pods[i].Name] = true
 		if pods[i].DeletionTimestamp == nil {
 			live[pods[i].Name] = pods[i].UID
+			versions[pods[i].Name] = pods[i].ResourceVersion
 		}
 	}
 	now := e.now()
 	inFlight := map[string]bool{}
 	for name, exp := range pending {
 		ttl, satisfied := expectationTTL, live[name] != exp.uid
-		if exp.created {
-			ttl, satisfied = createTTL, seen[name]
+		switch {
+		case exp.created:
+			ttl, satisfied = createTTL, seen[name] && (exp.resourceVersion == "" || live[name] != exp.uid || atLeast(versions[name], exp.resourceVersion))
+		case !satisfied && exp.resourceVersion != "":
+			satisfied = atLeast(versions[name], exp.resourceVersion)
 		}
 		if satisfied || now.Sub(exp.at) > ttl {
 			delete(pending, name)
@@ -104,6 +126,13 @@ func (e *expectations) observe(podSet types.NamespacedName, pods []corev1.Pod) f
 		delete(e.pending, podSet)
 	}
 	return func(name string) bool { return inFlight[name] }
+}
+
+// atLeast reports whether resourceVersion a is b or later; one that does
+// not parse counts as later, so that it never holds a pod back.
+func atLeast(a, b string) bool {
+	cmp, err := resourceversion.CompareResourceVersion(a, b)
+	return err != nil || cmp >= 0
 }
 
 // recheck is how long until the first creation of a PodSet that the cache

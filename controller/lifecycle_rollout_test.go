@@ -424,7 +424,7 @@ func TestMinReadySecondsDelaysAvailability(t *testing.T) {
 
 func TestMinReadySecondsPacesARollout(t *testing.T) {
 	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").replicas(2).maxUnavailable(1).minReadySeconds(3).create(t)
+	ps := makePodSet(ns, "web").recreate().replicas(2).maxUnavailable(1).minReadySeconds(3).create(t)
 	waitForPods(t, ns, "web-0", "web-1")
 	// Pods that have served for a while.
 	playKubelet(t, ns, "web-0", readyFor(time.Minute))
@@ -454,7 +454,7 @@ func TestMinReadySecondsPacesARollout(t *testing.T) {
 
 func TestPartitionHoldsLowerOrdinalsThroughADeletion(t *testing.T) {
 	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").replicas(4).maxUnavailable(1).partition(2).create(t)
+	ps := makePodSet(ns, "web").recreate().replicas(4).maxUnavailable(1).partition(2).create(t)
 	waitForPods(t, ns, "web-0", "web-1", "web-2", "web-3")
 	markAllReady(t, ns)
 	waitForStatus(t, ps, healthy(4, 4))
@@ -530,7 +530,7 @@ func TestPartitionHoldsLowerOrdinalsThroughADeletion(t *testing.T) {
 func TestRevisionHistoryLimitKeepsRevisionsInUse(t *testing.T) {
 	ns := newNamespace(t, nil)
 	// Partition 1 keeps web-0 on the first template throughout.
-	ps := makePodSet(ns, "web").replicas(2).maxUnavailable(1).partition(1).revisionHistoryLimit(1).create(t)
+	ps := makePodSet(ns, "web").recreate().replicas(2).maxUnavailable(1).partition(1).revisionHistoryLimit(1).create(t)
 	waitForPods(t, ns, "web-0", "web-1")
 	markAllReady(t, ns)
 	got := waitForStatus(t, ps, healthy(2, 2))
@@ -578,7 +578,7 @@ func TestRevisionHistoryLimitKeepsRevisionsInUse(t *testing.T) {
 
 func TestRollbackMakesTheOldRevisionTheNewest(t *testing.T) {
 	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").replicas(2).maxUnavailable(1).create(t)
+	ps := makePodSet(ns, "web").recreate().replicas(2).maxUnavailable(1).create(t)
 	waitForPods(t, ns, "web-0", "web-1")
 	markAllReady(t, ns)
 	revA := waitForStatus(t, ps, healthy(2, 2)).Status.UpdateRevision
@@ -621,7 +621,7 @@ func TestRollbackMakesTheOldRevisionTheNewest(t *testing.T) {
 func TestConvergedPassSendsNoWrite(t *testing.T) {
 	const n = 10
 	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").replicas(n).maxUnavailable(5).minReadySeconds(1).create(t)
+	ps := makePodSet(ns, "web").recreate().replicas(n).maxUnavailable(5).minReadySeconds(1).create(t)
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("web-%d", i)
@@ -684,7 +684,7 @@ func readySince(status *corev1.PodStatus, now metav1.Time) {
 func TestProgressDeadlineStallsABrokenRolloutAndARollbackRecovers(t *testing.T) {
 	waitsOnTheClock(t)
 	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").replicas(3).maxUnavailable(1).progressDeadline(3).create(t)
+	ps := makePodSet(ns, "web").recreate().replicas(3).maxUnavailable(1).progressDeadline(3).create(t)
 	waitForPods(t, ns, "web-0", "web-1", "web-2")
 	markAllReady(t, ns)
 	revA := waitForStatus(t, ps, healthy(3, 3)).Status.UpdateRevision
@@ -760,7 +760,7 @@ func TestProgressDeadlineIsNotHeldOffByAPodFlappingReady(t *testing.T) {
 
 func TestPartitionRecreatesEachHeldBackPodFromItsOwnRevision(t *testing.T) {
 	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").replicas(4).maxUnavailable(1).partition(3).create(t)
+	ps := makePodSet(ns, "web").recreate().replicas(4).maxUnavailable(1).partition(3).create(t)
 	waitForPods(t, ns, "web-0", "web-1", "web-2", "web-3")
 	markAllReady(t, ns)
 	revA := waitForStatus(t, ps, healthy(4, 4)).Status.UpdateRevision

@@ -58,9 +58,11 @@ func ControllerOptions(maxConcurrentReconciles int) controller.Options {
 }
 
 // slimPod keeps of a pod only what the operator reads: its identity,
-// labels, annotations, owners and deletion timestamp, its containers' names
-// and images, its phase and its Ready condition with the time it last
-// changed (minReadySeconds). Of a pod that is not Ready it also keeps what
+// labels, annotations, owners and deletion timestamp, its containers' names,
+// images and resources, its readiness gates, its phase, its Ready condition
+// with the time it last changed (minReadySeconds), its InPlaceUpdateReady
+// condition and a pending resize. While an in-place update waits for new
+// images, it keeps the images its containers report. Of a pod that is not Ready it also keeps what
 // says why (the Ready and PodScheduled conditions' reasons and messages,
 // the containers' waiting reasons and last exits), for the message of a
 // missed progress deadline. A pod's spec and status are most of its size;
@@ -86,12 +88,18 @@ func slimPod(obj any) (any, error) {
 		Spec: corev1.PodSpec{
 			Containers:     slimContainers(pod.Spec.Containers),
 			InitContainers: slimContainers(pod.Spec.InitContainers),
+			ReadinessGates: pod.Spec.ReadinessGates,
 		},
 		Status: corev1.PodStatus{Phase: pod.Status.Phase},
 	}
 	ready := podReady(pod)
 	for _, c := range pod.Status.Conditions {
 		switch {
+		case c.Type == podsetv1alpha1.InPlaceUpdateReadyCondition,
+			c.Type == corev1.PodResizePending && c.Status == corev1.ConditionTrue:
+			slim.Status.Conditions = append(slim.Status.Conditions, corev1.PodCondition{
+				Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime, Reason: c.Reason,
+			})
 		case c.Type == corev1.PodReady && ready:
 			slim.Status.Conditions = append(slim.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime})
 		case c.Type == corev1.PodReady,
@@ -101,38 +109,55 @@ func slimPod(obj any) (any, error) {
 			})
 		}
 	}
-	if !ready {
+	// Images only matter while an in-place update waits for them.
+	updating := hasGate(pod) && !gateOpen(pod)
+	if !ready || updating {
 		slim.Status.Reason = pod.Status.Reason
-		slim.Status.InitContainerStatuses = slimStatuses(pod.Status.InitContainerStatuses)
-		slim.Status.ContainerStatuses = slimStatuses(pod.Status.ContainerStatuses)
+		slim.Status.InitContainerStatuses = slimStatuses(pod.Status.InitContainerStatuses, updating)
+		slim.Status.ContainerStatuses = slimStatuses(pod.Status.ContainerStatuses, updating)
 	}
 	return slim, nil
 }
 
 // slimStatuses keeps of container statuses the waiting reasons and the last
-// exits of waiting containers.
-func slimStatuses(statuses []corev1.ContainerStatus) []corev1.ContainerStatus {
+// exits of waiting containers, and with images set, every container's
+// name and image.
+func slimStatuses(statuses []corev1.ContainerStatus, images bool) []corev1.ContainerStatus {
 	var slim []corev1.ContainerStatus
 	for _, cs := range statuses {
-		if cs.State.Waiting == nil {
+		if cs.State.Waiting == nil && !images {
 			continue
 		}
-		s := corev1.ContainerStatus{Name: cs.Name, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: cs.State.Waiting.Reason}}}
-		if t := cs.LastTerminationState.Terminated; t != nil {
-			s.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{Reason: t.Reason, ExitCode: t.ExitCode}
+		s := corev1.ContainerStatus{Name: cs.Name}
+		if images {
+			s.Image = cs.Image
+		}
+		if cs.State.Waiting != nil {
+			s.State.Waiting = &corev1.ContainerStateWaiting{Reason: cs.State.Waiting.Reason}
+			if t := cs.LastTerminationState.Terminated; t != nil {
+				s.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{Reason: t.Reason, ExitCode: t.ExitCode}
+			}
 		}
 		slim = append(slim, s)
 	}
 	return slim
 }
 
+// slimContainers keeps of containers their names, images, cpu and memory
+// (an apply to a running pod sends the ones it has) and whether an init
+// container is a sidecar.
 func slimContainers(containers []corev1.Container) []corev1.Container {
 	if len(containers) == 0 {
 		return nil
 	}
 	slim := make([]corev1.Container, len(containers))
 	for i, c := range containers {
-		slim[i] = corev1.Container{Name: c.Name, Image: c.Image}
+		slim[i] = corev1.Container{
+			Name:          c.Name,
+			Image:         c.Image,
+			RestartPolicy: c.RestartPolicy,
+			Resources:     corev1.ResourceRequirements{Requests: c.Resources.Requests, Limits: c.Resources.Limits},
+		}
 	}
 	return slim
 }

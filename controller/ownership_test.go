@@ -39,10 +39,7 @@ func TestDriftInOperatorOwnedFieldsIsRestored(t *testing.T) {
 			pod := waitForPods(t, ns, "web-0")["web-0"]
 			want := pod.DeepCopy()
 
-			drift(&pod)
-			if err := env.Client.Update(t.Context(), &pod); err != nil {
-				t.Fatal(err)
-			}
+			updatePod(t, pod, drift)
 			eventually(t, "drift restored", func() error {
 				got := pods(t, ns)["web-0"]
 				if got.UID != want.UID {

@@ -32,6 +32,21 @@ type podPlan struct {
 	// rollout lists out-of-date pods to delete and recreate from the current
 	// template: unready ones first, then ready ones from the highest ordinal.
 	rollout []*corev1.Pod
+	// why says, by pod name, why a pod of rollout is recreated rather than
+	// updated in place.
+	why map[string]string
+	// update lists out-of-date pods to bring to the current template where
+	// they run: metadata at once, a resize, or new images once their gate is
+	// closed and the kubelet took them out of Ready.
+	update []podStep
+	// pause lists pods whose readiness gate closes: a restart in place
+	// begins, within maxUnavailable.
+	pause []*corev1.Pod
+	// resume lists pods whose readiness gate opens: new, or their
+	// containers run the new images.
+	resume []*corev1.Pod
+	// wake is how long until a deferred resize counts as stuck, or 0.
+	wake time.Duration
 	// conflicts lists names this PodSet needs that pods it does not control
 	// hold. Those pods are never modified or deleted.
 	conflicts []string
@@ -47,7 +62,8 @@ func (p *podPlan) deletions() []*corev1.Pod {
 
 // empty reports whether the plan sends no write at all.
 func (p *podPlan) empty() bool {
-	return len(p.create) == 0 && len(p.repair) == 0 && len(p.deletions()) == 0
+	return len(p.create) == 0 && len(p.repair) == 0 && len(p.deletions()) == 0 &&
+		len(p.update) == 0 && len(p.pause) == 0 && len(p.resume) == 0
 }
 
 // revisionOf is the template hash an ordinal to create is made from.
@@ -112,9 +128,11 @@ func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in planInput) podPla
 	slices.SortFunc(p.prune, func(a, b *corev1.Pod) int { return cmp.Compare(ordinalOf(ps, b), ordinalOf(ps, a)) })
 
 	minReady := minReadySeconds(ps)
+	deadline := progressDeadline(ps)
 	partition := partition(ps)
 	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
-	var staleReady, staleUnready []*corev1.Pod
+	var staleReady []staleUpdate
+	var staleUnready []*corev1.Pod
 	unavailable := 0
 	for ordinal, pod := range slots {
 		switch {
@@ -137,38 +155,104 @@ func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in planInput) podPla
 			p.replaceFinished = append(p.replaceFinished, pod)
 			unavailable++
 		case pod.Labels[podsetv1alpha1.TemplateHashLabel] != in.revs.update && ordinal >= partition && !onDelete:
-			// Out of date, and the strategy updates it.
+			// Out of date, and the strategy updates it: in place where it
+			// can, else by recreating it.
+			way := updateWayFor(ps, in.revs.templates[pod.Labels[podsetv1alpha1.TemplateHashLabel]], in.revs.templates[in.revs.update], pod)
+			available := podAvailable(pod, minReady, in.now)
 			switch {
+			case way.metadataOnly():
+				// Nothing restarts: every such pod at once, outside the
+				// budget.
+				p.update = append(p.update, podStep{pod: pod, way: way})
+			case way.inPlace && gateClosed(pod):
+				// Started: the containers restart once the kubelet has
+				// taken the pod out of Ready (and so out of endpoints).
+				if !kubeletReady(pod) {
+					p.update = append(p.update, podStep{pod: pod, way: way})
+				}
+			case way.inPlace && !podReady(pod):
+				// Serves nothing: update it at once, without draining.
+				p.update = append(p.update, podStep{pod: pod, way: way})
 			case !podReady(pod):
 				staleUnready = append(staleUnready, pod)
+				p.recreating(pod, way.why)
+			case available:
+				staleReady = append(staleReady, staleUpdate{pod: pod, way: way})
+			}
+			if !available {
 				unavailable++
-			case !podAvailable(pod, minReady, in.now):
-				unavailable++
-			default:
-				staleReady = append(staleReady, pod)
 			}
 		default:
 			// Up to date, or held back on the revision it runs (by the
 			// partition, or until a user deletes it under OnDelete): keep
-			// it, and restore what drifted from its revision.
-			if !podAvailable(pod, minReady, in.now) {
+			// it, restore what drifted from its revision, and finish an
+			// in-place update.
+			available := podAvailable(pod, minReady, in.now)
+			if !available {
 				unavailable++
 			}
 			hash := pod.Labels[podsetv1alpha1.TemplateHashLabel]
-			if tmpl, ok := in.revs.templates[hash]; ok && drifted(ps, tmpl, pod, ordinal, hash) {
+			tmpl, ok := in.revs.templates[hash]
+			if ok && drifted(ps, tmpl, pod, ordinal, hash) {
 				p.repair = append(p.repair, pod)
+			}
+			if c := gateCondition(pod); hasGate(pod) && (c == nil || c.Status != corev1.ConditionTrue && containersRun(pod)) {
+				p.resume = append(p.resume, pod)
+			}
+			why, wait := "", time.Duration(0)
+			if ok && resizeTowards(tmpl, pod) {
+				why, wait = resizeStuck(pod, deadline, in.now)
+			}
+			switch {
+			case wait > 0 && (p.wake == 0 || wait < p.wake):
+				p.wake = wait
+			case why != "" && available:
+				staleReady = append(staleReady, staleUpdate{pod: pod, way: updateWay{why: why}})
+			case why != "":
+				staleUnready = append(staleUnready, pod)
+				p.recreating(pod, why)
 			}
 		}
 	}
 	// Unready out-of-date pods serve nothing: replacing them costs no
 	// availability, and it is how a broken template is fixed by a new one.
+	// Available ones go from the highest ordinal, as many as the budget
+	// allows: a restart in place begins by closing the pod's gate.
 	p.rollout = staleUnready
 	budget := maxUnavailable(ps) - unavailable
 	for i := len(staleReady) - 1; i >= 0 && budget > 0; i-- {
-		p.rollout = append(p.rollout, staleReady[i])
+		switch s := staleReady[i]; {
+		case s.way.inPlace && s.way.restart && hasGate(s.pod):
+			p.pause = append(p.pause, s.pod)
+		case s.way.inPlace:
+			p.update = append(p.update, podStep{pod: s.pod, way: s.way})
+		default:
+			p.rollout = append(p.rollout, s.pod)
+			p.recreating(s.pod, s.way.why)
+		}
 		budget--
 	}
 	return p
+}
+
+// staleUpdate is an available out-of-date pod and how it would be updated.
+type staleUpdate struct {
+	pod *corev1.Pod
+	way updateWay
+}
+
+// podStep is a pod to update where it runs, and how.
+type podStep struct {
+	pod *corev1.Pod
+	way updateWay
+}
+
+// recreating records why a pod in the rollout is recreated.
+func (p *podPlan) recreating(pod *corev1.Pod, why string) {
+	if p.why == nil {
+		p.why = map[string]string{}
+	}
+	p.why[pod.Name] = why
 }
 
 // heldRevision is the revision to recreate a missing pod from that the
@@ -258,9 +342,11 @@ func partition(ps *podsetv1alpha1.PodSet) int {
 	return 0
 }
 
-// podReady reports whether a pod is running and its Ready condition is True.
+// podReady reports whether a pod is running and its Ready condition is
+// True, and the operator has not closed its readiness gate: from then on
+// the pod is on its way out of Ready, whatever the kubelet said last.
 func podReady(pod *corev1.Pod) bool {
-	if pod.Status.Phase != corev1.PodRunning {
+	if pod.Status.Phase != corev1.PodRunning || gateClosed(pod) {
 		return false
 	}
 	for _, c := range pod.Status.Conditions {

@@ -612,6 +612,9 @@ func storedPod(t testing.TB, ps *podsetv1alpha1.PodSet, ordinal int, hash string
 	pod.UID = types.UID(pod.Name + "-uid")
 	pod.Status.Phase = corev1.PodRunning
 	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	if hasGate(&pod) {
+		pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionTrue})
+	}
 	return pod
 }
 

@@ -46,7 +46,8 @@ const DefaultWorkers = 128
 // them from its cache only), applies their status, owns pods with
 // blockOwnerDeletion (which needs update on the owner's finalizers),
 // creates (an apply that creates needs create and patch), applies and
-// deletes pods, reads a pod whose name a create found taken, keeps its
+// deletes pods, sets their readiness gate condition (pods/status) and
+// resizes them in place (pods/resize), reads a pod whose name a create found taken, keeps its
 // template revisions as ControllerRevisions (watched from its cache,
 // created and updated by apply, pruned), and records events.
 // test/reliability proves the operator uses every one of them.
@@ -55,6 +56,8 @@ const DefaultWorkers = 128
 // +kubebuilder:rbac:groups=podset.dev,resources=podsets/status,verbs=patch
 // +kubebuilder:rbac:groups=podset.dev,resources=podsets/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch
+// +kubebuilder:rbac:groups="",resources=pods/resize,verbs=patch
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -146,7 +149,7 @@ func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			now:        now.Time,
 		})
 		var execErr error
-		stalled, execErr = r.execute(ctx, ps, &plan, revs)
+		stalled, execErr = r.execute(ctx, ps, &plan, revs, now)
 		err = errors.Join(err, execErr)
 	}
 
@@ -163,7 +166,7 @@ func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 
 	// Look again when a write the cache has not shown expires, when a pod
 	// becomes available, or when the progress deadline passes.
-	for _, d := range []time.Duration{r.expectations.recheck(req.NamespacedName), wakeAfter(ps, pods, &status, now.Time)} {
+	for _, d := range []time.Duration{r.expectations.recheck(req.NamespacedName), wakeAfter(ps, pods, &status, now.Time), plan.wake} {
 		if d > 0 && (wait == 0 || d < wait) {
 			wait = d
 		}

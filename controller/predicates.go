@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -13,7 +15,9 @@ import (
 // podChanged passes the pod events that can change what a pass does or the
 // status it writes: creation, deletion, and updates of the phase, the Ready
 // condition, the deletion timestamp, labels, annotations (the template's are
-// restored on drift), owners or container images. Everything else (a
+// restored on drift), owners or container images, and for in-place updates
+// the InPlaceUpdateReady condition, a pending resize and the images the
+// containers report while an update waits for them. Everything else (a
 // kubelet's status heartbeat, a new pod IP) is dropped.
 //
 // It is used on the pod watch only, never as a global event filter: a
@@ -32,6 +36,11 @@ var podChanged = predicate.Funcs{
 func podOutcomeChanged(old, cur *corev1.Pod) bool {
 	return old.Status.Phase != cur.Status.Phase ||
 		podReady(old) != podReady(cur) ||
+		kubeletReady(old) != kubeletReady(cur) ||
+		conditionChanged(old, cur, podsetv1alpha1.InPlaceUpdateReadyCondition) ||
+		conditionChanged(old, cur, corev1.PodResizePending) ||
+		!slices.EqualFunc(old.Status.ContainerStatuses, cur.Status.ContainerStatuses, sameStatusImage) ||
+		!slices.EqualFunc(old.Status.InitContainerStatuses, cur.Status.InitContainerStatuses, sameStatusImage) ||
 		(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
 		!maps.Equal(old.Labels, cur.Labels) ||
 		!maps.Equal(old.Annotations, cur.Annotations) ||
@@ -43,6 +52,24 @@ func podOutcomeChanged(old, cur *corev1.Pod) bool {
 }
 
 func sameImage(a, b corev1.Container) bool { return a.Image == b.Image }
+
+func sameStatusImage(a, b corev1.ContainerStatus) bool { return a.Name == b.Name && a.Image == b.Image }
+
+// conditionChanged reports whether a pod condition's status or reason
+// changed.
+func conditionChanged(old, cur *corev1.Pod, typ corev1.PodConditionType) bool {
+	find := func(pod *corev1.Pod) (corev1.ConditionStatus, string) {
+		for _, c := range pod.Status.Conditions {
+			if c.Type == typ {
+				return c.Status, c.Reason
+			}
+		}
+		return "", ""
+	}
+	os, or := find(old)
+	cs, cr := find(cur)
+	return os != cs || or != cr
+}
 
 func ptrEqual[T comparable](a, b *T) bool {
 	return a == nil && b == nil || a != nil && b != nil && *a == *b

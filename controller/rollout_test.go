@@ -51,7 +51,7 @@ func assertUntouched(t *testing.T, ns string, before map[string]corev1.Pod, name
 
 func TestRolloutReplacesFromTheHighestOrdinalWithinMaxUnavailable(t *testing.T) {
 	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").replicas(3).maxUnavailable(1).create(t)
+	ps := makePodSet(ns, "web").recreate().replicas(3).maxUnavailable(1).create(t)
 	waitForPods(t, ns, "web-0", "web-1", "web-2")
 	markAllReady(t, ns)
 	waitForStatus(t, ps, readyStatus(3))
@@ -72,7 +72,7 @@ func TestRolloutReplacesFromTheHighestOrdinalWithinMaxUnavailable(t *testing.T) 
 
 func TestRolloutReplacesUnreadyPodsFirst(t *testing.T) {
 	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").replicas(3).maxUnavailable(1).create(t)
+	ps := makePodSet(ns, "web").recreate().replicas(3).maxUnavailable(1).create(t)
 	waitForPods(t, ns, "web-0", "web-1", "web-2")
 	markAllReady(t, ns)
 	waitForStatus(t, ps, readyStatus(3))

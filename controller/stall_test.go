@@ -131,7 +131,7 @@ func TestHardenedPodsAreAdmittedUnderRestricted(t *testing.T) {
 	// The operator's field manager owns the hardening fields.
 	var owned string
 	for _, mf := range pod.ManagedFields {
-		if mf.Manager == "podset-operator" && mf.Operation == metav1.ManagedFieldsOperationApply {
+		if mf.Manager == "podset-operator" && mf.Operation == metav1.ManagedFieldsOperationApply && mf.Subresource == "" {
 			owned = string(mf.FieldsV1.Raw)
 		}
 	}

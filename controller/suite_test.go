@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -245,6 +246,13 @@ func (b *podSetBuilder) onDelete() *podSetBuilder {
 	b.ps.Spec.UpdateStrategy.Type = podsetv1alpha1.OnDeleteStrategyType
 	return b
 }
+// recreate makes the PodSet replace out-of-date pods rather than update
+// them in place: for tests of the rollout's pacing, which see a pod
+// updated by its new UID.
+func (b *podSetBuilder) recreate() *podSetBuilder {
+	b.ps.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
+	return b
+}
 func (b *podSetBuilder) mutate(f func(*podsetv1alpha1.PodSet)) *podSetBuilder { f(b.ps); return b }
 func (b *podSetBuilder) obj() *podsetv1alpha1.PodSet                          { return b.ps }
 
@@ -368,11 +376,42 @@ func markReady(t *testing.T, pod corev1.Pod) {
 	setPodStatus(t, pod, corev1.PodRunning, corev1.ConditionTrue)
 }
 
+// updatePod changes a pod as a user would, with an update of the latest
+// version (the operator writes its readiness gate condition right after it
+// creates a pod).
+func updatePod(t *testing.T, pod corev1.Pod, change func(*corev1.Pod)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &corev1.Pod{}
+		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(&pod), cur); err != nil {
+			return err
+		}
+		change(cur)
+		return env.Client.Update(t.Context(), cur)
+	})
+	if err != nil {
+		t.Fatalf("updating pod %s: %v", pod.Name, err)
+	}
+}
+
+// setPodStatus sets a pod's phase and Ready condition as the kubelet does:
+// the conditions others own (the operator's readiness gate) stay.
 func setPodStatus(t *testing.T, pod corev1.Pod, phase corev1.PodPhase, ready corev1.ConditionStatus) {
 	t.Helper()
-	pod.Status.Phase = phase
-	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.Now()}}
-	if err := env.Client.Status().Update(t.Context(), &pod); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &corev1.Pod{}
+		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(&pod), cur); err != nil {
+			return err
+		}
+		if cur.UID != pod.UID {
+			return fmt.Errorf("pod %s was replaced", pod.Name)
+		}
+		cur.Status.Phase = phase
+		cur.Status.Conditions = slices.DeleteFunc(cur.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodReady })
+		cur.Status.Conditions = append(cur.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: ready, LastTransitionTime: metav1.Now()})
+		return env.Client.Status().Update(t.Context(), cur)
+	})
+	if err != nil {
 		t.Fatalf("setting the status of pod %s: %v", pod.Name, err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -23,15 +25,38 @@ import (
 // creations in slow-start batches (so a template the API server refuses
 // costs one request, not replicas of them), then repairs. It returns what
 // stalls the PodSet, if anything, and the errors worth a retry.
-func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSet, plan *podPlan, revs *revisionSet) (*stall, error) {
+func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSet, plan *podPlan, revs *revisionSet, now metav1.Time) (*stall, error) {
 	var errs []error
-	r.deletePods(ctx, ps, plan.prune, "ScalingDown", "deleted surplus pods", &errs)
-	r.deletePods(ctx, ps, plan.replaceFinished, "ReplacingFinished", "deleted finished pods to replace them", &errs)
-	r.deletePods(ctx, ps, plan.rollout, podsetv1alpha1.RollingOutReason, "deleted out-of-date pods to replace them", &errs)
+	if deleted := r.deletePods(ctx, ps, plan.prune, &errs); len(deleted) > 0 {
+		r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, "ScalingDown", "Delete", "deleted surplus pods %s", summarize(deleted))
+	}
+	if deleted := r.deletePods(ctx, ps, plan.replaceFinished, &errs); len(deleted) > 0 {
+		r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, "ReplacingFinished", "Delete", "deleted finished pods to replace them: %s", summarize(deleted))
+	}
+
+	// The rollout: pods recreated, pods whose containers restart in place
+	// taken out of Ready first, pods updated where they run (a resize the
+	// API server refuses recreates its pod), and gates opened again.
+	r.recreateEvents(ps, r.deletePods(ctx, ps, plan.rollout, &errs), plan.why)
+	if paused := r.gates(ctx, ps, plan.pause, false, now, &errs); len(paused) > 0 {
+		r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, UpdatedInPlaceReason, "Drain",
+			"took pods %s out of Ready to restart their containers in place for revision %s", summarize(paused), revisionName(ps, revs.update))
+	}
+	updated, denied := r.updateInPlace(ctx, ps, plan.update, revs, &errs)
+	for _, what := range slices.Sorted(maps.Keys(updated)) {
+		r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, UpdatedInPlaceReason, "Update",
+			"updated pods %s in place to revision %s: %s", summarize(updated[what]), revisionName(ps, revs.update), what)
+	}
+	why := map[string]string{}
+	for _, pod := range denied {
+		why[pod.Name] = whyResizeDenied
+	}
+	r.recreateEvents(ps, r.deletePods(ctx, ps, denied, &errs), why)
+	r.gates(ctx, ps, plan.resume, true, now, &errs)
 
 	conflicts := plan.conflicts
 	var rejected error
-	created, taken, err := r.createPods(ctx, ps, plan, revs)
+	created, taken, err := r.createPods(ctx, ps, plan, revs, now)
 	conflicts = append(conflicts, taken...)
 	if len(created) > 0 {
 		r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, podsetv1alpha1.ScalingUpReason, "Create", "created pods %s", summarize(created))
@@ -81,7 +106,7 @@ func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSe
 // per pod and no window between a check and the write. It returns the pods
 // created, the names held by pods the PodSet does not control, and the
 // first error.
-func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.PodSet, plan *podPlan, revs *revisionSet) (created, taken []string, err error) {
+func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.PodSet, plan *podPlan, revs *revisionSet, now metav1.Time) (created, taken []string, err error) {
 	var mu sync.Mutex
 	err = slowStart(len(plan.create), r.Workers, func(i int) error {
 		ordinal := plan.create[i]
@@ -92,6 +117,16 @@ func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.Po
 		switch {
 		case err == nil:
 			r.expectations.expectCreated(keyOf(ps), name, uid)
+			if inPlacePolicy(ps) {
+				// Its gate opens at once: it is not being updated. A pod
+				// with a gate and no condition is not Ready.
+				pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ps.Namespace, UID: uid}}
+				rv, err := r.setGate(ctx, ps, pod, true, now)
+				if err != nil && !apierrors.IsNotFound(err) {
+					return err
+				}
+				r.expectations.expectCreatedAt(keyOf(ps), name, uid, rv)
+			}
 			mu.Lock()
 			created = append(created, name)
 			mu.Unlock()
@@ -190,10 +225,11 @@ func (r *PodSetReconciler) syncRevisions(ctx context.Context, ps *podsetv1alpha1
 }
 
 // deletePods deletes pods in parallel, each with its UID as a precondition
-// so a newer pod of the same name is never deleted by mistake.
-func (r *PodSetReconciler) deletePods(ctx context.Context, ps *podsetv1alpha1.PodSet, pods []*corev1.Pod, reason, note string, errs *[]error) {
+// so a newer pod of the same name is never deleted by mistake, and returns
+// the names of those deleted.
+func (r *PodSetReconciler) deletePods(ctx context.Context, ps *podsetv1alpha1.PodSet, pods []*corev1.Pod, errs *[]error) []string {
 	if len(pods) == 0 {
-		return
+		return nil
 	}
 	var mu sync.Mutex
 	var deleted []string
@@ -212,9 +248,7 @@ func (r *PodSetReconciler) deletePods(ctx context.Context, ps *podsetv1alpha1.Po
 	if err != nil {
 		*errs = append(*errs, err)
 	}
-	if len(deleted) > 0 {
-		r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, reason, "Delete", "%s: %s", note, summarize(deleted))
-	}
+	return deleted
 }
 
 // isRejection reports whether the API server refused a write in a way that

@@ -1,0 +1,298 @@
+package controller
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// In-place updates. Kubernetes lets a running pod change its labels,
+// annotations and container images through the pod itself, and its
+// containers' cpu and memory through the pods/resize subresource. Under
+// podUpdatePolicy InPlaceIfPossible a pod whose revision differs from the
+// current template only in those is updated where it runs; anything else
+// recreates it. An update that restarts containers (a new image, or a
+// resize a container's resizePolicy restarts it for) first sets the pod's
+// readiness gate condition False and waits for the kubelet to take the pod
+// out of Ready, so it leaves Service endpoints before its containers stop;
+// the condition goes True again once the pod's containers run the new
+// images. Everything a pass needs to know about an update in flight is on
+// the pod (its template-hash label, the gate condition, its container
+// statuses), so an operator restart picks it up where it was.
+
+// updateWay is how an out-of-date pod gets to the current revision.
+type updateWay struct {
+	// inPlace is false when the pod is recreated; why then says why.
+	inPlace bool
+	why     string
+	// restart: containers restart (a new image, or a resize their
+	// resizePolicy restarts them for); the gate goes False first, and the
+	// update counts against maxUnavailable.
+	restart bool
+	// resize: cpu or memory change, through pods/resize.
+	resize bool
+	// images names the containers whose image changes, for events.
+	images []string
+}
+
+// metadataOnly reports an update that changes only labels and
+// annotations: one apply, nothing restarts, outside maxUnavailable.
+func (w updateWay) metadataOnly() bool { return w.inPlace && !w.restart && !w.resize }
+
+// Why a pod is recreated rather than updated in place.
+const (
+	whyPolicy       = "podUpdatePolicy is Recreate"
+	whyUnknown      = "the revision it runs is no longer known"
+	whyTemplate     = "the template changed beyond images, labels, annotations and resources"
+	whyNoGate       = "it was made without the " + podsetv1alpha1.InPlaceUpdateReadyCondition + " readiness gate"
+	whyInfeasible   = "the kubelet reports its resize Infeasible"
+	whyDeferred     = "the kubelet deferred its resize for longer than progressDeadlineSeconds"
+	whyResizeDenied = "the API server refused its resize"
+	whyFinished     = "it finished"
+)
+
+// inPlacePolicy reports whether a PodSet updates pods in place where it can.
+func inPlacePolicy(ps *podsetv1alpha1.PodSet) bool {
+	return ps.Spec.UpdateStrategy.PodUpdatePolicy != podsetv1alpha1.RecreateUpdatePolicy
+}
+
+// updateWayFor decides how a pod made from the template from moves to the
+// template to.
+func updateWayFor(ps *podsetv1alpha1.PodSet, from, to *corev1.PodTemplateSpec, pod *corev1.Pod) updateWay {
+	switch {
+	case !inPlacePolicy(ps):
+		return updateWay{why: whyPolicy}
+	case from == nil:
+		return updateWay{why: whyUnknown}
+	}
+	way, ok := templateDiff(&from.Spec, &to.Spec)
+	switch {
+	case !ok:
+		return updateWay{why: whyTemplate}
+	case way.restart && !hasGate(pod):
+		return updateWay{why: whyNoGate}
+	}
+	way.inPlace = true
+	return way
+}
+
+// templateDiff reports how the pod spec from becomes to, and false if it
+// differs in anything a running pod cannot change: more than container and
+// init-container images and cpu and memory (the latter only for
+// containers, and init containers that run as sidecars).
+func templateDiff(from, to *corev1.PodSpec) (updateWay, bool) {
+	var way updateWay
+	if len(from.Containers) != len(to.Containers) || len(from.InitContainers) != len(to.InitContainers) {
+		return way, false
+	}
+	patched := from.DeepCopy()
+	for list, pair := range [][2][]corev1.Container{{patched.Containers, to.Containers}, {patched.InitContainers, to.InitContainers}} {
+		init := list == 1
+		for i := range pair[0] {
+			got, want := &pair[0][i], &pair[1][i]
+			if got.Name != want.Name {
+				return way, false
+			}
+			if got.Image != want.Image {
+				got.Image = want.Image
+				way.restart = true
+				way.images = append(way.images, want.Name)
+			}
+			if !equality.Semantic.DeepEqual(got.Resources, want.Resources) {
+				if !resizable(want, init) {
+					return way, false
+				}
+				way.resize = true
+				way.restart = way.restart || resizeRestarts(got.Resources, want)
+				got.Resources = want.Resources
+			}
+		}
+	}
+	return way, equality.Semantic.DeepEqual(patched, to)
+}
+
+// resizable reports whether a container's cpu and memory can change in
+// place: regular containers and sidecars can, init containers that run to
+// completion cannot, and only cpu and memory can.
+func resizable(c *corev1.Container, init bool) bool {
+	if init && !sidecar(c) {
+		return false
+	}
+	for _, list := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
+		for name := range list {
+			if name != corev1.ResourceCPU && name != corev1.ResourceMemory {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// resizeRestarts reports whether a container's resizePolicy restarts it
+// for a change of its resources from old to its own.
+func resizeRestarts(old corev1.ResourceRequirements, c *corev1.Container) bool {
+	for _, p := range c.ResizePolicy {
+		if p.RestartPolicy != corev1.RestartContainer {
+			continue
+		}
+		if !old.Requests[p.ResourceName].Equal(c.Resources.Requests[p.ResourceName]) ||
+			!old.Limits[p.ResourceName].Equal(c.Resources.Limits[p.ResourceName]) {
+			return true
+		}
+	}
+	return false
+}
+
+// sidecar reports whether an init container runs beside the containers.
+func sidecar(c *corev1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+}
+
+// hasGate reports whether a pod carries the operator's readiness gate.
+// Gates are immutable: only pods made with it can have their containers
+// restarted in place without losing traffic first.
+func hasGate(pod *corev1.Pod) bool {
+	return slices.ContainsFunc(pod.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool {
+		return g.ConditionType == podsetv1alpha1.InPlaceUpdateReadyCondition
+	})
+}
+
+// gateCondition is the pod's InPlaceUpdateReady condition, or nil.
+func gateCondition(pod *corev1.Pod) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == podsetv1alpha1.InPlaceUpdateReadyCondition {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// gateClosed reports whether the operator took the pod out of Ready for an
+// in-place update that is not finished.
+func gateClosed(pod *corev1.Pod) bool {
+	c := gateCondition(pod)
+	return c != nil && c.Status == corev1.ConditionFalse
+}
+
+// gateOpen reports whether the pod's InPlaceUpdateReady condition is True.
+func gateOpen(pod *corev1.Pod) bool {
+	c := gateCondition(pod)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+// kubeletReady reports whether the pod's Ready condition, the kubelet's
+// own, is True: after the gate closes, the update waits for it to go False.
+func kubeletReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// containersRun reports whether every container of the pod, and every
+// sidecar, runs the image its spec names, as its status reports it. Init
+// containers that ran to completion are not run again.
+func containersRun(pod *corev1.Pod) bool {
+	return imagesRun(pod.Spec.Containers, pod.Status.ContainerStatuses, false) &&
+		imagesRun(pod.Spec.InitContainers, pod.Status.InitContainerStatuses, true)
+}
+
+func imagesRun(containers []corev1.Container, statuses []corev1.ContainerStatus, init bool) bool {
+	for _, c := range containers {
+		if init && !sidecar(&c) {
+			continue
+		}
+		i := slices.IndexFunc(statuses, func(s corev1.ContainerStatus) bool { return s.Name == c.Name })
+		if i < 0 || normalizeImage(statuses[i].Image) != normalizeImage(c.Image) {
+			return false
+		}
+	}
+	return true
+}
+
+// normalizeImage is an image reference in the fully qualified form a
+// container runtime reports (docker.io/library/nginx:latest for nginx), so
+// that a status compares equal to the spec it runs.
+func normalizeImage(image string) string {
+	name, digest, hasDigest := strings.Cut(image, "@")
+	tag := ""
+	if i := strings.LastIndexByte(name, ':'); i > strings.LastIndexByte(name, '/') {
+		name, tag = name[:i], name[i+1:]
+	}
+	domain, rest, found := strings.Cut(name, "/")
+	if !found || !strings.ContainsAny(domain, ".:") && domain != "localhost" && strings.ToLower(domain) == domain {
+		domain, rest = "docker.io", name
+	}
+	if domain == "index.docker.io" {
+		domain = "docker.io"
+	}
+	if domain == "docker.io" && !strings.Contains(rest, "/") {
+		rest = "library/" + rest
+	}
+	out := domain + "/" + rest
+	if tag == "" && !hasDigest {
+		tag = "latest"
+	}
+	if tag != "" {
+		out += ":" + tag
+	}
+	if hasDigest {
+		out += "@" + digest
+	}
+	return out
+}
+
+// resizeTowards reports whether a pod's containers ask for the cpu and
+// memory of a template: a pending resize of such a pod is the operator's
+// (a resize by someone else, such as the VerticalPodAutoscaler, is theirs
+// to give up on).
+func resizeTowards(tmpl *corev1.PodTemplateSpec, pod *corev1.Pod) bool {
+	for _, pair := range [][2][]corev1.Container{{tmpl.Spec.Containers, pod.Spec.Containers}, {tmpl.Spec.InitContainers, pod.Spec.InitContainers}} {
+		for _, want := range pair[0] {
+			j := slices.IndexFunc(pair[1], func(c corev1.Container) bool { return c.Name == want.Name })
+			if j < 0 {
+				return false
+			}
+			got := pair[1][j].Resources
+			for name, q := range want.Resources.Requests {
+				if !q.Equal(got.Requests[name]) {
+					return false
+				}
+			}
+			for name, q := range want.Resources.Limits {
+				if !q.Equal(got.Limits[name]) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// resizeStuck reports why a pod's resize will not happen where it runs
+// (the kubelet reports it Infeasible, or Deferred for longer than the
+// deadline), or how long until a Deferred one would count as stuck.
+func resizeStuck(pod *corev1.Pod, deadline time.Duration, now time.Time) (why string, wait time.Duration) {
+	for _, c := range pod.Status.Conditions {
+		if c.Type != corev1.PodResizePending || c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Reason {
+		case corev1.PodReasonInfeasible:
+			return whyInfeasible, 0
+		case corev1.PodReasonDeferred:
+			if left := c.LastTransitionTime.Add(deadline).Sub(now); left > 0 {
+				return "", left
+			}
+			return whyDeferred, 0
+		}
+	}
+	return "", 0
+}

@@ -1,0 +1,180 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// The writes of in-place updates: the readiness gate through pods/status,
+// cpu and memory through pods/resize, and the rest with an apply to the
+// pod that sends nothing a running pod cannot change (podUpdate). Each is a
+// server-side apply with the operator's field manager and the pod's UID.
+
+// Reasons of the readiness gate condition and of events.
+const (
+	// gateUpdating is the reason of a closed gate: the pod's containers
+	// are about to restart for a new revision.
+	gateUpdating = "InPlaceUpdate"
+	// gateReady is the reason of an open gate.
+	gateReady = "NoUpdateInProgress"
+	// UpdatedInPlaceReason is the event of pods updated where they run.
+	UpdatedInPlaceReason = "UpdatedInPlace"
+)
+
+// setGate applies the pod's InPlaceUpdateReady condition through the status
+// subresource, and returns the pod's resourceVersion after the write.
+func (r *PodSetReconciler) setGate(ctx context.Context, ps *podsetv1alpha1.PodSet, pod *corev1.Pod, open bool, now metav1.Time) (string, error) {
+	cond := corev1ac.PodCondition().
+		WithType(podsetv1alpha1.InPlaceUpdateReadyCondition).
+		WithLastTransitionTime(now)
+	if open {
+		cond.WithStatus(corev1.ConditionTrue).WithReason(gateReady)
+	} else {
+		cond.WithStatus(corev1.ConditionFalse).WithReason(gateUpdating).
+			WithMessage("its containers restart for revision " + revisionName(ps, templateHash(ps)) + " once the pod is out of Service endpoints")
+	}
+	ac := corev1ac.Pod(pod.Name, pod.Namespace).WithUID(pod.UID).WithStatus(corev1ac.PodStatus().WithConditions(cond))
+	if err := r.Client.Status().Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return "", fmt.Errorf("setting the %s condition of pod %s: %w", podsetv1alpha1.InPlaceUpdateReadyCondition, pod.Name, err)
+	}
+	return ptr.Deref(ac.ResourceVersion, ""), nil
+}
+
+// gates opens or closes the readiness gates of pods, in parallel.
+func (r *PodSetReconciler) gates(ctx context.Context, ps *podsetv1alpha1.PodSet, pods []*corev1.Pod, open bool, now metav1.Time, errs *[]error) []string {
+	var mu sync.Mutex
+	var done []string
+	err := parallel(len(pods), r.Workers, func(i int) error {
+		rv, err := r.setGate(ctx, ps, pods[i], open, now)
+		switch {
+		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			return nil
+		case err != nil:
+			return err
+		}
+		r.expectations.expectUpdated(keyOf(ps), pods[i].Name, pods[i].UID, rv)
+		mu.Lock()
+		done = append(done, pods[i].Name)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		*errs = append(*errs, err)
+	}
+	return done
+}
+
+// updateInPlace brings pods to the current revision where they run: first
+// a resize where cpu or memory change (a resize the API server refuses
+// recreates the pod instead), then the apply of the pod's metadata and
+// images. It returns the pods updated, by what changed, and the pods the
+// API server refused a resize for.
+func (r *PodSetReconciler) updateInPlace(ctx context.Context, ps *podsetv1alpha1.PodSet, steps []podStep, revs *revisionSet, errs *[]error) (updated map[string][]string, denied []*corev1.Pod) {
+	var mu sync.Mutex
+	updated = map[string][]string{}
+	tmpl := revs.templates[revs.update]
+	err := parallel(len(steps), r.Workers, func(i int) error {
+		step := steps[i]
+		pod := step.pod
+		if step.way.resize {
+			resize := podResize(ps, tmpl, pod)
+			if err := r.Client.SubResource("resize").Apply(ctx, resize, client.FieldOwner(FieldManager), client.ForceOwnership); isRejection(err) {
+				mu.Lock()
+				denied = append(denied, pod)
+				mu.Unlock()
+				return nil
+			} else if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return fmt.Errorf("resizing pod %s: %w", pod.Name, err)
+			} else if err != nil {
+				return nil
+			}
+			// The apply that follows keeps the resources the pod now has.
+			pod = pod.DeepCopy()
+			for _, c := range resize.Spec.Containers {
+				keepResized(pod.Spec.Containers, &c)
+			}
+			for _, c := range resize.Spec.InitContainers {
+				keepResized(pod.Spec.InitContainers, &c)
+			}
+		}
+		ac, err := podUpdate(ps, tmpl, pod, revs.update)
+		if err != nil {
+			return err
+		}
+		if err := r.Client.Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership); apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("updating pod %s in place: %w", pod.Name, err)
+		}
+		r.expectations.expectUpdated(keyOf(ps), pod.Name, pod.UID, ptr.Deref(ac.ResourceVersion, ""))
+		mu.Lock()
+		what := step.way.describe()
+		updated[what] = append(updated[what], pod.Name)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		*errs = append(*errs, err)
+	}
+	return updated, denied
+}
+
+// keepResized sets the resources of the container of c's name to what the
+// answer to a resize says it has now.
+func keepResized(containers []corev1.Container, c *corev1ac.ContainerApplyConfiguration) {
+	i := slices.IndexFunc(containers, func(have corev1.Container) bool { return have.Name == ptr.Deref(c.Name, "") })
+	if i < 0 || c.Resources == nil {
+		return
+	}
+	if c.Resources.Requests != nil {
+		containers[i].Resources.Requests = *c.Resources.Requests
+	}
+	if c.Resources.Limits != nil {
+		containers[i].Resources.Limits = *c.Resources.Limits
+	}
+}
+
+// describe says what an in-place update changes, for events.
+func (w updateWay) describe() string {
+	var parts []string
+	if len(w.images) > 0 {
+		parts = append(parts, "new image for "+strings.Join(w.images, ", "))
+	}
+	if w.resize {
+		parts = append(parts, "resized")
+	}
+	if len(parts) == 0 {
+		return "labels and annotations"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// recreateEvents records one event per reason pods of a rollout were
+// recreated rather than updated in place.
+func (r *PodSetReconciler) recreateEvents(ps *podsetv1alpha1.PodSet, deleted []string, why map[string]string) {
+	byWhy := map[string][]string{}
+	for _, name := range deleted {
+		w := why[name]
+		if w == "" {
+			w = whyPolicy
+		}
+		byWhy[w] = append(byWhy[w], name)
+	}
+	for _, w := range slices.Sorted(maps.Keys(byWhy)) {
+		r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, podsetv1alpha1.RollingOutReason, "Delete",
+			"deleted out-of-date pods %s to recreate them: %s", summarize(byWhy[w]), w)
+	}
+}
