@@ -35,6 +35,13 @@ const fieldManager = "podset-operator"
 // benchFieldManager is the manager of every other write the benchmark makes.
 const benchFieldManager = "podset-bench"
 
+// The image of every template, and the one the in-place scenario changes
+// it to (and changes nothing else).
+const (
+	baseImage = "busybox:1.36"
+	newImage  = "busybox:1.37"
+)
+
 // template is the pod template of every contender: the shipped sample's
 // (config/samples), plus the benchmark's set and revision labels. A revision
 // above 1 also sets an environment variable, so that a rollout changes the
@@ -50,7 +57,7 @@ const benchFieldManager = "podset-bench"
 func template(set string, rev int) corev1.PodTemplateSpec {
 	c := corev1.Container{
 		Name:    "app",
-		Image:   "busybox:1.36",
+		Image:   baseImage,
 		Command: []string{"sleep", "infinity"},
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
@@ -74,8 +81,17 @@ func template(set string, rev int) corev1.PodTemplateSpec {
 	}
 }
 
+// imageTemplate is revision 1 of a set's template with the in-place
+// scenario's new image: the only change, one a running pod can take.
+func imageTemplate(set string) corev1.PodTemplateSpec {
+	t := template(set, 1)
+	t.Spec.Containers[0].Image = newImage
+	return t
+}
+
 // newPodSet is a PodSet of the benchmark's template. maxUnavailable, when
-// not empty, sets the rolling update budget.
+// not empty, sets the rolling update budget, with podUpdatePolicy
+// InPlaceIfPossible (the default, written out).
 func newPodSet(ns, name string, replicas int32, maxUnavailable string) *podsetv1alpha1.PodSet {
 	ps := &podsetv1alpha1.PodSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -86,8 +102,9 @@ func newPodSet(ns, name string, replicas int32, maxUnavailable string) *podsetv1
 	}
 	if maxUnavailable != "" {
 		ps.Spec.UpdateStrategy = podsetv1alpha1.PodSetUpdateStrategy{
-			Type:          podsetv1alpha1.RollingUpdateStrategyType,
-			RollingUpdate: &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: ptr.To(intstr.Parse(maxUnavailable))},
+			Type:            podsetv1alpha1.RollingUpdateStrategyType,
+			PodUpdatePolicy: podsetv1alpha1.InPlaceIfPossibleUpdatePolicy,
+			RollingUpdate:   &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: ptr.To(intstr.Parse(maxUnavailable))},
 		}
 	}
 	return ps
@@ -112,10 +129,13 @@ func desiredPod(ps *podsetv1alpha1.PodSet, ordinal int) *corev1ac.PodApplyConfig
 }
 
 // hardenedSpec is the template's pod spec with the operator's hardening, as
-// a typed spec for the ReplicaSet, Deployment and tutorial contenders.
+// a typed spec for the ReplicaSet, Deployment, StatefulSet and tutorial
+// contenders. It leaves out the operator's readiness gate (podUpdatePolicy
+// Recreate): only the operator opens it.
 func hardenedSpec(spec corev1.PodSpec) corev1.PodSpec {
 	ps := &podsetv1alpha1.PodSet{ObjectMeta: metav1.ObjectMeta{Name: "spec"}}
 	ps.Spec.Template.Spec = spec
+	ps.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
 	var out corev1.PodSpec
 	data, err := json.Marshal(desiredPod(ps, 0).Spec)
 	if err == nil {
