@@ -233,7 +233,7 @@ func (c *cluster) empty(ctx context.Context, obs *observer, namespaces ...string
 	defer cancel()
 	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
 	for _, ns := range namespaces {
-		for _, obj := range []client.Object{&podsetv1alpha1.PodSet{}, &appsv1.Deployment{}, &appsv1.ReplicaSet{}} {
+		for _, obj := range []client.Object{&podsetv1alpha1.PodSet{}, &appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.ReplicaSet{}} {
 			if err := c.cl.DeleteAllOf(ctx, obj, client.InNamespace(ns), bg); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("cleaning up %s: %w", ns, err)
 			}
@@ -416,12 +416,17 @@ func isWrite(verb string) bool {
 // counts is what one run cost the API server.
 type counts struct {
 	podCreates   int // POST, PUT, PATCH and APPLY on pods (no subresource)
+	podPosts     int // the POSTs among podCreates: new pods
 	podDeletes   int // successful DELETEs on pods; includes kwok's own final delete of each pod
-	statusWrites int // writes to podsets/status, replicasets/status, deployments/status
+	statusWrites int // writes to podsets/status, replicasets/status, deployments/status, statefulsets/status
 	podGets      int // GET on pods: reads that bypass any cache
-	kwokStatus   int // pods/status writes: kwok's fake kubelet
-	bindings     int // pods/binding: the scheduler
-	other        string
+	// Writes to pods/status: kwok's fake kubelet patches them; the
+	// operator applies its readiness gate condition (server-side apply is
+	// APPLY, kwok's stages send PATCH).
+	kwokStatus  int // pods/status writes other than APPLY: kwok
+	gateApplies int // pods/status APPLYs: the operator's readiness gate
+	bindings    int // pods/binding: the scheduler
+	other       string
 }
 
 func (r requests) counts() counts {
@@ -430,17 +435,21 @@ func (r requests) counts() counts {
 		podCreates: r.count(func(k requestKey) bool {
 			return pods(k) && k.subresource == "" && isWrite(k.verb) && k.verb != "DELETE"
 		}),
+		podPosts: r.count(func(k requestKey) bool { return pods(k) && k.subresource == "" && k.verb == "POST" }),
 		podDeletes: r.count(func(k requestKey) bool {
 			return pods(k) && k.subresource == "" && k.verb == "DELETE" && strings.HasPrefix(k.code, "2")
 		}),
 		statusWrites: r.count(func(k requestKey) bool {
 			return k.subresource == "status" && isWrite(k.verb) &&
 				(k.group == podsetv1alpha1.GroupVersion.Group && k.resource == "podsets" ||
-					k.group == "apps" && (k.resource == "replicasets" || k.resource == "deployments"))
+					k.group == "apps" && (k.resource == "replicasets" || k.resource == "deployments" || k.resource == "statefulsets"))
 		}),
-		podGets:    r.count(func(k requestKey) bool { return pods(k) && k.subresource == "" && k.verb == "GET" }),
-		kwokStatus: r.count(func(k requestKey) bool { return pods(k) && k.subresource == "status" && isWrite(k.verb) }),
-		bindings:   r.count(func(k requestKey) bool { return pods(k) && k.subresource == "binding" }),
+		podGets: r.count(func(k requestKey) bool { return pods(k) && k.subresource == "" && k.verb == "GET" }),
+		kwokStatus: r.count(func(k requestKey) bool {
+			return pods(k) && k.subresource == "status" && isWrite(k.verb) && k.verb != "APPLY"
+		}),
+		gateApplies: r.count(func(k requestKey) bool { return pods(k) && k.subresource == "status" && k.verb == "APPLY" }),
+		bindings:    r.count(func(k requestKey) bool { return pods(k) && k.subresource == "binding" }),
 	}
 	// Everything else that wrote, for the log.
 	other := map[string]int{}
@@ -458,8 +467,8 @@ func (r requests) counts() counts {
 }
 
 func (c counts) String() string {
-	return fmt.Sprintf("pod writes %d (+%d DELETE), status writes %d, pod GETs %d; kwok pods/status %d, bindings %d; other writes: %s",
-		c.podCreates, c.podDeletes, c.statusWrites, c.podGets, c.kwokStatus, c.bindings, c.other)
+	return fmt.Sprintf("pod writes %d (%d POST, +%d DELETE), status writes %d, pod GETs %d; pods/status %d APPLY + %d kwok, bindings %d; other writes: %s",
+		c.podCreates, c.podPosts, c.podDeletes, c.statusWrites, c.podGets, c.gateApplies, c.kwokStatus, c.bindings, c.other)
 }
 
 func lastLines(s string, n int) string {

@@ -27,18 +27,25 @@ const (
 	kindPodSets
 	kindReplicaSets
 	kindDeployments
+	kindStatefulSets
 )
 
 // podState is what the benchmark needs to know of a pod.
 type podState struct {
 	ns, name, set, rev string
+	uid                types.UID
 	running, ready     bool
 	terminating        bool
 	added              time.Time // when its ADDED event arrived (zero for the initial list)
+	// image is the spec image of its first container; staleImage means a
+	// container's status reports an image other than its spec's (a
+	// container not reported yet is not stale).
+	image      string
+	staleImage bool
 }
 
-// setState is what the benchmark needs to know of a PodSet, ReplicaSet or
-// Deployment.
+// setState is what the benchmark needs to know of a PodSet, ReplicaSet,
+// Deployment or StatefulSet.
 type setState struct {
 	generation, observed int64
 	replicas             int32 // spec.replicas
@@ -70,6 +77,7 @@ type state struct {
 	podsets     map[string]setState
 	replicasets map[string]setState
 	deployments map[string]setState
+	sts         map[string]setState
 }
 
 // setPods counts the pods of one set: all (terminating included), live,
@@ -126,6 +134,7 @@ func newObserver(ctx context.Context, c *cluster, namespaces []string, what kind
 			podsets:     map[string]setState{},
 			replicasets: map[string]setState{},
 			deployments: map[string]setState{},
+			sts:         map[string]setState{},
 		},
 		wake:  make(chan struct{}),
 		cache: cc,
@@ -141,6 +150,7 @@ func newObserver(ctx context.Context, c *cluster, namespaces []string, what kind
 	for _, w := range []watched{
 		{kindPods, &corev1.Pod{}}, {kindPodSets, &podsetv1alpha1.PodSet{}},
 		{kindReplicaSets, &appsv1.ReplicaSet{}}, {kindDeployments, &appsv1.Deployment{}},
+		{kindStatefulSets, &appsv1.StatefulSet{}},
 	} {
 		if what&w.k == 0 {
 			continue
@@ -191,7 +201,7 @@ func (o *observer) update(obj any, deleted, initial bool) {
 	switch obj := obj.(type) {
 	case *corev1.Pod:
 		if tracing {
-			logf("trace pod %s deleted=%v phase=%s ready=%v terminating=%v", key, deleted, obj.Status.Phase, podReady(obj), obj.DeletionTimestamp != nil)
+			logf("trace pod %s deleted=%v phase=%s ready=%v terminating=%v image=%s stale=%v", key, deleted, obj.Status.Phase, podReady(obj), obj.DeletionTimestamp != nil, specImage(obj), staleImage(obj))
 		}
 		if deleted {
 			delete(o.st.pods, key)
@@ -206,7 +216,8 @@ func (o *observer) update(obj any, deleted, initial bool) {
 			}
 			o.st.pods[key] = p
 		}
-		p.set, p.rev = obj.Labels[setLabel], obj.Labels[revLabel]
+		p.set, p.rev, p.uid = obj.Labels[setLabel], obj.Labels[revLabel], obj.UID
+		p.image, p.staleImage = specImage(obj), staleImage(obj)
 		p.running = obj.Status.Phase == corev1.PodRunning
 		p.ready = p.running && podReady(obj)
 		p.terminating = obj.DeletionTimestamp != nil
@@ -241,6 +252,16 @@ func (o *observer) update(obj any, deleted, initial bool) {
 			return
 		}
 		o.st.deployments[key] = setState{
+			generation: obj.Generation, observed: obj.Status.ObservedGeneration,
+			replicas: deref(obj.Spec.Replicas, 1), statusReplicas: obj.Status.Replicas,
+			ready: obj.Status.ReadyReplicas, updated: obj.Status.UpdatedReplicas,
+		}
+	case *appsv1.StatefulSet:
+		if deleted {
+			delete(o.st.sts, key)
+			return
+		}
+		o.st.sts[key] = setState{
 			generation: obj.Generation, observed: obj.Status.ObservedGeneration,
 			replicas: deref(obj.Spec.Replicas, 1), statusReplicas: obj.Status.Replicas,
 			ready: obj.Status.ReadyReplicas, updated: obj.Status.UpdatedReplicas,
@@ -285,6 +306,36 @@ func (o *observer) firstAddAfter(ns string, t time.Time) (time.Time, bool) {
 		}
 	}
 	return first, !first.IsZero()
+}
+
+// specImage is the image of a pod's first container.
+func specImage(pod *corev1.Pod) string {
+	if len(pod.Spec.Containers) == 0 {
+		return ""
+	}
+	return pod.Spec.Containers[0].Image
+}
+
+// staleImage reports whether a container's status names an image other
+// than its spec's: the pod does not run its spec yet. A container the
+// status does not list yet is not stale, so a pod whose status never
+// reports images is judged by its spec and readiness alone.
+func staleImage(pod *corev1.Pod) bool {
+	for _, st := range pod.Status.ContainerStatuses {
+		for _, c := range pod.Spec.Containers {
+			if c.Name == st.Name && !sameImage(st.Image, c.Image) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sameImage compares a status image with a spec image: kwok reports the
+// spec's reference as it is, a container runtime the fully qualified one
+// (docker.io/library/busybox:1.37 for busybox:1.37).
+func sameImage(status, spec string) bool {
+	return status == spec || status == "docker.io/library/"+spec || status == "docker.io/"+spec
 }
 
 func podReady(pod *corev1.Pod) bool {
