@@ -52,6 +52,14 @@ type contender interface {
 	canRollout() bool
 }
 
+// imageChanger is a contender of the in-place scenario.
+type imageChanger interface {
+	contender
+	// changeImage is the timed trigger of the in-place scenario: the
+	// template's image becomes newImage, and nothing else changes.
+	changeImage(ctx context.Context, j job) error
+}
+
 // podsReady: every set has exactly n live pods, all ready (of revision rev
 // when rev is not empty), and no terminating ones when strict.
 func podsReady(s *state, j job, rev string, strict bool) bool {
@@ -281,6 +289,36 @@ func (l *limitContender) rollout(ctx context.Context, j job) error {
 
 func (l *limitContender) rolledOut(s *state, j job) bool { return podsReady(s, j, "2", true) }
 
+// changeImage changes the owners' template (one request, as for the
+// others), then patches each pod's image where it runs: one write per pod,
+// the least an in-place update can send.
+func (l *limitContender) changeImage(ctx context.Context, j job) error {
+	for _, set := range j.sets {
+		ps, err := patchPodSetTemplate(ctx, l.b.c.cl, l.owner(j.ns, set), imageTemplate(set))
+		if err != nil {
+			return err
+		}
+		l.mu.Lock()
+		l.owners[j.ns+"/"+set] = ps
+		l.mu.Unlock()
+	}
+	c := imageTemplate("").Spec.Containers[0]
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"containers": []map[string]string{{"name": c.Name, "image": c.Image}}}})
+	if err != nil {
+		return err
+	}
+	var names []string
+	for i := int(j.n) - 1; i >= 0; i-- {
+		for _, set := range j.sets {
+			names = append(names, podName(set, i))
+		}
+	}
+	return parallel(len(names), l.w, func(i int) error {
+		_, err := l.b.c.cs.CoreV1().Pods(j.ns).Patch(ctx, names[i], types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		return err
+	})
+}
+
 // ---------------------------------------------------------------- tutorial
 
 // tutorialContender runs the tutorial controller in this process.
@@ -367,19 +405,82 @@ func (r *replicaSetContender) scale(ctx context.Context, j job, to int32) error 
 
 func (r *replicaSetContender) canRollout() bool { return true }
 func (r *replicaSetContender) rollout(ctx context.Context, j job) error {
-	return parallel(len(j.sets), 8, func(i int) error {
-		tmpl := template(j.sets[i], 2)
-		tmpl.Spec = hardenedSpec(tmpl.Spec)
-		patch, err := json.Marshal(map[string]any{"spec": map[string]any{"template": tmpl}})
-		if err != nil {
-			return err
-		}
-		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.sets[i]}}
-		return r.b.c.cl.Patch(ctx, d, client.RawPatch(types.StrategicMergePatchType, patch))
-	})
+	return patchTemplates(ctx, r.b.c.cl, j, func(set string) client.Object {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: set}}
+	}, func(set string) corev1.PodTemplateSpec { return template(set, 2) })
 }
 func (r *replicaSetContender) rolledOut(s *state, j job) bool {
 	return setsDone(s.deployments, j, func(x setState) bool { return x.rolledOut(j.n) })
+}
+
+// changeImage changes the Deployments' image: a rollout to a new
+// ReplicaSet, whose pods replace the old ones.
+func (r *replicaSetContender) changeImage(ctx context.Context, j job) error {
+	return patchTemplates(ctx, r.b.c.cl, j, func(set string) client.Object {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: set}}
+	}, imageTemplate)
+}
+
+// ---------------------------------------------------------------- statefulset
+
+// statefulSetContender is kube-controller-manager's StatefulSet controller
+// (QPS limits lifted), in the in-place scenario only: podManagementPolicy
+// Parallel and a rolling update with maxUnavailable 100% (the
+// MaxUnavailableStatefulSet feature, beta and on by default since
+// Kubernetes 1.37). It replaces each out-of-date pod under its name:
+// delete, then create.
+type statefulSetContender struct{ b *bench }
+
+func (t *statefulSetContender) name() string { return "statefulset" }
+func (t *statefulSetContender) kinds() kinds { return kindPods | kindStatefulSets }
+func (t *statefulSetContender) start(context.Context, []string) (func() error, error) {
+	return func() error { return nil }, nil
+}
+func (t *statefulSetContender) prepare(context.Context, job) error { return nil }
+
+func (t *statefulSetContender) create(ctx context.Context, j job) error {
+	return parallel(len(j.sets), 8, func(i int) error {
+		set := j.sets[i]
+		tmpl := template(set, 1)
+		tmpl.Spec = hardenedSpec(tmpl.Spec)
+		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: set}, Spec: appsv1.StatefulSetSpec{
+			Replicas:            ptrTo(j.n),
+			Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{setLabel: set}},
+			Template:            tmpl,
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{
+				Type:          appsv1.RollingUpdateStatefulSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{MaxUnavailable: ptrTo(intstr.FromString("100%"))},
+			},
+		}}
+		if err := t.b.c.cl.Create(ctx, sts); err != nil {
+			return err
+		}
+		// The API server drops the field when the feature gate is off,
+		// and the rollout would go one pod at a time.
+		if ru := sts.Spec.UpdateStrategy.RollingUpdate; ru == nil || ru.MaxUnavailable == nil {
+			return fmt.Errorf("StatefulSet %s: the API server dropped updateStrategy.rollingUpdate.maxUnavailable: the MaxUnavailableStatefulSet feature gate is off", set)
+		}
+		return nil
+	})
+}
+
+func (t *statefulSetContender) ready(s *state, j job) bool {
+	return setsDone(s.sts, j, func(x setState) bool { return x.complete(j.n) })
+}
+func (t *statefulSetContender) scale(ctx context.Context, j job, to int32) error {
+	return parallel(len(j.sets), 8, func(i int) error {
+		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.sets[i]}}
+		return t.b.c.cl.Patch(ctx, sts, replicasPatch(to))
+	})
+}
+func (t *statefulSetContender) canRollout() bool                   { return false }
+func (t *statefulSetContender) rollout(context.Context, job) error { return nil }
+func (t *statefulSetContender) rolledOut(*state, job) bool         { return false }
+func (t *statefulSetContender) changeImage(ctx context.Context, j job) error {
+	return patchTemplates(ctx, t.b.c.cl, j, func(set string) client.Object {
+		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: set}}
+	}, imageTemplate)
 }
 
 // ---------------------------------------------------------------- podset
@@ -420,6 +521,16 @@ func (p *podSetContender) rollout(ctx context.Context, j job) error {
 			return err
 		}
 		_, err := patchTemplate(ctx, p.b.c.cl, ps)
+		return err
+	})
+}
+func (p *podSetContender) changeImage(ctx context.Context, j job) error {
+	return parallel(len(j.sets), 8, func(i int) error {
+		ps := &podsetv1alpha1.PodSet{}
+		if err := p.b.c.cl.Get(ctx, client.ObjectKey{Namespace: j.ns, Name: j.sets[i]}, ps); err != nil {
+			return err
+		}
+		_, err := patchPodSetTemplate(ctx, p.b.c.cl, ps, imageTemplate(ps.Name))
 		return err
 	})
 }
@@ -474,7 +585,26 @@ func scalePodSets(ctx context.Context, cl client.Client, j job, to int32) error 
 // patchTemplate moves a PodSet's template to revision 2 and returns the
 // PodSet as stored.
 func patchTemplate(ctx context.Context, cl client.Client, ps *podsetv1alpha1.PodSet) (*podsetv1alpha1.PodSet, error) {
-	tmpl := template(ps.Name, 2)
+	return patchPodSetTemplate(ctx, cl, ps, template(ps.Name, 2))
+}
+
+// patchTemplates replaces the template of each set's workload object (a
+// Deployment or StatefulSet) with the hardened tmpl(set).
+func patchTemplates(ctx context.Context, cl client.Client, j job, obj func(set string) client.Object, tmpl func(set string) corev1.PodTemplateSpec) error {
+	return parallel(len(j.sets), 8, func(i int) error {
+		t := tmpl(j.sets[i])
+		t.Spec = hardenedSpec(t.Spec)
+		patch, err := json.Marshal(map[string]any{"spec": map[string]any{"template": t}})
+		if err != nil {
+			return err
+		}
+		return cl.Patch(ctx, obj(j.sets[i]), client.RawPatch(types.StrategicMergePatchType, patch))
+	})
+}
+
+// patchPodSetTemplate replaces a PodSet's template and returns the PodSet
+// as stored.
+func patchPodSetTemplate(ctx context.Context, cl client.Client, ps *podsetv1alpha1.PodSet, tmpl corev1.PodTemplateSpec) (*podsetv1alpha1.PodSet, error) {
 	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"template": tmpl}})
 	if err != nil {
 		return nil, err

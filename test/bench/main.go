@@ -25,10 +25,10 @@ func main() {
 	size := flag.String("size", "full", "tiny (every scenario at a tiny size, about two minutes) or full")
 	out := flag.String("out", "", "also write the table to this file")
 	keep := flag.Bool("keep-cluster", false, "keep the podset-bench cluster at the end even if this run created it")
-	onlyPhases := flag.String("only", "", "run only these phases, comma-separated (conv, rollout, reaction, memory): a debugging aid")
+	onlyPhases := flag.String("only", "", "run only these phases, comma-separated (conv, rollout, inplace, reaction, memory): a debugging aid")
 	convFlag := flag.String("conv", "", "replace the convergence scenarios, e.g. 100x10,1x1000 (the scale-down follows a first 1xN): a debugging aid")
 	operatorFlags := flag.String("operator-flags", "", "extra flags for the operator subprocess, e.g. \"--max-concurrent-reconciles=16\": a debugging aid")
-	who := flag.String("contenders", "", "run only these contenders, comma-separated (limit, podset, replicaset, tutorial): a debugging aid")
+	who := flag.String("contenders", "", "run only these contenders, comma-separated (limit, podset, replicaset, statefulset, tutorial): a debugging aid")
 	flag.Parse()
 	for _, c := range strings.Split(*who, ",") {
 		if c = strings.TrimSpace(c); c != "" {
@@ -151,6 +151,9 @@ func run(ctx context.Context, s sizes, out string, keep bool) int {
 			logf("== rollout %d, %s", s.rollout, x.name())
 			b.rolloutScenario(ctx, x)
 		}
+	}
+	if ctx.Err() == nil && phase("inplace") {
+		b.inPlacePhase(ctx)
 	}
 	if ctx.Err() == nil && phase("reaction") {
 		logf("== converged pass and reaction")

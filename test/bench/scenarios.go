@@ -24,6 +24,8 @@ type sizes struct {
 	scaleTo int32
 	// rollout is the replicas of the rollout scenario's one set.
 	rollout int32
+	// inPlace is the replicas of the in-place scenario's one set.
+	inPlace int32
 	// reactionSets x reactionReplicas is the converged state the
 	// converged-pass and reaction scenarios start from; trials is how many
 	// single-replica scale-ups are timed.
@@ -55,6 +57,7 @@ var (
 		name: "full",
 		conv: [][2]int32{{1, 1000}, {10, 100}, {100, 10}}, scaleTo: 100,
 		rollout:      100,
+		inPlace:      1000,
 		reactionSets: 10, reactionReplicas: 10, trials: 50,
 		memSets: 10, mem1: 100, mem2: 1000, unrelated: 10000,
 		workers: []int{8, 32, 128},
@@ -66,6 +69,7 @@ var (
 		name: "tiny",
 		conv: [][2]int32{{1, 10}, {2, 5}, {5, 2}}, scaleTo: 2,
 		rollout:      5,
+		inPlace:      5,
 		reactionSets: 2, reactionReplicas: 2, trials: 10,
 		memSets: 2, mem1: 5, mem2: 10, unrelated: 20,
 		workers: []int{32},
@@ -82,6 +86,9 @@ type measurement struct {
 	cutoff  bool   // stopped at its budget (see tutorialBudget)
 	skipped bool   // not run, note says why
 	note    string // how far it got when cut off
+	// recreated is how many pods the in-place scenario found with a UID
+	// they did not have before.
+	recreated int
 }
 
 // bench is one run of the benchmark.
@@ -103,6 +110,10 @@ type bench struct {
 	// The reaction and memory scenarios.
 	reaction map[string]*reactionResult
 	memory   *memoryResult
+
+	// inPlaceProbe is what the cluster lacks for in-place updates ("" when
+	// nothing), once checked.
+	inPlaceProbe *string
 }
 
 func (b *bench) fail(format string, args ...any) {

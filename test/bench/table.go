@@ -23,6 +23,7 @@ func (b *bench) table() string {
 		}
 	}
 	rows = append(rows, b.timedRows(fmt.Sprintf("rollout of %d (maxUnavailable 100%%)", b.size.rollout), fmt.Sprintf("rollout %d", b.size.rollout), 0, false)...)
+	rows = append(rows, b.inPlaceRows()...)
 	rows = append(rows, b.convergedRows()...)
 	rows = append(rows, b.reactionRows()...)
 	rows = append(rows, b.memoryRows()...)
@@ -45,37 +46,10 @@ func (b *bench) timedRows(title, id string, newPods int, requestTargets bool) []
 		return nil
 	}
 	lim, ps, rs, tut := res["limit"], res["podset"], res["replicaset"], res["tutorial"]
-	base := func(name string, m *measurement) row {
-		r := row{scenario: title, contender: name, measured: "—", podWrites: "—", statusWrites: "—", podGets: "—", check: "—", target: "—", result: "—"}
-		if m == nil {
-			r.measured = "not run"
-			return r
-		}
-		if m.skipped {
-			r.measured = m.note
-			return r
-		}
-		r.measured = fmtDur(m.dur)
-		if m.cutoff {
-			r.measured = "> " + fmtDur(m.dur) + " (cut off: " + m.note + ")"
-		}
-		if m.err != nil {
-			r.measured = "failed: " + shortErr(m.err)
-		}
-		r.podWrites = fmt.Sprintf("%d + %d", m.counts.podCreates, m.counts.podDeletes)
-		r.statusWrites = fmt.Sprint(m.counts.statusWrites)
-		r.podGets = fmt.Sprint(m.counts.podGets)
-		return r
-	}
+	base := func(name string, m *measurement) row { return measuredRow(title, name, m) }
 	var rows []row
 	if lim != nil {
-		r := base(fmt.Sprintf("limit (best W=%d)", b.limitW[id]), lim)
-		var ws []string
-		for _, w := range b.size.workers {
-			ws = append(ws, fmt.Sprint(w))
-		}
-		r.check = "reference (best of W = " + strings.Join(ws, ", ") + ")"
-		rows = append(rows, r)
+		rows = append(rows, b.limitRow(title, id, lim))
 	}
 	if ps != nil {
 		r := base("podset", ps)
@@ -111,6 +85,99 @@ func (b *bench) timedRows(title, id string, newPods int, requestTargets bool) []
 		rows = append(rows, r)
 	}
 	return rows
+}
+
+// measuredRow is the row of one contender's timed measurement.
+func measuredRow(title, name string, m *measurement) row {
+	r := row{scenario: title, contender: name, measured: "—", podWrites: "—", statusWrites: "—", podGets: "—", check: "—", target: "—", result: "—"}
+	if m == nil {
+		r.measured = "not run"
+		return r
+	}
+	if m.skipped {
+		r.measured = m.note
+		return r
+	}
+	r.measured = fmtDur(m.dur)
+	if m.cutoff {
+		r.measured = "> " + fmtDur(m.dur) + " (cut off: " + m.note + ")"
+	}
+	if m.err != nil {
+		r.measured = "failed: " + shortErr(m.err)
+	}
+	r.podWrites = fmt.Sprintf("%d + %d", m.counts.podCreates, m.counts.podDeletes)
+	r.statusWrites = fmt.Sprint(m.counts.statusWrites)
+	r.podGets = fmt.Sprint(m.counts.podGets)
+	return r
+}
+
+// limitRow is the limit's row: the best of its worker counts.
+func (b *bench) limitRow(title, id string, lim *measurement) row {
+	name := fmt.Sprintf("limit (best W=%d)", b.limitW[id])
+	if lim.skipped {
+		name = "limit"
+	}
+	r := measuredRow(title, name, lim)
+	var ws []string
+	for _, w := range b.size.workers {
+		ws = append(ws, fmt.Sprint(w))
+	}
+	r.check = "reference (best of W = " + strings.Join(ws, ", ") + ")"
+	return r
+}
+
+// inPlaceRows are the rows of the in-place scenario: the operator against
+// the limit, Deployment and StatefulSet, and what updating in place means
+// for its requests.
+func (b *bench) inPlaceRows() []row {
+	id := inPlaceID(b.size.inPlace)
+	res := b.results[id]
+	if res == nil {
+		return nil
+	}
+	title := fmt.Sprintf("in-place rollout of %d (image only, maxUnavailable 100%%)", b.size.inPlace)
+	lim, ps, dep, sts := res["limit"], res["podset"], res["replicaset"], res["statefulset"]
+	var rows []row
+	if lim != nil {
+		rows = append(rows, b.limitRow(title, id, lim))
+	}
+	if ps != nil {
+		r := measuredRow(title, "podset", ps)
+		r.check = ratioOnly("podset / limit", ps, lim)
+		rows = append(rows, r)
+	}
+	if dep != nil {
+		r := measuredRow(title, "replicaset (Deployment)", dep)
+		r.check, r.target, r.result = ratioCheck("podset / deployment", ps, dep, 0.33, false)
+		rows = append(rows, r)
+	}
+	if sts != nil {
+		r := measuredRow(title, "statefulset (Parallel)", sts)
+		r.check = ratioOnly("podset / statefulset", ps, sts)
+		rows = append(rows, r)
+	}
+	if ps == nil || ps.err != nil || ps.skipped {
+		return rows
+	}
+	n, c := int(b.size.inPlace), ps.counts
+	writes := c.podCreates - c.podPosts
+	r := row{scenario: title, contender: "podset"}
+	r.check = fmt.Sprintf("pod writes %d for N = %d pods; %d created, %d deleted, %d bound, %d recreated (new UID)",
+		writes, n, c.podPosts, c.podDeletes, c.bindings, ps.recreated)
+	r.target = "= N, none replaced"
+	r.result = metStr(writes == n && c.podPosts == 0 && c.podDeletes == 0 && c.bindings == 0 && ps.recreated == 0)
+	rows = append(rows, r)
+	r.check = fmt.Sprintf("pods/status writes: %d by the operator (%.2f per pod: its readiness gate False, then True), %d by kwok",
+		c.gateApplies, float64(c.gateApplies)/float64(n), c.kwokStatus)
+	r.target, r.result = "—", "—"
+	rows = append(rows, r)
+	return rows
+}
+
+// ratioOnly is the ratio a / b, for a comparison without a target.
+func ratioOnly(label string, a, b *measurement) string {
+	check, _, _ := ratioCheck(label, a, b, 0, false)
+	return check
 }
 
 // ratioCheck compares a / b against a bound: at most (or, with atLeast, at

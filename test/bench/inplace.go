@@ -1,0 +1,294 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The in-place rollout: one set of N ready pods with maxUnavailable 100%,
+// then the template's image changes, and nothing else. The clock stops
+// when every pod is Ready again and runs the new image: its spec names it
+// and, where its status reports the container, so does the status. The
+// operator (podUpdatePolicy InPlaceIfPossible) updates the pods where they
+// run, behind its readiness gate; Deployment and StatefulSet replace them;
+// the limit patches each pod's image.
+
+// inPlaceID is the in-place scenario's key in the results.
+func inPlaceID(n int32) string { return fmt.Sprintf("in-place %d", n) }
+
+// inPlaceContenders are the in-place scenario's contenders, in the order
+// they run.
+func (b *bench) inPlaceContenders() []imageChanger {
+	var xs []imageChanger
+	for _, w := range b.size.workers {
+		xs = append(xs, &limitContender{b: b, w: w})
+	}
+	xs = append(xs, &podSetContender{b: b}, &replicaSetContender{b: b}, &statefulSetContender{b: b})
+	var out []imageChanger
+	for _, x := range xs {
+		if len(only) == 0 || only[contenderKind(x.name())] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// inPlacePhase checks that the cluster can update a pod in place, then
+// runs the scenario with every contender. Without that, the operator's and
+// the limit's pods would never be seen running the new image: they are
+// recorded as not run, and the run fails.
+func (b *bench) inPlacePhase(ctx context.Context) {
+	id := inPlaceID(b.size.inPlace)
+	why := ""
+	for _, x := range b.inPlaceContenders() {
+		if ctx.Err() != nil {
+			return
+		}
+		kind := contenderKind(x.name())
+		if kind == "limit" || kind == "podset" {
+			if b.inPlaceProbe == nil {
+				logf("== in-place: can kwok update a pod in place?")
+				problem, err := b.kwokUpdatesInPlace(ctx)
+				if err != nil {
+					problem = err.Error()
+				}
+				b.inPlaceProbe = &problem
+				if problem != "" {
+					b.fail("in-place %d: the cluster cannot update a pod in place: %s (a %s cluster older than kwok's in-place stages in hack/local-cluster.sh? CLUSTER_NAME=%s make cluster-down)",
+						b.size.inPlace, problem, clusterName, clusterName)
+				}
+			}
+			if why = *b.inPlaceProbe; why != "" {
+				b.record(id, x.name(), &measurement{skipped: true, note: "not run: " + why})
+				continue
+			}
+		}
+		logf("== in-place %d, %s", b.size.inPlace, x.name())
+		b.inPlaceScenario(ctx, x)
+	}
+}
+
+// inPlaceScenario sets up one set of N ready pods with maxUnavailable 100%
+// and times the change of its image until every pod is Ready again on the
+// new image.
+func (b *bench) inPlaceScenario(ctx context.Context, x imageChanger) {
+	n := b.size.inPlace
+	id := inPlaceID(n)
+	err := b.session(ctx, "ip-"+slug(x.name()), x, x.kinds(), func(ns string) error {
+		j := job{ns: ns, sets: setNames(1), n: n, rollout: true}
+		if err := x.prepare(ctx, j); err != nil {
+			return err
+		}
+		if err := x.create(ctx, j); err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, b.size.timeout)
+		defer cancel()
+		start := func(s *state) bool { return x.ready(s, j) && podsOnImage(s, j, baseImage) }
+		if err := b.obs.waitFor(wctx, "the in-place rollout's starting point", start); err != nil {
+			return err
+		}
+		time.Sleep(settle)
+		before, err := b.podUIDs(ctx, ns)
+		if err != nil {
+			return err
+		}
+		m := b.timed(ctx, 0, func(ctx context.Context) error { return x.changeImage(ctx, j) },
+			func(s *state) bool { return podsOnImage(s, j, newImage) }, nil)
+		if m.err != nil {
+			b.obs.read(func(s *state) { logf("%s, %s: %s", id, x.name(), imageProgress(s, j)) })
+		} else if after, err := b.podUIDs(ctx, ns); err != nil {
+			m.err = err
+		} else {
+			m.recreated = 0
+			for uid := range after {
+				if !before[uid] {
+					m.recreated++
+				}
+			}
+			logf("%s, %s: %d of %d pods recreated; pods/status: %d APPLY (the operator's gate), %d kwok",
+				id, x.name(), m.recreated, n, m.counts.gateApplies, m.counts.kwokStatus)
+		}
+		b.record(id, x.name(), m)
+		if m.err != nil {
+			return nil
+		}
+		b.verifyPods(ctx, id, x, j, n)
+		b.checkInPlace(id, x, m, int(n))
+		return nil
+	})
+	if err != nil {
+		b.fail("%s, %s: %v", id, x.name(), err)
+	}
+}
+
+// checkInPlace checks what updating in place means for the operator and
+// the limit: no pod created, deleted, bound or recreated, and exactly one
+// write to each pod (the status subresource aside).
+func (b *bench) checkInPlace(id string, x contender, m *measurement, n int) {
+	kind := contenderKind(x.name())
+	if kind != "podset" && kind != "limit" {
+		return
+	}
+	c := m.counts
+	if c.podPosts != 0 || c.podDeletes != 0 || c.bindings != 0 || m.recreated != 0 {
+		b.fail("%s, %s: pods were replaced, not updated in place: %d created, %d deleted, %d bound, %d of %d with a new UID",
+			id, x.name(), c.podPosts, c.podDeletes, c.bindings, m.recreated, n)
+	}
+	if writes := c.podCreates - c.podPosts; writes != n {
+		what := "want exactly one per pod"
+		if kind == "limit" {
+			what = "the request counts are polluted"
+		}
+		b.fail("%s, %s: %d pod writes (patch or apply) for %d pods: %s", id, x.name(), writes, n, what)
+	}
+}
+
+// podsOnImage: every set has exactly n pods, none terminating, all Ready,
+// whose spec runs image and whose status, where it reports the container,
+// runs it too.
+func podsOnImage(s *state, j job, image string) bool {
+	by := map[string]int{}
+	for _, p := range s.pods {
+		if p.ns != j.ns {
+			continue
+		}
+		if p.terminating || !p.ready || p.image != image || p.staleImage {
+			return false
+		}
+		by[p.set]++
+	}
+	for _, set := range j.sets {
+		if by[set] != int(j.n) {
+			return false
+		}
+	}
+	return true
+}
+
+// imageProgress describes how far an in-place rollout got.
+func imageProgress(s *state, j job) string {
+	var all, spec, status, ready int
+	for _, p := range s.pods {
+		if p.ns != j.ns {
+			continue
+		}
+		all++
+		if p.image == newImage && !p.terminating {
+			spec++
+			if !p.staleImage {
+				status++
+				if p.ready {
+					ready++
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("%d pods (want %d): %d with the new image in their spec, %d of them not contradicted by their status, %d of those Ready",
+		all, len(j.sets)*int(j.n), spec, status, ready)
+}
+
+// podUIDs lists the UIDs of the live pods of a namespace on the API server.
+func (b *bench) podUIDs(ctx context.Context, ns string) (map[types.UID]bool, error) {
+	list, err := b.c.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	uids := map[types.UID]bool{}
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			uids[p.UID] = true
+		}
+	}
+	return uids, nil
+}
+
+// probeGate is the readiness gate of the in-place probe's pod.
+const probeGate = "bench.podset.dev/probe"
+
+// kwokUpdatesInPlace checks on one pod that the cluster's kwok stages do
+// for an in-place update what a kubelet does, and what the operator's
+// updates wait for: a pod leaves Ready while a readiness gate condition is
+// False, its status reports a new image once its spec changes, and it is
+// Ready again once the gate is True. It returns what they do not do.
+func (b *bench) kwokUpdatesInPlace(ctx context.Context) (string, error) {
+	ns, err := b.c.namespace(ctx, "ip-probe")
+	if err != nil {
+		return "", err
+	}
+	obs, err := newObserver(ctx, b.c, []string{ns}, kindPods)
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		cctx := context.WithoutCancel(ctx)
+		err := b.c.empty(cctx, obs, ns)
+		obs.stop()
+		if err == nil && b.size.deleteNamespaces {
+			err = b.c.deleteNamespaces(cctx, ns)
+		} else {
+			b.leftover = append(b.leftover, ns)
+		}
+		if err != nil {
+			b.fail("in-place probe: cleaning up: %v", err)
+		}
+	}()
+
+	tmpl := template("probe", 1)
+	spec := hardenedSpec(tmpl.Spec)
+	spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: probeGate}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns, Labels: tmpl.Labels}, Spec: spec}
+	pods := b.c.cs.CoreV1().Pods(ns)
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{FieldManager: benchFieldManager}); err != nil {
+		return "", fmt.Errorf("in-place probe: %w", err)
+	}
+	gate := func(status corev1.ConditionStatus) error {
+		patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{{
+			Type: probeGate, Status: status, LastTransitionTime: metav1.Now(),
+		}}}})
+		if err == nil {
+			_, err = pods.Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: benchFieldManager}, "status")
+		}
+		return err
+	}
+	key := ns + "/" + pod.Name
+	wait := func(cond func(p *podState) bool) bool {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return obs.waitFor(wctx, "the probe", func(s *state) bool { p := s.pods[key]; return p != nil && cond(p) }) == nil
+	}
+	steps := []struct {
+		act     func() error
+		done    func(p *podState) bool
+		problem string
+	}{
+		{func() error { return gate(corev1.ConditionTrue) }, func(p *podState) bool { return p.ready },
+			"a new pod whose readiness gate is True does not become Ready"},
+		{func() error { return gate(corev1.ConditionFalse) }, func(p *podState) bool { return !p.ready },
+			"a pod stays Ready while its readiness gate condition is False"},
+		{func() error {
+			_, err := pods.Patch(ctx, pod.Name, types.StrategicMergePatchType,
+				[]byte(`{"spec":{"containers":[{"name":"`+spec.Containers[0].Name+`","image":"`+newImage+`"}]}}`),
+				metav1.PatchOptions{FieldManager: benchFieldManager})
+			return err
+		}, func(p *podState) bool { return p.image == newImage && !p.staleImage },
+			"a pod's status keeps the old image after its spec's image changed"},
+		{func() error { return gate(corev1.ConditionTrue) }, func(p *podState) bool { return p.ready && p.image == newImage && !p.staleImage },
+			"a pod whose readiness gate is True again does not become Ready again"},
+	}
+	for _, step := range steps {
+		if err := step.act(); err != nil {
+			return "", fmt.Errorf("in-place probe: %w", err)
+		}
+		if !wait(step.done) {
+			return step.problem + " (within 10 s)", nil
+		}
+	}
+	return "", nil
+}
