@@ -1,5 +1,5 @@
 // Command bench is `make bench`: it measures podset-operator side by side
-// with three other ways of running the same pods, on one local kwok cluster,
+// with four other ways of running the same pods, on one local kwok cluster,
 // and prints one markdown table of the results, the ratios and the targets
 // of DESIGN.md section 6 (docs/benchmarks.md explains every number).
 //
@@ -29,14 +29,20 @@
 //     its manager in this process exactly as main.go does, to count its
 //     passes, timestamp its requests and weigh its heap.
 //   - replicaset: kube-controller-manager's ReplicaSet controller (its
-//     Deployment controller for the rollout).
+//     Deployment controller for the rollout and the in-place rollout).
+//   - statefulset: kube-controller-manager's StatefulSet controller
+//     (podManagementPolicy Parallel, rollingUpdate.maxUnavailable 100%),
+//     in the in-place rollout only.
 //   - tutorial: the classic tutorial's controller (tutorial.go), on PodSet
 //     objects in its own namespaces, in this process.
 //
 // The scenarios (full size; -size tiny shrinks each to a few pods): 1 x 1000,
 // 10 x 100 and 100 x 10 replicas from zero to ready; scale 1000 -> 100; a
-// template rollout of 100 pods; a converged pass; the reaction time from a
-// spec change to the first pod write; the operator's heap per managed pod.
+// template rollout of 100 pods; an in-place rollout of 1000 pods (inplace.go:
+// only the image changes; done when every pod is Ready and runs the new
+// image in its spec and, where reported, its status; the limit there patches
+// each pod's image); a converged pass; the reaction time from a spec change
+// to the first pod write; the operator's heap per managed pod.
 // Convergence is seen on watches, never by polling. Requests are counted
 // from kube-apiserver's apiserver_request_total before and after each run.
 //
@@ -55,5 +61,9 @@
 // status is 1 when a contender does not converge or a correctness property
 // breaks (pod counts, pod names, the limit's pods equal to the operator's,
 // exactly N pod writes for N new pods and none in a converged pass), never
-// because of a timing: `make test` runs the tiny size.
+// because of a timing: `make test` runs the tiny size. The in-place rollout
+// also fails when the operator or the limit replaces a pod (a POST, DELETE
+// or binding, or a pod UID that changed) or sends other than one pod write
+// per pod, and when the cluster's kwok stages cannot update a pod in place
+// (checked first on one pod; the operator and the limit are then not run).
 package main
