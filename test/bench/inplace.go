@@ -90,8 +90,8 @@ func (b *bench) inPlaceScenario(ctx context.Context, x imageChanger) {
 		}
 		wctx, cancel := context.WithTimeout(ctx, b.size.timeout)
 		defer cancel()
-		start := func(s *state) bool { return x.ready(s, j) && podsOnImage(s, j, baseImage) }
-		if err := b.obs.waitFor(wctx, "the in-place rollout's starting point", start); err != nil {
+		steady := func(s *state) bool { return x.ready(s, j) && podsOnImage(s, j, baseImage) }
+		if err := b.obs.waitFor(wctx, "the in-place rollout's starting point", steady); err != nil {
 			return err
 		}
 		time.Sleep(settle)
@@ -99,8 +99,10 @@ func (b *bench) inPlaceScenario(ctx context.Context, x imageChanger) {
 		if err != nil {
 			return err
 		}
-		m := b.timed(ctx, 0, func(ctx context.Context) error { return x.changeImage(ctx, j) },
+		var start time.Time
+		m := b.timed(ctx, 0, func(ctx context.Context) error { start = time.Now(); return x.changeImage(ctx, j) },
 			func(s *state) bool { return podsOnImage(s, j, newImage) }, nil)
+		b.obs.read(func(s *state) { logf("%s, %s: %s", id, x.name(), imageTimeline(s, j, start)) })
 		if m.err != nil {
 			b.obs.read(func(s *state) { logf("%s, %s: %s", id, x.name(), imageProgress(s, j)) })
 		} else if after, err := b.podUIDs(ctx, ns); err != nil {
@@ -192,6 +194,34 @@ func imageProgress(s *state, j job) string {
 	}
 	return fmt.Sprintf("%d pods (want %d): %d with the new image in their spec, %d of them not contradicted by their status, %d of those Ready",
 		all, len(j.sets)*int(j.n), spec, status, ready)
+}
+
+// imageTimeline says when, after start, the last pod left Ready, had the
+// new image in its spec, ran it as far as its status says, and was Ready:
+// where an in-place rollout spends its time.
+func imageTimeline(s *state, j job, start time.Time) string {
+	var unready, image, runs, ready time.Time
+	latest := func(t *time.Time, at time.Time) {
+		if at.After(start) && at.After(*t) {
+			*t = at
+		}
+	}
+	for _, p := range s.pods {
+		if p.ns == j.ns {
+			latest(&unready, p.unreadyAt)
+			latest(&image, p.imageAt)
+			latest(&runs, p.runsAt)
+			latest(&ready, p.readyAt)
+		}
+	}
+	since := func(t time.Time) string {
+		if t.IsZero() {
+			return "never"
+		}
+		return "+" + fmtDur(t.Sub(start))
+	}
+	return fmt.Sprintf("the last pod left Ready at %s, had the new image in its spec at %s, in its status at %s, was Ready at %s",
+		since(unready), since(image), since(runs), since(ready))
 }
 
 // podUIDs lists the UIDs of the live pods of a namespace on the API server.

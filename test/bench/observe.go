@@ -42,6 +42,9 @@ type podState struct {
 	// container not reported yet is not stale).
 	image      string
 	staleImage bool
+	// When the pod last left Ready, became Ready, changed its spec image
+	// and came to run its spec image as far as its status says.
+	unreadyAt, readyAt, imageAt, runsAt time.Time
 }
 
 // setState is what the benchmark needs to know of a PodSet, ReplicaSet,
@@ -216,11 +219,24 @@ func (o *observer) update(obj any, deleted, initial bool) {
 			}
 			o.st.pods[key] = p
 		}
+		was := *p
 		p.set, p.rev, p.uid = obj.Labels[setLabel], obj.Labels[revLabel], obj.UID
 		p.image, p.staleImage = specImage(obj), staleImage(obj)
 		p.running = obj.Status.Phase == corev1.PodRunning
 		p.ready = p.running && podReady(obj)
 		p.terminating = obj.DeletionTimestamp != nil
+		switch {
+		case was.ready && !p.ready:
+			p.unreadyAt = now
+		case !was.ready && p.ready:
+			p.readyAt = now
+		}
+		if p.image != was.image {
+			p.imageAt = now
+		}
+		if !p.staleImage && (was.staleImage || p.image != was.image) {
+			p.runsAt = now
+		}
 	case *podsetv1alpha1.PodSet:
 		if tracing {
 			logf("trace podset %s gen=%d observed=%d replicas=%d ready=%d updated=%d", key, obj.Generation, obj.Status.ObservedGeneration, obj.Status.Replicas, obj.Status.ReadyReplicas, obj.Status.UpdatedReplicas)
