@@ -598,4 +598,3 @@ func TestPodsWithoutTheGateAreRecreatedForAnImage(t *testing.T) {
 		t.Errorf("no event says the pod lacked the gate; events:\n%s", notes)
 	}
 }
-
