@@ -20,14 +20,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // In-place updates against the real API server. envtest has no kubelet:
-// fakeKubelet plays one for a namespace, the way the local cluster's kwok
-// stages do (hack/kwok/stages): containers report the image their spec
-// names (a changed image restarts the container), cpu and memory follow a
-// resize unless the test makes it Infeasible, and Ready is True only when
-// every readiness gate's condition is True, as the kubelet computes it.
+// fakeKubelet plays one for a namespace with testenv.KubeletStatus, the way
+// the local cluster's kwok stages do: containers report the image their
+// spec names (a changed image restarts the container), cpu and memory
+// follow a resize unless the test makes it Infeasible, and Ready is True
+// only when every readiness gate's condition is True.
 
 // fakeKubelet keeps the pods of a namespace Running as a kubelet would,
 // until the test ends, and records what a user would notice.
@@ -100,78 +101,17 @@ func (k *fakeKubelet) sync() {
 			gated++
 			k.gated[pod.Name] = true
 		}
-		status := *pod.Status.DeepCopy()
-		k.run(pod, &status)
+		wasReady := podCondition(pod, corev1.PodReady) != nil && podCondition(pod, corev1.PodReady).Status == corev1.ConditionTrue
+		status, restarted := testenv.KubeletStatus(pod, k.infeasible)
+		for range restarted {
+			k.restarts = append(k.restarts, restart{pod: pod.Name, ready: wasReady})
+		}
 		if !equality.Semantic.DeepEqual(status, pod.Status) {
 			pod.Status = status
 			_ = env.Client.Status().Update(k.t.Context(), pod)
 		}
 	}
 	k.maxGated = max(k.maxGated, gated)
-}
-
-// run computes the status a kubelet would report for the pod.
-func (k *fakeKubelet) run(pod *corev1.Pod, status *corev1.PodStatus) {
-	now := metav1.Now()
-	wasReady := podCondition(pod, corev1.PodReady) != nil && podCondition(pod, corev1.PodReady).Status == corev1.ConditionTrue
-	status.Phase = corev1.PodRunning
-	var statuses []corev1.ContainerStatus
-	resizePending := false
-	for _, c := range pod.Spec.Containers {
-		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: true, Started: ptr.To(true),
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}
-		if i := slices.IndexFunc(status.ContainerStatuses, func(s corev1.ContainerStatus) bool { return s.Name == c.Name }); i >= 0 {
-			old := status.ContainerStatuses[i]
-			cs.RestartCount, cs.State, cs.Resources = old.RestartCount, old.State, old.Resources
-			if old.Image != c.Image {
-				cs.RestartCount++
-				cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
-				k.restarts = append(k.restarts, restart{pod: pod.Name, ready: wasReady})
-			}
-		}
-		want := &corev1.ResourceRequirements{Requests: c.Resources.Requests, Limits: c.Resources.Limits}
-		switch {
-		case cs.Resources == nil || !k.infeasible:
-			cs.Resources = want
-		case !equality.Semantic.DeepEqual(*cs.Resources, *want):
-			resizePending = true
-		}
-		statuses = append(statuses, cs)
-	}
-	status.ContainerStatuses = statuses
-	setCondition(status, corev1.PodResizePending, resizePending, corev1.PodReasonInfeasible, now)
-	ready := true
-	for _, g := range pod.Spec.ReadinessGates {
-		if c := podCondition(pod, g.ConditionType); c == nil || c.Status != corev1.ConditionTrue {
-			ready = false
-		}
-	}
-	setCondition(status, corev1.ContainersReady, true, "", now)
-	reason := ""
-	if !ready {
-		reason = "ReadinessGatesNotReady"
-	}
-	setCondition(status, corev1.PodReady, ready, reason, now)
-}
-
-// setCondition sets a condition, keeping its transition time unless its
-// status changes; a False PodResizePending is removed, as the kubelet does.
-func setCondition(status *corev1.PodStatus, typ corev1.PodConditionType, true_ bool, reason string, now metav1.Time) {
-	want := corev1.ConditionFalse
-	if true_ {
-		want = corev1.ConditionTrue
-	}
-	i := slices.IndexFunc(status.Conditions, func(c corev1.PodCondition) bool { return c.Type == typ })
-	switch {
-	case typ == corev1.PodResizePending && !true_:
-		if i >= 0 {
-			status.Conditions = slices.Delete(status.Conditions, i, i+1)
-		}
-	case i < 0:
-		status.Conditions = append(status.Conditions, corev1.PodCondition{Type: typ, Status: want, Reason: reason, LastTransitionTime: now})
-	case status.Conditions[i].Status != want:
-		status.Conditions[i] = corev1.PodCondition{Type: typ, Status: want, Reason: reason, LastTransitionTime: now}
-	}
 }
 
 func podCondition(pod *corev1.Pod, typ corev1.PodConditionType) *corev1.PodCondition {
