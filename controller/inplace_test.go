@@ -158,6 +158,15 @@ func changeTemplate(t *testing.T, ps *podsetv1alpha1.PodSet, change func(*corev1
 	})
 }
 
+// wantEvent checks that a Normal event about a PodSet with the reason has
+// a note that contains want.
+func wantEvent(t *testing.T, ps *podsetv1alpha1.PodSet, reason, want, problem string) {
+	t.Helper()
+	if notes := strings.Join(normalEvents(t, ps, reason), "\n"); !strings.Contains(notes, want) {
+		t.Errorf("%s; events:\n%s", problem, notes)
+	}
+}
+
 // normalEvents lists the notes of Normal events about a PodSet with a reason.
 func normalEvents(t *testing.T, ps *podsetv1alpha1.PodSet, reason string) []string {
 	t.Helper()
@@ -234,10 +243,7 @@ func TestImageChangeUpdatesPodsInPlaceBehindTheirGate(t *testing.T) {
 			t.Errorf("pod %s restart count %d, want 1", p.Name, p.Status.ContainerStatuses[0].RestartCount)
 		}
 	}
-	notes := strings.Join(normalEvents(t, ps, "UpdatedInPlace"), "\n")
-	if !strings.Contains(notes, "new image for app") {
-		t.Errorf("no UpdatedInPlace event names the image change; events:\n%s", notes)
-	}
+	wantEvent(t, ps, "UpdatedInPlace", "new image for app", "no UpdatedInPlace event names the image change")
 }
 
 func TestLabelAndAnnotationChangeUpdatesEveryPodAtOnceWithoutRestart(t *testing.T) {
@@ -348,10 +354,7 @@ func TestInfeasibleResizeRecreatesThePod(t *testing.T) {
 		}
 		return nil
 	})
-	notes := strings.Join(normalEvents(t, ps, podsetv1alpha1.RollingOutReason), "\n")
-	if !strings.Contains(notes, "Infeasible") {
-		t.Errorf("no event says the pod was recreated for an Infeasible resize; events:\n%s", notes)
-	}
+	wantEvent(t, ps, podsetv1alpha1.RollingOutReason, "Infeasible", "no event says the pod was recreated for an Infeasible resize")
 }
 
 func TestChangesBeyondImagesAndResourcesRecreatePods(t *testing.T) {
@@ -373,10 +376,7 @@ func TestChangesBeyondImagesAndResourcesRecreatePods(t *testing.T) {
 		}
 		return nil
 	})
-	notes := strings.Join(normalEvents(t, ps, podsetv1alpha1.RollingOutReason), "\n")
-	if !strings.Contains(notes, "the template changed beyond images") {
-		t.Errorf("no event says why pods were recreated; events:\n%s", notes)
-	}
+	wantEvent(t, ps, podsetv1alpha1.RollingOutReason, "the template changed beyond images", "no event says why pods were recreated")
 }
 
 func TestRecreatePolicyReplacesPodsForAnImage(t *testing.T) {
@@ -533,8 +533,5 @@ func TestPodsWithoutTheGateAreRecreatedForAnImage(t *testing.T) {
 	if len(p.Spec.ReadinessGates) != 1 {
 		t.Errorf("the new pod has readiness gates %v, want the operator's", p.Spec.ReadinessGates)
 	}
-	notes := strings.Join(normalEvents(t, ps, podsetv1alpha1.RollingOutReason), "\n")
-	if !strings.Contains(notes, "readiness gate") {
-		t.Errorf("no event says the pod lacked the gate; events:\n%s", notes)
-	}
+	wantEvent(t, ps, podsetv1alpha1.RollingOutReason, "readiness gate", "no event says the pod lacked the gate")
 }

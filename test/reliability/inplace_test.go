@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
@@ -29,7 +28,7 @@ func TestRestartMidInPlaceUpdateFinishesIt(t *testing.T) {
 
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Containers[0].Image = "busybox:1.37" })
 	eventually(t, "a pod taken out of Ready for the update", func() error {
-		for _, p := range listPods(t, ns) {
+		for _, p := range livePods(t, ns) {
 			if gate(&p) == corev1.ConditionFalse {
 				return nil
 			}
@@ -40,7 +39,7 @@ func TestRestartMidInPlaceUpdateFinishesIt(t *testing.T) {
 
 	startOperator(t, ns, operatorOptions{})
 	converged(t, ns)
-	for _, p := range listPods(t, ns) {
+	for _, p := range livePods(t, ns) {
 		if p.Spec.Containers[0].Image != "busybox:1.37" || gate(&p) != corev1.ConditionTrue {
 			t.Errorf("pod %s: image %s, gate %s; want busybox:1.37 and the gate open", p.Name, p.Spec.Containers[0].Image, gate(&p))
 		}
@@ -60,22 +59,11 @@ func gate(p *corev1.Pod) corev1.ConditionStatus {
 	return ""
 }
 
-func listPods(t *testing.T, ns string) []corev1.Pod {
-	t.Helper()
-	list := &corev1.PodList{}
-	if err := env.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	return list.Items
-}
-
 func podUIDs(t *testing.T, ns string) map[string]types.UID {
 	t.Helper()
 	out := map[string]types.UID{}
-	for _, p := range listPods(t, ns) {
-		if p.DeletionTimestamp == nil {
-			out[p.Name] = p.UID
-		}
+	for _, p := range livePods(t, ns) {
+		out[p.Name] = p.UID
 	}
 	return out
 }
