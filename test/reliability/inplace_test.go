@@ -67,4 +67,3 @@ func podUIDs(t *testing.T, ns string) map[string]types.UID {
 	}
 	return out
 }
-
