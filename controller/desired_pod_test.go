@@ -163,7 +163,7 @@ func TestDesiredPod(t *testing.T) {
 				}).
 				WithAnnotations(map[string]string{"example.com/note": "kept"}).
 				WithOwnerReferences(ownerRef()).
-				WithSpec(corev1ac.PodSpec().
+				WithSpec(corev1ac.PodSpec().WithReadinessGates(inPlaceGate()).
 					WithAutomountServiceAccountToken(false).
 					WithSecurityContext(corev1ac.PodSecurityContext().
 						WithRunAsUser(65532).
@@ -193,7 +193,7 @@ func TestDesiredPod(t *testing.T) {
 					"podset.dev/template-hash": "h1",
 				}).
 				WithOwnerReferences(ownerRef()).
-				WithSpec(corev1ac.PodSpec().
+				WithSpec(corev1ac.PodSpec().WithReadinessGates(inPlaceGate()).
 					WithAutomountServiceAccountToken(false).
 					WithSecurityContext(corev1ac.PodSecurityContext().
 						WithRunAsNonRoot(true).
@@ -221,7 +221,7 @@ func TestDesiredPod(t *testing.T) {
 				}).
 				WithAnnotations(map[string]string{"example.com/note": "kept"}).
 				WithOwnerReferences(ownerRef()).
-				WithSpec(corev1ac.PodSpec().
+				WithSpec(corev1ac.PodSpec().WithReadinessGates(inPlaceGate()).
 					WithAutomountServiceAccountToken(false).
 					WithSecurityContext(corev1ac.PodSecurityContext().
 						WithRunAsUser(65532).
@@ -281,7 +281,7 @@ func TestDesiredPod(t *testing.T) {
 					"podset.dev/template-hash": "abc",
 				}).
 				WithOwnerReferences(ownerRef()).
-				WithSpec(corev1ac.PodSpec().
+				WithSpec(corev1ac.PodSpec().WithReadinessGates(inPlaceGate()).
 					WithAutomountServiceAccountToken(true).
 					WithSecurityContext(corev1ac.PodSecurityContext().
 						WithRunAsNonRoot(true).
@@ -336,7 +336,7 @@ func TestDesiredPod(t *testing.T) {
 				}).
 				WithAnnotations(map[string]string{"example.com/note": "kept"}).
 				WithOwnerReferences(ownerRef()).
-				WithSpec(corev1ac.PodSpec().
+				WithSpec(corev1ac.PodSpec().WithReadinessGates(inPlaceGate()).
 					WithAutomountServiceAccountToken(false).
 					WithSecurityContext(corev1ac.PodSecurityContext().
 						WithRunAsNonRoot(true).
@@ -500,5 +500,23 @@ func TestDesiredPodLeavesThePodSetAlone(t *testing.T) {
 	first.Spec.InitContainers[0].WithImage("changed")
 	if diff := cmp.Diff(before, ps); diff != "" {
 		t.Errorf("changing the desired pod changed the PodSet (-before +after):\n%s", diff)
+	}
+}
+
+// inPlaceGate is the readiness gate of every pod made under
+// InPlaceIfPossible.
+func inPlaceGate() *corev1ac.PodReadinessGateApplyConfiguration {
+	return corev1ac.PodReadinessGate().WithConditionType(podsetv1alpha1.InPlaceUpdateReadyCondition)
+}
+
+func TestDesiredPodUnderRecreateHasNoGate(t *testing.T) {
+	ps := makePodSet("web").obj()
+	ps.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
+	got, err := desiredPod(ps, &ps.Spec.Template, 0, "abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Spec.ReadinessGates) != 0 {
+		t.Errorf("readiness gates %v under podUpdatePolicy Recreate, want none", got.Spec.ReadinessGates)
 	}
 }

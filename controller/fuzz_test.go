@@ -12,8 +12,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -243,10 +245,26 @@ func fuzzPods(ps *podsetv1alpha1.PodSet, hash string, data []byte) []fuzzPod {
 			p.controlledBy(ps)
 			p.pod.OwnerReferences[0].Controller = ptr.To(false)
 		}
-		if b[3]&1 == 0 {
+		switch {
+		case controlled && b[3]&32 != 0:
+			// Made from the older revision fuzzOld, which differs only in
+			// the image: updated in place where it can be.
+			p.hash(fuzzOld)
+			p.image("app", fuzzOldImage)
+		case b[3]&1 == 0:
 			p.hash(hash)
-		} else {
+		default:
 			p.hash("stale")
+		}
+		if controlled && b[3]&64 != 0 {
+			p.pod.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: podsetv1alpha1.InPlaceUpdateReadyCondition}}
+		}
+		if controlled && b[3]&128 != 0 {
+			// Resized by someone else, as the VerticalPodAutoscaler does.
+			p.pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+				Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")},
+			}
 		}
 		if controlled {
 			if b[3]&2 != 0 {
@@ -279,10 +297,24 @@ func fuzzPods(ps *podsetv1alpha1.PodSet, hash string, data []byte) []fuzzPod {
 		if b[1]&8 != 0 {
 			p.terminating()
 		}
+		if len(p.pod.Spec.ReadinessGates) > 0 {
+			gate := corev1.ConditionTrue
+			if b[1]&32 != 0 {
+				gate = corev1.ConditionFalse
+			}
+			p.pod.Status.Conditions = append(p.pod.Status.Conditions, corev1.PodCondition{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: gate})
+		}
 		out = append(out, fuzzPod{pod: p.obj(), inFlight: b[1]&16 != 0, controlled: controlled})
 	}
 	return out
 }
+
+// fuzzOld is the hash of FuzzPlanPods' older revision, whose template
+// differs from the current one only in the image fuzzOldImage.
+const (
+	fuzzOld      = "old"
+	fuzzOldImage = "busybox:1.35"
+)
 
 func FuzzPlanPods(f *testing.F) {
 	// replicas, maxUnavailable, percent, onDelete, pods (4 bytes each:
@@ -311,6 +343,10 @@ func FuzzPlanPods(f *testing.F) {
 		if rollout&64 != 0 {
 			b.ps.Spec.MinReadySeconds = 10
 		}
+		b.ps.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+		}
 		ps := b.obj()
 		hash := templateHash(ps)
 		replicasN := int(replicas(ps))
@@ -334,6 +370,9 @@ func FuzzPlanPods(f *testing.F) {
 		inFlight := func(name string) bool { return inFlightSet[name] }
 
 		in := testInput(ps, inFlight)
+		oldTmpl := ps.Spec.Template.DeepCopy()
+		oldTmpl.Spec.Containers[0].Image = fuzzOldImage
+		in.revs.templates[fuzzOld] = oldTmpl
 		plan := planPods(ps, pods, in)
 
 		if diff := cmp.Diff(before, pods); diff != "" {
@@ -397,9 +436,15 @@ func FuzzPlanPods(f *testing.F) {
 		}
 
 		// Writes: only controlled, settled pods, each in one list once.
+		var updated []*corev1.Pod
+		for _, step := range plan.update {
+			updated = append(updated, step.pod)
+		}
 		lists := map[string][]*corev1.Pod{
 			"repair": plan.repair, "prune": plan.prune, "replaceFinished": plan.replaceFinished, "rollout": plan.rollout,
+			"update": updated, "pause": plan.pause,
 		}
+		checkNoForbiddenField(t, ps, in.revs, plan)
 		writtenIn := map[string]string{}
 		for list, written := range lists {
 			for _, p := range written {
@@ -436,14 +481,16 @@ func FuzzPlanPods(f *testing.F) {
 			}
 		}
 
-		// Finished pods are replaced; repaired pods are current.
+		// Finished pods are replaced; repaired pods are current, or held
+		// back (OnDelete, the partition) on a known revision.
 		for _, p := range plan.replaceFinished {
 			if p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded {
 				t.Errorf("replaceFinished has %s in phase %s", p.Name, p.Status.Phase)
 			}
 		}
 		for _, p := range plan.repair {
-			if p.Labels[podsetv1alpha1.TemplateHashLabel] != hash {
+			o, _ := podOrdinal("web", p.Name)
+			if h := p.Labels[podsetv1alpha1.TemplateHashLabel]; h != hash && (!onDelete && o >= partitionN || !in.revs.known(h)) {
 				t.Errorf("repair has the out-of-date pod %s", p.Name)
 			}
 		}
@@ -492,7 +539,15 @@ func FuzzPlanPods(f *testing.F) {
 		}
 		budget := max(0, maxUnavailable(ps)-unavailable)
 		var readyTaken []string
-		for _, p := range plan.rollout {
+		taken := slices.Clone(plan.rollout)
+		taken = append(taken, plan.pause...)
+		for _, step := range plan.update {
+			if !step.way.metadataOnly() {
+				taken = append(taken, step.pod)
+			}
+		}
+		slices.SortFunc(taken, func(a, b *corev1.Pod) int { return ordinalOf(ps, a) - ordinalOf(ps, b) })
+		for _, p := range taken {
 			if p.Labels[podsetv1alpha1.TemplateHashLabel] == hash {
 				t.Errorf("rollout has the up-to-date pod %s", p.Name)
 			}
@@ -508,6 +563,7 @@ func FuzzPlanPods(f *testing.F) {
 				readyTaken = append(readyTaken, p.Name)
 			}
 		}
+		slices.Reverse(readyTaken)
 		if len(readyTaken) > budget {
 			t.Errorf("rollout takes %d ready pods %v, budget %d (maxUnavailable %d, %d unavailable)",
 				len(readyTaken), readyTaken, budget, maxUnavailable(ps), unavailable)
@@ -525,8 +581,9 @@ func FuzzPlanPods(f *testing.F) {
 				o, ok := podOrdinal("web", p.Name)
 				if fp.controlled && !fp.inFlight && p.DeletionTimestamp == nil && ok && o < replicasN && o >= partitionN &&
 					p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded &&
-					p.Labels[podsetv1alpha1.TemplateHashLabel] != hash && !podReady(p) && writtenIn[p.Name] != "rollout" {
-					t.Errorf("the unready out-of-date pod %s is not rolled out", p.Name)
+					p.Labels[podsetv1alpha1.TemplateHashLabel] != hash && !podReady(p) && writtenIn[p.Name] != "rollout" && writtenIn[p.Name] != "update" &&
+					!(gateClosed(p) && kubeletReady(p)) {
+					t.Errorf("the unready out-of-date pod %s is neither recreated nor updated in place", p.Name)
 				}
 			}
 		}
@@ -536,4 +593,75 @@ func FuzzPlanPods(f *testing.F) {
 			t.Errorf("empty() = %v with %d creates and %d pod writes", plan.empty(), len(plan.create), len(writtenIn))
 		}
 	})
+}
+
+// checkNoForbiddenField checks what a plan sends to existing pods: nothing
+// a running pod cannot change. Every apply keeps the cpu and memory the pod
+// runs with, names no readiness gate the pod lacks, and otherwise differs
+// from the pod's own revision's desired pod in images at most; containers
+// restart for a new image only once the kubelet has taken the pod out of
+// Ready; only pods with the gate have it closed.
+func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *revisionSet, plan podPlan) {
+	t.Helper()
+	check := func(list string, pod *corev1.Pod, hash string) {
+		from, ok := revs.templates[pod.Labels[podsetv1alpha1.TemplateHashLabel]]
+		if !ok {
+			t.Errorf("%s: pod %s runs an unknown revision, which cannot be updated in place", list, pod.Name)
+			return
+		}
+		body, err := podUpdate(ps, revs.templates[hash], pod, hash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range body.Spec.Containers {
+			i := slices.IndexFunc(pod.Spec.Containers, func(pc corev1.Container) bool { return pc.Name == *c.Name })
+			if c.Resources == nil || i < 0 {
+				continue
+			}
+			for _, pair := range [][2]*corev1.ResourceList{{c.Resources.Requests, &pod.Spec.Containers[i].Resources.Requests}, {c.Resources.Limits, &pod.Spec.Containers[i].Resources.Limits}} {
+				if pair[0] == nil {
+					continue
+				}
+				for name, q := range *pair[0] {
+					if have, ok := (*pair[1])[name]; ok && !have.Equal(q) {
+						t.Errorf("%s: the apply to pod %s changes %s of %s from %s to %s", list, pod.Name, name, *c.Name, have.String(), q.String())
+					}
+				}
+			}
+		}
+		for _, g := range body.Spec.ReadinessGates {
+			if !hasGate(pod) || *g.ConditionType != podsetv1alpha1.InPlaceUpdateReadyCondition {
+				t.Errorf("%s: the apply to pod %s adds the readiness gate %s", list, pod.Name, *g.ConditionType)
+			}
+		}
+		was, err := podUpdate(ps, from, pod, pod.Labels[podsetv1alpha1.TemplateHashLabel])
+		if err != nil {
+			t.Fatal(err)
+		}
+		strip := func(spec *corev1ac.PodSpecApplyConfiguration) *corev1ac.PodSpecApplyConfiguration {
+			out := *spec
+			out.Containers = slices.Clone(spec.Containers)
+			for i := range out.Containers {
+				out.Containers[i].Image = nil
+			}
+			return &out
+		}
+		if diff := cmp.Diff(strip(was.Spec), strip(body.Spec)); diff != "" {
+			t.Errorf("%s: the apply to pod %s changes more than images (-its revision +sent):\n%s", list, pod.Name, diff)
+		}
+	}
+	for _, pod := range plan.repair {
+		check("repair", pod, pod.Labels[podsetv1alpha1.TemplateHashLabel])
+	}
+	for _, step := range plan.update {
+		check("update", step.pod, revs.update)
+		if step.way.restart && kubeletReady(step.pod) {
+			t.Errorf("update restarts the containers of %s while the kubelet still has it Ready (in endpoints)", step.pod.Name)
+		}
+	}
+	for _, pod := range plan.pause {
+		if !hasGate(pod) {
+			t.Errorf("pause closes the gate of %s, which has none", pod.Name)
+		}
+	}
 }

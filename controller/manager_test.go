@@ -6,6 +6,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
 
 func TestSlimPodKeepsWhatTheOperatorReads(t *testing.T) {
@@ -32,6 +34,7 @@ func TestSlimPodKeepsWhatTheOperatorReads(t *testing.T) {
 		Conditions: []corev1.PodCondition{
 			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
 			{Type: corev1.PodReady, Status: corev1.ConditionTrue, Reason: "r", Message: "m", LastTransitionTime: deleting},
+			{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionTrue, Reason: "NoUpdateInProgress", Message: "m", LastTransitionTime: deleting},
 		},
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Ready: true}},
 	}
@@ -50,10 +53,14 @@ func TestSlimPodKeepsWhatTheOperatorReads(t *testing.T) {
 		Spec: corev1.PodSpec{
 			Containers:     []corev1.Container{{Name: "app", Image: pod.Spec.Containers[0].Image}},
 			InitContainers: []corev1.Container{{Name: "init", Image: "busybox:1"}},
+			ReadinessGates: []corev1.PodReadinessGate{{ConditionType: podsetv1alpha1.InPlaceUpdateReadyCondition}},
 		},
 		Status: corev1.PodStatus{
-			Phase:      corev1.PodRunning,
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: deleting}},
+			Phase: corev1.PodRunning,
+			Conditions: []corev1.PodCondition{
+				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: deleting},
+				{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionTrue, Reason: "NoUpdateInProgress", LastTransitionTime: deleting},
+			},
 		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

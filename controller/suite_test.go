@@ -246,6 +246,7 @@ func (b *podSetBuilder) onDelete() *podSetBuilder {
 	b.ps.Spec.UpdateStrategy.Type = podsetv1alpha1.OnDeleteStrategyType
 	return b
 }
+
 // recreate makes the PodSet replace out-of-date pods rather than update
 // them in place: for tests of the rollout's pacing, which see a pod
 // updated by its new UID.

@@ -70,7 +70,7 @@ func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSe
 	var repaired []string
 	for _, pod := range plan.repair {
 		hash := pod.Labels[podsetv1alpha1.TemplateHashLabel]
-		if _, err := r.applyPod(ctx, ps, revs.templates[hash], ordinalOf(ps, pod), hash, pod.UID); isRejection(err) {
+		if err := r.applyExisting(ctx, ps, revs.templates[hash], pod, hash); isRejection(err) {
 			rejected = err
 		} else if err != nil {
 			errs = append(errs, err)
@@ -113,7 +113,7 @@ func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.Po
 		name := podName(ps.Name, ordinal)
 		hash := plan.revisionOf(ordinal, revs)
 		tmpl := revs.templates[hash]
-		uid, err := r.applyPod(ctx, ps, tmpl, ordinal, hash, "")
+		uid, err := r.createPod(ctx, ps, tmpl, ordinal, hash)
 		switch {
 		case err == nil:
 			r.expectations.expectCreated(keyOf(ps), name, uid)
@@ -136,8 +136,7 @@ func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.Po
 		}
 		// The name is taken. Find out by whom: the API server, not the
 		// cache, which holds only labelled pods.
-		existing := &metav1.PartialObjectMetadata{}
-		existing.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+		existing := &corev1.Pod{}
 		switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ps.Namespace, Name: name}, existing); {
 		case apierrors.IsNotFound(err):
 			// Gone again since: the next pass creates it.
@@ -149,7 +148,10 @@ func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.Po
 			// or someone removed the label the cache selects on, so the
 			// cache cannot see it: then restore it in place.
 			if existing.Labels[podsetv1alpha1.NameLabel] != ps.Name {
-				if _, err := r.applyPod(ctx, ps, tmpl, ordinal, hash, existing.UID); err != nil {
+				if h := existing.Labels[podsetv1alpha1.TemplateHashLabel]; revs.known(h) {
+					hash, tmpl = h, revs.templates[h]
+				}
+				if err := r.applyExisting(ctx, ps, tmpl, existing, hash); err != nil {
 					return err
 				}
 			}
@@ -172,26 +174,34 @@ func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.Po
 // pins both halves of that on the real API server.
 const createOnly = "1"
 
-// applyPod applies the desired pod of an ordinal, made from the template of
-// the revision hash, and never as an upsert:
-// for an existing pod (uid set) the UID goes into the apply, so it can only
-// ever update that pod; for a new one (uid empty) the createOnly
+// createPod applies the desired pod of an ordinal, made from the template
+// of the revision hash, and never as an upsert: the createOnly
 // precondition makes it fail with a conflict if any pod holds the name.
-// It returns the UID of the pod applied.
-func (r *PodSetReconciler) applyPod(ctx context.Context, ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, ordinal int, hash string, uid types.UID) (types.UID, error) {
+// It returns the UID of the pod created.
+func (r *PodSetReconciler) createPod(ctx context.Context, ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, ordinal int, hash string) (types.UID, error) {
 	pod, err := desiredPod(ps, tmpl, ordinal, hash)
 	if err != nil {
 		return "", err
 	}
-	if uid != "" {
-		pod.WithUID(uid)
-	} else {
-		pod.WithResourceVersion(createOnly)
-	}
+	pod.WithResourceVersion(createOnly)
 	if err := r.Client.Apply(ctx, pod, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		return "", fmt.Errorf("applying pod %s: %w", *pod.Name, err)
 	}
 	return ptr.Deref(pod.UID, ""), nil
+}
+
+// applyExisting applies to an existing pod what the operator owns on it
+// from the template of the revision hash, and nothing a running pod
+// cannot change (podUpdate); its UID makes it an update of that pod only.
+func (r *PodSetReconciler) applyExisting(ctx context.Context, ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, pod *corev1.Pod, hash string) error {
+	ac, err := podUpdate(ps, tmpl, pod, hash)
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying pod %s: %w", pod.Name, err)
+	}
+	return nil
 }
 
 // syncRevisions writes the ControllerRevisions: the current template's, if

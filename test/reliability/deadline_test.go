@@ -28,6 +28,8 @@ func TestRestartMidRolloutKeepsTheDeadlineClock(t *testing.T) {
 	key := types.NamespacedName{Namespace: ns, Name: ps.Name}
 	update(t, key, func(ps *podsetv1alpha1.PodSet) {
 		ps.Spec.ProgressDeadlineSeconds = ptr.To(int32(deadline / time.Second))
+		// No kubelet here: pods are replaced, not restarted in place.
+		ps.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
 	})
 	markPodsReady(t, ns, 2)
 	eventually(t, "Ready", func() error { return conditionIs(t, key, podsetv1alpha1.ReadyCondition, metav1.ConditionTrue) })

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -202,8 +203,9 @@ func eventually(t *testing.T, what string, cond func() error) {
 	}
 }
 
-// kubelet plays the kubelet for a namespace: it marks every new pod Running
-// and Ready, until the test ends.
+// kubelet plays the kubelet for a namespace until the test ends: every pod
+// Running, its containers on the images their spec names, Ready as its
+// readiness gates allow (testenv.KubeletStatus).
 func kubelet(t *testing.T, ns string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -214,12 +216,13 @@ func kubelet(t *testing.T, ns string) {
 			if err := env.Client.List(ctx, list, client.InNamespace(ns)); err == nil {
 				for i := range list.Items {
 					p := &list.Items[i]
-					if p.DeletionTimestamp != nil || ready(p) || p.Status.Phase == corev1.PodFailed {
+					if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed {
 						continue
 					}
-					p.Status.Phase = corev1.PodRunning
-					p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-					_ = env.Client.Status().Update(ctx, p)
+					if status, _ := testenv.KubeletStatus(p, false); !equality.Semantic.DeepEqual(status, p.Status) {
+						p.Status = status
+						_ = env.Client.Status().Update(ctx, p)
+					}
 				}
 			}
 			time.Sleep(20 * time.Millisecond)

@@ -15,6 +15,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -136,9 +137,11 @@ func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
 	kubelet(t, ns)
 	garbageCollector(t, ns)
 
-	// Everything the operator does: create, scale down, roll out (a new
-	// ControllerRevision, the old one pruned with a history limit of 0),
-	// roll back (the old template's revision renumbered), replace a deleted
+	// Everything the operator does: create (opening each pod's readiness
+	// gate), scale down, roll out in place (a new ControllerRevision, the
+	// old one pruned with a history limit of 0; gates closed and opened),
+	// roll back (the old template's revision renumbered), resize in place
+	// and recreate a pod whose resize is refused, replace a deleted
 	// pod, find a pod name taken by a pod it does not control, and stall on
 	// a refused template (Warning events).
 	ps := newPodSet(t, ns, "web", 3)
@@ -155,6 +158,20 @@ func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
 	})
 	converged(t, ns)
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Containers[0].Image = "busybox:1.37" })
+	converged(t, ns)
+	// Resources in place: the first resize is refused (it would change the
+	// pods' QoS class) and the pods are recreated; the second goes through
+	// pods/resize.
+	update(t, key, func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+		}
+	})
+	converged(t, ns)
+	update(t, key, func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("200m")
+	})
 	converged(t, ns)
 	eventually(t, "old revisions pruned to the history limit", func() error {
 		list := &appsv1.ControllerRevisionList{}

@@ -1,0 +1,537 @@
+package controller_test
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
+)
+
+// In-place updates against the real API server. envtest has no kubelet:
+// fakeKubelet plays one for a namespace with testenv.KubeletStatus, the way
+// the local cluster's kwok stages do: containers report the image their
+// spec names (a changed image restarts the container), cpu and memory
+// follow a resize unless the test makes it Infeasible, and Ready is True
+// only when every readiness gate's condition is True.
+
+// fakeKubelet keeps the pods of a namespace Running as a kubelet would,
+// until the test ends, and records what a user would notice.
+type fakeKubelet struct {
+	t  *testing.T
+	ns string
+
+	mu sync.Mutex
+	// paused stops it from touching pods (a kubelet that is slow).
+	paused bool
+	// infeasible makes every resize of a pod Infeasible.
+	infeasible bool
+	// restarts lists, per restart of a container for a new image, the pod
+	// and whether it was still Ready (in Service endpoints) then.
+	restarts []restart
+	// maxGated is the most pods seen at once with the operator's gate
+	// closed.
+	maxGated int
+	// gated lists every pod ever seen with its gate closed.
+	gated map[string]bool
+}
+
+type restart struct {
+	pod   string
+	ready bool
+}
+
+func startKubelet(t *testing.T, ns string) *fakeKubelet {
+	k := &fakeKubelet{t: t, ns: ns, gated: map[string]bool{}}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			k.sync()
+		}
+	}()
+	t.Cleanup(func() { close(done); <-stopped })
+	return k
+}
+
+func (k *fakeKubelet) pause(p bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.paused = p
+}
+
+func (k *fakeKubelet) sync() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.paused {
+		return
+	}
+	list := &corev1.PodList{}
+	if err := env.Client.List(k.t.Context(), list, client.InNamespace(k.ns)); err != nil {
+		return
+	}
+	gated := 0
+	for i := range list.Items {
+		pod := &list.Items[i]
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		if c := podCondition(pod, podsetv1alpha1.InPlaceUpdateReadyCondition); c != nil && c.Status == corev1.ConditionFalse {
+			gated++
+			k.gated[pod.Name] = true
+		}
+		wasReady := podCondition(pod, corev1.PodReady) != nil && podCondition(pod, corev1.PodReady).Status == corev1.ConditionTrue
+		status, restarted := testenv.KubeletStatus(pod, k.infeasible)
+		for range restarted {
+			k.restarts = append(k.restarts, restart{pod: pod.Name, ready: wasReady})
+		}
+		if !equality.Semantic.DeepEqual(status, pod.Status) {
+			pod.Status = status
+			_ = env.Client.Status().Update(k.t.Context(), pod)
+		}
+	}
+	k.maxGated = max(k.maxGated, gated)
+}
+
+func podCondition(pod *corev1.Pod, typ corev1.PodConditionType) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == typ {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// report is what the kubelet saw: restarts of Ready pods, the most pods
+// gated at once, and which pods were ever gated.
+func (k *fakeKubelet) report() (readyRestarts []string, maxGated int, gated []string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, r := range k.restarts {
+		if r.ready {
+			readyRestarts = append(readyRestarts, r.pod)
+		}
+	}
+	return readyRestarts, k.maxGated, slices.Sorted(maps.Keys(k.gated))
+}
+
+// uids is each live pod's UID by name.
+func uids(t *testing.T, ns string) map[string]types.UID {
+	t.Helper()
+	out := map[string]types.UID{}
+	for name, p := range pods(t, ns) {
+		if p.DeletionTimestamp == nil {
+			out[name] = p.UID
+		}
+	}
+	return out
+}
+
+// changeTemplate updates a PodSet's template (a new revision).
+func changeTemplate(t *testing.T, ps *podsetv1alpha1.PodSet, change func(*corev1.PodTemplateSpec)) {
+	t.Helper()
+	eventually(t, "change the template of "+ps.Name, func() error {
+		cur := get(t, ps)
+		change(&cur.Spec.Template)
+		return env.Client.Update(t.Context(), cur)
+	})
+}
+
+// wantEvent checks that a Normal event about a PodSet with the reason has
+// a note that contains want.
+func wantEvent(t *testing.T, ps *podsetv1alpha1.PodSet, reason, want, problem string) {
+	t.Helper()
+	if notes := strings.Join(normalEvents(t, ps, reason), "\n"); !strings.Contains(notes, want) {
+		t.Errorf("%s; events:\n%s", problem, notes)
+	}
+}
+
+// normalEvents lists the notes of Normal events about a PodSet with a reason.
+func normalEvents(t *testing.T, ps *podsetv1alpha1.PodSet, reason string) []string {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := env.Client.List(t.Context(), list, client.InNamespace(ps.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.Type == corev1.EventTypeNormal && e.Regarding.Name == ps.Name && e.Reason == reason {
+			out = append(out, e.Note)
+		}
+	}
+	return out
+}
+
+// waitForRollout waits until every pod of the namespace runs image, as its
+// spec and its status say, and the PodSet is Ready with all pods updated.
+func waitForRollout(t *testing.T, ps *podsetv1alpha1.PodSet, image string) {
+	t.Helper()
+	eventually(t, "every pod on "+image, func() error {
+		for name, p := range pods(t, ps.Namespace) {
+			if p.Spec.Containers[0].Image != image || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].Image != image {
+				return fmt.Errorf("%s still on %s", name, p.Spec.Containers[0].Image)
+			}
+		}
+		return nil
+	})
+	waitForStatus(t, ps, readyStatus(replicas(ps)))
+}
+
+func replicas(ps *podsetv1alpha1.PodSet) int32 { return ptr.Deref(ps.Spec.Replicas, 1) }
+
+func TestImageChangeUpdatesPodsInPlaceBehindTheirGate(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t, nil)
+	kubelet := startKubelet(t, ns)
+	ps := makePodSet(ns, "web").replicas(3).maxUnavailable(1).create(t)
+	waitForStatus(t, ps, readyStatus(3))
+	before := uids(t, ns)
+	applies := requests.count("PATCH", ns, "pods", "")
+	statuses := requests.count("PATCH", ns, "pods", "status")
+
+	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) { tmpl.Spec.Containers[0].Image = "busybox:1.37" })
+	waitForRollout(t, ps, "busybox:1.37")
+
+	if after := uids(t, ns); !maps.Equal(before, after) {
+		t.Errorf("pods were replaced: UIDs %v, then %v", before, after)
+	}
+	if n := requests.count("PATCH", ns, "pods", "") - applies; n != 3 {
+		t.Errorf("%d pod writes for an image rollout of 3 pods, want 3", n)
+	}
+	if n := requests.count("PATCH", ns, "pods", "status") - statuses; n != 6 {
+		t.Errorf("%d gate condition writes for an image rollout of 3 pods, want 6 (closed, then open again)", n)
+	}
+	if n := requests.count("DELETE", ns, "pods", ""); n != 0 {
+		t.Errorf("%d pod deletes during an image rollout, want 0", n)
+	}
+	readyRestarts, maxGated, gated := kubelet.report()
+	if len(readyRestarts) > 0 {
+		t.Errorf("containers of pods %v restarted while their pod was Ready (in Service endpoints)", readyRestarts)
+	}
+	if maxGated > 1 {
+		t.Errorf("%d pods were out of Ready for the update at once, want at most maxUnavailable 1", maxGated)
+	}
+	if want := []string{"web-0", "web-1", "web-2"}; !slices.Equal(gated, want) {
+		t.Errorf("pods taken out of Ready for the update: %v, want %v", gated, want)
+	}
+	for _, p := range pods(t, ns) {
+		if c := podCondition(&p, podsetv1alpha1.InPlaceUpdateReadyCondition); c == nil || c.Status != corev1.ConditionTrue {
+			t.Errorf("pod %s gate condition %+v, want True", p.Name, c)
+		}
+		if p.Status.ContainerStatuses[0].RestartCount != 1 {
+			t.Errorf("pod %s restart count %d, want 1", p.Name, p.Status.ContainerStatuses[0].RestartCount)
+		}
+	}
+	wantEvent(t, ps, "UpdatedInPlace", "new image for app", "no UpdatedInPlace event names the image change")
+}
+
+func TestLabelAndAnnotationChangeUpdatesEveryPodAtOnceWithoutRestart(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t, nil)
+	kubelet := startKubelet(t, ns)
+	ps := makePodSet(ns, "web").replicas(3).maxUnavailable(1).create(t)
+	waitForStatus(t, ps, readyStatus(3))
+	before := uids(t, ns)
+
+	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) {
+		tmpl.Labels["tier"] = "front"
+		tmpl.Annotations = map[string]string{"example.com/owner": "team-a"}
+	})
+	eventually(t, "labels and annotations on every pod", func() error {
+		for name, p := range pods(t, ns) {
+			if p.Labels["tier"] != "front" || p.Annotations["example.com/owner"] != "team-a" {
+				return fmt.Errorf("%s has labels %v, annotations %v", name, p.Labels, p.Annotations)
+			}
+		}
+		return nil
+	})
+	waitForStatus(t, ps, readyStatus(3))
+	if after := uids(t, ns); !maps.Equal(before, after) {
+		t.Errorf("pods were replaced: UIDs %v, then %v", before, after)
+	}
+	if _, _, gated := kubelet.report(); len(gated) > 0 {
+		t.Errorf("pods %v were taken out of Ready for a metadata change", gated)
+	}
+	for _, p := range pods(t, ns) {
+		if p.Status.ContainerStatuses[0].RestartCount != 0 {
+			t.Errorf("pod %s restarted for a metadata change", p.Name)
+		}
+	}
+}
+
+// resources is a container's cpu and memory.
+func resources(reqCPU, reqMem, limCPU, limMem string) corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(reqCPU), corev1.ResourceMemory: resource.MustParse(reqMem)},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(limCPU), corev1.ResourceMemory: resource.MustParse(limMem)},
+	}
+}
+
+func withResources(r corev1.ResourceRequirements) func(*podsetv1alpha1.PodSet) {
+	return func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Containers[0].Resources = r }
+}
+
+func TestResourceChangeResizesPodsInPlace(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t, nil)
+	startKubelet(t, ns)
+	ps := makePodSet(ns, "web").replicas(2).mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))).create(t)
+	waitForStatus(t, ps, readyStatus(2))
+	before := uids(t, ns)
+
+	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) {
+		tmpl.Spec.Containers[0].Resources = resources("20m", "16Mi", "200m", "64Mi")
+	})
+	eventually(t, "pods resized", func() error {
+		for name, p := range pods(t, ns) {
+			if cpu := p.Spec.Containers[0].Resources.Limits.Cpu(); cpu.String() != "200m" {
+				return fmt.Errorf("%s has a cpu limit of %s", name, cpu)
+			}
+		}
+		return nil
+	})
+	waitForStatus(t, ps, readyStatus(2))
+	if after := uids(t, ns); !maps.Equal(before, after) {
+		t.Errorf("pods were replaced: UIDs %v, then %v", before, after)
+	}
+	for _, p := range pods(t, ns) {
+		if !ownedThroughResize(p) {
+			t.Errorf("pod %s: the operator's resize is not on the pods/resize subresource: %v", p.Name, p.ManagedFields)
+		}
+	}
+}
+
+// ownedThroughResize reports whether the operator's field manager owns
+// fields of the pod through the resize subresource.
+func ownedThroughResize(p corev1.Pod) bool {
+	return slices.ContainsFunc(p.ManagedFields, func(mf metav1.ManagedFieldsEntry) bool {
+		return mf.Manager == "podset-operator" && mf.Subresource == "resize"
+	})
+}
+
+func TestInfeasibleResizeRecreatesThePod(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t, nil)
+	kubelet := startKubelet(t, ns)
+	ps := makePodSet(ns, "web").mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))).create(t)
+	waitForStatus(t, ps, readyStatus(1))
+	before := uids(t, ns)["web-0"]
+
+	kubelet.mu.Lock()
+	kubelet.infeasible = true
+	kubelet.mu.Unlock()
+	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) {
+		tmpl.Spec.Containers[0].Resources = resources("10m", "16Mi", "64", "64Mi")
+	})
+	eventually(t, "web-0 recreated", func() error {
+		p, ok := pods(t, ns)["web-0"]
+		if !ok || p.UID == before || p.DeletionTimestamp != nil {
+			return fmt.Errorf("web-0 not recreated yet")
+		}
+		if cpu := p.Spec.Containers[0].Resources.Limits.Cpu(); cpu.String() != "64" {
+			return fmt.Errorf("the new web-0 has a cpu limit of %s", cpu)
+		}
+		return nil
+	})
+	wantEvent(t, ps, podsetv1alpha1.RollingOutReason, "Infeasible", "no event says the pod was recreated for an Infeasible resize")
+}
+
+func TestChangesBeyondImagesAndResourcesRecreatePods(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t, nil)
+	startKubelet(t, ns)
+	ps := makePodSet(ns, "web").replicas(2).maxUnavailable(2).create(t)
+	waitForStatus(t, ps, readyStatus(2))
+	before := uids(t, ns)
+
+	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) {
+		tmpl.Spec.Containers[0].Command = []string{"sleep", "3600"}
+	})
+	eventually(t, "pods recreated", func() error {
+		for name, p := range pods(t, ns) {
+			if p.UID == before[name] || p.DeletionTimestamp != nil || len(p.Spec.Containers[0].Command) < 2 || p.Spec.Containers[0].Command[1] != "3600" {
+				return fmt.Errorf("%s not recreated yet", name)
+			}
+		}
+		return nil
+	})
+	wantEvent(t, ps, podsetv1alpha1.RollingOutReason, "the template changed beyond images", "no event says why pods were recreated")
+}
+
+func TestRecreatePolicyReplacesPodsForAnImage(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t, nil)
+	startKubelet(t, ns)
+	ps := makePodSet(ns, "web").recreate().create(t)
+	waitForStatus(t, ps, readyStatus(1))
+	if p := pods(t, ns)["web-0"]; len(p.Spec.ReadinessGates) != 0 {
+		t.Errorf("a pod made under Recreate has readiness gates %v", p.Spec.ReadinessGates)
+	}
+	before := uids(t, ns)["web-0"]
+	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) { tmpl.Spec.Containers[0].Image = "busybox:1.37" })
+	waitForRollout(t, ps, "busybox:1.37")
+	if uids(t, ns)["web-0"] == before {
+		t.Errorf("web-0 was updated in place under podUpdatePolicy Recreate")
+	}
+}
+
+func TestInPlaceRolloutHonoursPartition(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t, nil)
+	kubelet := startKubelet(t, ns)
+	ps := makePodSet(ns, "web").replicas(4).maxUnavailable(1).partition(2).create(t)
+	waitForStatus(t, ps, readyStatus(4))
+	before := uids(t, ns)
+
+	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) { tmpl.Spec.Containers[0].Image = "busybox:1.37" })
+	eventually(t, "pods 2 and 3 updated", func() error {
+		all := pods(t, ns)
+		for _, name := range []string{"web-2", "web-3"} {
+			if p := all[name]; len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].Image != "busybox:1.37" {
+				return fmt.Errorf("%s not updated yet", name)
+			}
+		}
+		return nil
+	})
+	waitForStatus(t, ps, func(ps *podsetv1alpha1.PodSet) error {
+		if ps.Status.UpdatedReplicas != 2 || condition(ps, podsetv1alpha1.ReadyCondition).Status != metav1.ConditionTrue {
+			return fmt.Errorf("status %+v", ps.Status)
+		}
+		return nil
+	})
+	all := pods(t, ns)
+	for _, name := range []string{"web-0", "web-1"} {
+		if image(all[name]) != "busybox:1.36" {
+			t.Errorf("%s below the partition runs %s", name, image(all[name]))
+		}
+	}
+	if after := uids(t, ns); !maps.Equal(before, after) {
+		t.Errorf("pods were replaced: UIDs %v, then %v", before, after)
+	}
+	if _, maxGated, gated := kubelet.report(); maxGated > 1 || !slices.Equal(gated, []string{"web-2", "web-3"}) {
+		t.Errorf("pods out of Ready for the update: %v, at most %d at once; want web-2 and web-3, one at a time", gated, maxGated)
+	}
+}
+
+func TestPodDeletedMidUpdateComesBackOnTheNewRevision(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t, nil)
+	kubelet := startKubelet(t, ns)
+	ps := makePodSet(ns, "web").create(t)
+	waitForStatus(t, ps, readyStatus(1))
+	before := uids(t, ns)["web-0"]
+
+	// The kubelet stalls: the gate closes, the pod never leaves Ready.
+	kubelet.pause(true)
+	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) { tmpl.Spec.Containers[0].Image = "busybox:1.37" })
+	eventually(t, "the gate of web-0 closed", func() error {
+		p := pods(t, ns)["web-0"]
+		if c := podCondition(&p, podsetv1alpha1.InPlaceUpdateReadyCondition); c == nil || c.Status != corev1.ConditionFalse {
+			return fmt.Errorf("gate %+v", c)
+		}
+		return nil
+	})
+	if p := pods(t, ns)["web-0"]; image(p) != "busybox:1.36" {
+		t.Fatalf("the image changed before the pod left Ready")
+	}
+	p := pods(t, ns)["web-0"]
+	forceDelete(t, p)
+	kubelet.pause(false)
+	waitForRollout(t, ps, "busybox:1.37")
+	if uids(t, ns)["web-0"] == before {
+		t.Errorf("web-0 was not recreated")
+	}
+}
+
+// TestResizeByAnotherWriterIsKeptThroughARepair is the repro of the
+// VerticalPodAutoscaler bug: a pod resized through pods/resize by another
+// field manager, then any drift the operator repairs. The repair must not
+// send the template's resources again (the API server refuses any change
+// of them outside pods/resize, and the PodSet stalled for good).
+func TestResizeByAnotherWriterIsKeptThroughARepair(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
+	startKubelet(t, ns)
+	ps := makePodSet(ns, "rz").mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))).create(t)
+	waitForStatus(t, ps, readyStatus(1))
+	pod := pods(t, ns)["rz-0"]
+
+	resize := corev1ac.Pod("rz-0", ns).WithSpec(corev1ac.PodSpec().WithContainers(
+		corev1ac.Container().WithName("app").WithResources(corev1ac.ResourceRequirements().
+			WithRequests(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m")}).
+			WithLimits(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")}))))
+	if err := env.Client.SubResource("resize").Apply(t.Context(), resize, client.FieldOwner("vpa-updater"), client.ForceOwnership); err != nil {
+		t.Fatalf("resizing rz-0: %v", err)
+	}
+	updatePod(t, pod, func(p *corev1.Pod) { delete(p.Labels, podsetv1alpha1.OrdinalLabel) })
+
+	eventually(t, "the ordinal label restored", func() error {
+		p := pods(t, ns)["rz-0"]
+		if p.Labels[podsetv1alpha1.OrdinalLabel] != "0" {
+			return fmt.Errorf("labels %v", p.Labels)
+		}
+		return nil
+	})
+	waitForStatus(t, ps, readyStatus(1))
+	got := pods(t, ns)["rz-0"]
+	if got.UID != pod.UID {
+		t.Errorf("rz-0 was replaced")
+	}
+	r := got.Spec.Containers[0].Resources
+	if r.Requests.Cpu().String() != "20m" || r.Limits.Cpu().String() != "200m" || r.Requests.Memory().String() != "16Mi" {
+		t.Errorf("rz-0 resources %v, want the resized cpu 20m/200m and the template's memory", r)
+	}
+	if c := condition(get(t, ps), podsetv1alpha1.StalledCondition); c.Status == metav1.ConditionTrue {
+		t.Errorf("PodSet stalled: %s: %s", c.Reason, c.Message)
+	}
+	if got := warningEvents(t, ps); len(got) > 0 {
+		t.Errorf("warning events %v", got)
+	}
+}
+
+// A pod made before in-place updates (no readiness gate) is recreated for
+// a new image rather than restarted while in Service endpoints.
+func TestPodsWithoutTheGateAreRecreatedForAnImage(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t, nil)
+	startKubelet(t, ns)
+	ps := makePodSet(ns, "web").recreate().create(t)
+	waitForStatus(t, ps, readyStatus(1))
+	before := uids(t, ns)["web-0"]
+	eventually(t, "switch to InPlaceIfPossible with a new image", func() error {
+		cur := get(t, ps)
+		cur.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.InPlaceIfPossibleUpdatePolicy
+		cur.Spec.Template.Spec.Containers[0].Image = "busybox:1.37"
+		return env.Client.Update(t.Context(), cur)
+	})
+	waitForRollout(t, ps, "busybox:1.37")
+	p := pods(t, ns)["web-0"]
+	if p.UID == before {
+		t.Errorf("a pod without the readiness gate was restarted in place")
+	}
+	if len(p.Spec.ReadinessGates) != 1 {
+		t.Errorf("the new pod has readiness gates %v, want the operator's", p.Spec.ReadinessGates)
+	}
+	wantEvent(t, ps, podsetv1alpha1.RollingOutReason, "readiness gate", "no event says the pod lacked the gate")
+}

@@ -1,0 +1,182 @@
+package controller
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+func TestUpdateWayFor(t *testing.T) {
+	cpu := func(limit string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(limit)}}
+	}
+	gated := makePod("web-0").obj()
+	gated.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: podsetv1alpha1.InPlaceUpdateReadyCondition}}
+	ungated := makePod("web-0").obj()
+	cases := map[string]struct {
+		change  func(*corev1.PodTemplateSpec)
+		both    func(*corev1.PodTemplateSpec)
+		policy  podsetv1alpha1.PodUpdatePolicy
+		pod     *corev1.Pod
+		unknown bool
+		want    updateWay
+	}{
+		"labels and annotations": {
+			change: func(t *corev1.PodTemplateSpec) { t.Labels["x"] = "y"; t.Annotations = map[string]string{"a": "b"} },
+			want:   updateWay{inPlace: true},
+		},
+		"an image": {
+			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Image = "busybox:1.37" },
+			want:   updateWay{inPlace: true, restart: true, images: []string{"app"}},
+		},
+		"an image, without the gate": {
+			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Image = "busybox:1.37" },
+			pod:    &ungated,
+			want:   updateWay{why: whyNoGate},
+		},
+		"cpu": {
+			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Resources = cpu("2") },
+			want:   updateWay{inPlace: true, resize: true},
+		},
+		"cpu, which the container restarts for": {
+			both: func(t *corev1.PodTemplateSpec) {
+				t.Spec.Containers[0].ResizePolicy = []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.RestartContainer}}
+			},
+			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Resources = cpu("2") },
+			want:   updateWay{inPlace: true, resize: true, restart: true},
+		},
+		"a resize policy": {
+			change: func(t *corev1.PodTemplateSpec) {
+				t.Spec.Containers[0].ResizePolicy = []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.RestartContainer}}
+			},
+			want: updateWay{why: whyTemplate},
+		},
+		"ephemeral storage": {
+			change: func(t *corev1.PodTemplateSpec) {
+				t.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("1Gi")}}
+			},
+			want: updateWay{why: whyTemplate},
+		},
+		"a command": {
+			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Command = []string{"true"} },
+			want:   updateWay{why: whyTemplate},
+		},
+		"a container more": {
+			change: func(t *corev1.PodTemplateSpec) {
+				t.Spec.Containers = append(t.Spec.Containers, corev1.Container{Name: "side", Image: "busybox"})
+			},
+			want: updateWay{why: whyTemplate},
+		},
+		"Recreate": {
+			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Image = "busybox:1.37" },
+			policy: podsetv1alpha1.RecreateUpdatePolicy,
+			want:   updateWay{why: whyPolicy},
+		},
+		"an unknown revision": {
+			change:  func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Image = "busybox:1.37" },
+			unknown: true,
+			want:    updateWay{why: whyUnknown},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ps := makePodSet("web").obj()
+			ps.Spec.UpdateStrategy.PodUpdatePolicy = tc.policy
+			if tc.both != nil {
+				tc.both(&ps.Spec.Template)
+			}
+			from := ps.Spec.Template.DeepCopy()
+			to := ps.Spec.Template.DeepCopy()
+			tc.change(to)
+			if tc.unknown {
+				from = nil
+			}
+			pod := ptr.To(gated)
+			if tc.pod != nil {
+				pod = tc.pod
+			}
+			got := updateWayFor(ps, from, to, pod)
+			if got.inPlace != tc.want.inPlace || got.why != tc.want.why || got.restart != tc.want.restart ||
+				got.resize != tc.want.resize || len(got.images) != len(tc.want.images) {
+				t.Errorf("updateWayFor() = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestResizeRestartsPerPolicy(t *testing.T) {
+	old := corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}
+	c := &corev1.Container{
+		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")}},
+		ResizePolicy: []corev1.ContainerResizePolicy{
+			{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired},
+			{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.RestartContainer},
+		},
+	}
+	if resizeRestarts(old, c) {
+		t.Errorf("a cpu change restarts the container, whose policy for cpu is NotRequired")
+	}
+	c.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("2Gi")
+	if !resizeRestarts(old, c) {
+		t.Errorf("a memory change does not restart the container, whose policy for memory is RestartContainer")
+	}
+}
+
+func TestNormalizeImage(t *testing.T) {
+	cases := map[string]string{
+		"nginx":                          "docker.io/library/nginx:latest",
+		"nginx:1.25":                     "docker.io/library/nginx:1.25",
+		"docker.io/library/nginx:1.25":   "docker.io/library/nginx:1.25",
+		"index.docker.io/user/app":       "docker.io/user/app:latest",
+		"user/app:v1":                    "docker.io/user/app:v1",
+		"registry.k8s.io/pause:3.10":     "registry.k8s.io/pause:3.10",
+		"localhost:5000/app":             "localhost:5000/app:latest",
+		"localhost/app:1":                "localhost/app:1",
+		"ghcr.io/o/app@sha256:abc":       "ghcr.io/o/app@sha256:abc",
+		"ghcr.io/o/app:v1@sha256:abc":    "ghcr.io/o/app:v1@sha256:abc",
+		"registry.example:8443/a/b/c:v2": "registry.example:8443/a/b/c:v2",
+	}
+	for in, want := range cases {
+		if got := normalizeImage(in); got != want {
+			t.Errorf("normalizeImage(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestPodUpdateKeepsWhatARunningPodCannotChange(t *testing.T) {
+	ps := makePodSet("web").obj()
+	ps.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+	}
+	pod := makePod("web-0").controlledBy(ps).obj()
+	// Resized by the VerticalPodAutoscaler, and made before the gate.
+	pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")},
+	}
+	ac, err := podUpdate(ps, &ps.Spec.Template, &pod, "abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := ac.Spec.Containers[0].Resources
+	if got := (*r.Requests)[corev1.ResourceCPU]; got.String() != "20m" {
+		t.Errorf("cpu request sent %s, want the pod's 20m", got.String())
+	}
+	if got := (*r.Limits)[corev1.ResourceCPU]; got.String() != "200m" {
+		t.Errorf("cpu limit sent %s, want the pod's 200m", got.String())
+	}
+	if _, ok := (*r.Requests)[corev1.ResourceMemory]; ok {
+		t.Errorf("the memory request another writer set is sent: the operator would claim it")
+	}
+	if len(ac.Spec.ReadinessGates) != 0 {
+		t.Errorf("readiness gates %v sent to a pod made without them", ac.Spec.ReadinessGates)
+	}
+	if ac.UID == nil || *ac.UID != pod.UID {
+		t.Errorf("the apply does not name the pod's UID")
+	}
+}

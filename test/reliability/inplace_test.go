@@ -1,0 +1,69 @@
+package reliability_test
+
+import (
+	"fmt"
+	"maps"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// TestRestartMidInPlaceUpdateFinishesIt stops the operator as soon as it
+// has taken a pod out of Ready for an in-place image update, before it
+// changed the image, and starts a new one with empty memory. Everything an
+// update in flight needs is on the pod (its revision label, its gate
+// condition, its containers' images), so the new operator finishes the
+// rollout in place: the same pods, on the new image, gates open.
+func TestRestartMidInPlaceUpdateFinishesIt(t *testing.T) {
+	ns := newNamespace(t)
+	first := startOperator(t, ns, operatorOptions{})
+	kubelet(t, ns)
+	ps := newPodSet(t, ns, "web", 3)
+	key := types.NamespacedName{Namespace: ns, Name: ps.Name}
+	converged(t, ns)
+	before := podUIDs(t, ns)
+
+	update(t, key, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Containers[0].Image = "busybox:1.37" })
+	eventually(t, "a pod taken out of Ready for the update", func() error {
+		for _, p := range livePods(t, ns) {
+			if gate(&p) == corev1.ConditionFalse {
+				return nil
+			}
+		}
+		return fmt.Errorf("no gate closed yet")
+	})
+	first.stop()
+
+	startOperator(t, ns, operatorOptions{})
+	converged(t, ns)
+	for _, p := range livePods(t, ns) {
+		if p.Spec.Containers[0].Image != "busybox:1.37" || gate(&p) != corev1.ConditionTrue {
+			t.Errorf("pod %s: image %s, gate %s; want busybox:1.37 and the gate open", p.Name, p.Spec.Containers[0].Image, gate(&p))
+		}
+	}
+	if after := podUIDs(t, ns); !maps.Equal(before, after) {
+		t.Errorf("pods were replaced across the restart: UIDs %v, then %v", before, after)
+	}
+}
+
+// gate is the status of a pod's InPlaceUpdateReady condition, or "".
+func gate(p *corev1.Pod) corev1.ConditionStatus {
+	for _, c := range p.Status.Conditions {
+		if c.Type == podsetv1alpha1.InPlaceUpdateReadyCondition {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+func podUIDs(t *testing.T, ns string) map[string]types.UID {
+	t.Helper()
+	out := map[string]types.UID{}
+	for _, p := range livePods(t, ns) {
+		out[p.Name] = p.UID
+	}
+	return out
+}

@@ -1,0 +1,87 @@
+package testenv
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// KubeletStatus is the status a kubelet that runs the pod would report
+// next, for the tests' stand-ins of the kubelet (envtest has none), the way
+// the local cluster's kwok stages (hack/kwok/stages) report it:
+//   - the pod is Running and every container runs the image its spec
+//     names; a changed image restarts the container (restarted lists it);
+//   - containers report the cpu and memory their spec asks for, unless
+//     infeasible: then a resize stays pending (PodResizePending, reason
+//     Infeasible) and they report what they had;
+//   - Ready is True only when every readiness gate's condition is True;
+//     conditions the kubelet does not own (the gates') stay as they are.
+func KubeletStatus(pod *corev1.Pod, infeasible bool) (status corev1.PodStatus, restarted []string) {
+	now := metav1.Now()
+	status = *pod.Status.DeepCopy()
+	status.Phase = corev1.PodRunning
+	statuses := make([]corev1.ContainerStatus, 0, len(pod.Spec.Containers))
+	pending := false
+	for _, c := range pod.Spec.Containers {
+		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: true, Started: ptrTrue(),
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}
+		if i := slices.IndexFunc(pod.Status.ContainerStatuses, func(s corev1.ContainerStatus) bool { return s.Name == c.Name }); i >= 0 {
+			old := pod.Status.ContainerStatuses[i]
+			cs.RestartCount, cs.State, cs.Resources, cs.Started = old.RestartCount, old.State, old.Resources, old.Started
+			if old.Image != c.Image {
+				cs.RestartCount++
+				cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
+				restarted = append(restarted, c.Name)
+			}
+		}
+		want := &corev1.ResourceRequirements{Requests: c.Resources.Requests, Limits: c.Resources.Limits}
+		switch {
+		case cs.Resources == nil || !infeasible:
+			cs.Resources = want
+		case !equality.Semantic.DeepEqual(*cs.Resources, *want):
+			pending = true
+		}
+		statuses = append(statuses, cs)
+	}
+	status.ContainerStatuses = statuses
+	ready := true
+	for _, g := range pod.Spec.ReadinessGates {
+		i := slices.IndexFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == g.ConditionType })
+		if i < 0 || pod.Status.Conditions[i].Status != corev1.ConditionTrue {
+			ready = false
+		}
+	}
+	setCondition(&status, corev1.PodResizePending, pending, corev1.PodReasonInfeasible, now)
+	setCondition(&status, corev1.ContainersReady, true, "", now)
+	reason := ""
+	if !ready {
+		reason = "ReadinessGatesNotReady"
+	}
+	setCondition(&status, corev1.PodReady, ready, reason, now)
+	return status, restarted
+}
+
+// setCondition sets a condition, keeping its transition time unless its
+// status changes; a PodResizePending that is no longer True goes, as the
+// kubelet removes it.
+func setCondition(status *corev1.PodStatus, typ corev1.PodConditionType, isTrue bool, reason string, now metav1.Time) {
+	want := corev1.ConditionFalse
+	if isTrue {
+		want = corev1.ConditionTrue
+	}
+	i := slices.IndexFunc(status.Conditions, func(c corev1.PodCondition) bool { return c.Type == typ })
+	switch {
+	case typ == corev1.PodResizePending && !isTrue:
+		if i >= 0 {
+			status.Conditions = slices.Delete(status.Conditions, i, i+1)
+		}
+	case i < 0:
+		status.Conditions = append(status.Conditions, corev1.PodCondition{Type: typ, Status: want, Reason: reason, LastTransitionTime: now})
+	case status.Conditions[i].Status != want:
+		status.Conditions[i] = corev1.PodCondition{Type: typ, Status: want, Reason: reason, LastTransitionTime: now}
+	}
+}
+
+func ptrTrue() *bool { t := true; return &t }
