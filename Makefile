@@ -111,7 +111,7 @@ test-e2e: controlplane $(KUSTOMIZE) $(HELM) ## Run the end-to-end suite (with th
 	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) go run ./test/bench -size tiny
 
 .PHONY: bench
-bench: controlplane ## Measure podset-operator beside the physical limit, ReplicaSet and the tutorial controller: one markdown table.
+bench: controlplane ## Measure podset-operator beside the physical limit, ReplicaSet, Deployment, StatefulSet and the tutorial controller: one markdown table.
 	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) go run ./test/bench -size full $(BENCHFLAGS)
 
 # The soak: the seeded model-based fault test, repeated for SOAK_DURATION
