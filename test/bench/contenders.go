@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -186,9 +188,25 @@ func (l *limitContender) create(ctx context.Context, j job) error {
 	})
 }
 
+// apply applies the operator's pod for an ordinal and then, as the
+// operator does for a pod it made, opens the pod's readiness gate through
+// pods/status: a kubelet keeps a pod whose gate has no True condition out
+// of Ready, and a create cannot set a status.
 func (l *limitContender) apply(ctx context.Context, ps *podsetv1alpha1.PodSet, ordinal int) (*corev1.Pod, error) {
-	pod := desiredPod(ps, ordinal)
-	return l.b.c.cs.CoreV1().Pods(ps.Namespace).Apply(ctx, pod, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
+	pods := l.b.c.cs.CoreV1().Pods(ps.Namespace)
+	pod, err := pods.Apply(ctx, desiredPod(ps, ordinal), metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
+	if err != nil || !slices.ContainsFunc(pod.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool {
+		return g.ConditionType == podsetv1alpha1.InPlaceUpdateReadyCondition
+	}) {
+		return pod, err
+	}
+	gate := corev1ac.PodCondition().WithType(podsetv1alpha1.InPlaceUpdateReadyCondition).
+		WithStatus(corev1.ConditionTrue).WithLastTransitionTime(metav1.Now())
+	status := corev1ac.Pod(pod.Name, pod.Namespace).WithUID(pod.UID).WithStatus(corev1ac.PodStatus().WithConditions(gate))
+	if _, err := pods.ApplyStatus(ctx, status, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
+		return pod, fmt.Errorf("opening the readiness gate of pod %s: %w", pod.Name, err)
+	}
+	return pod, nil
 }
 
 func (l *limitContender) ready(s *state, j job) bool { return podsReady(s, j, "", true) }

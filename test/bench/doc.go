@@ -20,7 +20,9 @@
 //   - limit: a plain client-go loop that server-side applies the operator's
 //     own pods (same names, labels, owner reference, hardened spec and field
 //     manager: controller.DesiredPod builds them, and the run checks they equal the
-//     operator's) with W = 8, 32 and 128 workers; the best W is reported.
+//     operator's), opening each pod's readiness gate through pods/status as
+//     the operator does, with W = 8, 32 and 128 workers; the best W is
+//     reported.
 //   - podset: the operator, built with `CGO_ENABLED=0 go build -trimpath`
 //     into bin/bench/podset-operator and run as a subprocess with the
 //     deployment's flags (--leader-elect=false --metrics-bind-address=0
