@@ -60,8 +60,8 @@ func (b *bench) inPlacePhase(ctx context.Context) {
 				}
 				b.inPlaceProbe = &problem
 				if problem != "" {
-					b.fail("in-place %d: the cluster cannot update a pod in place: %s (a %s cluster older than kwok's in-place stages in hack/local-cluster.sh? CLUSTER_NAME=%s make cluster-down)",
-						b.size.inPlace, problem, clusterName, clusterName)
+					b.fail("in-place %d: the cluster cannot update a pod in place: %s (the kwok stages of hack/local-cluster.sh must act as a kubelet does for in-place updates)",
+						b.size.inPlace, problem)
 				}
 			}
 			if why = *b.inPlaceProbe; why != "" {
