@@ -149,6 +149,11 @@ func (b *bench) inPlaceRows() []row {
 	if dep != nil {
 		r := measuredRow(title, "replicaset (Deployment)", dep)
 		r.check, r.target, r.result = ratioCheck("podset / deployment", ps, dep, 0.33, false)
+		// What the physical limit of an update in place reaches on this
+		// cluster: a target below it is out of any controller's reach.
+		if lim != nil && !lim.skipped {
+			r.check += " (" + ratioOnly("limit / deployment", lim, dep) + ")"
+		}
 		rows = append(rows, r)
 	}
 	if sts != nil {
