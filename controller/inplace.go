@@ -197,7 +197,8 @@ func kubeletReady(pod *corev1.Pod) bool {
 }
 
 // containersRun reports whether every container of the pod, and every
-// sidecar, runs the image its spec names, as its status reports it. Init
+// sidecar, runs the image its spec names, as its status reports it: a
+// container waiting to start on the new image does not count yet. Init
 // containers that ran to completion are not run again.
 func containersRun(pod *corev1.Pod) bool {
 	return imagesRun(pod.Spec.Containers, pod.Status.ContainerStatuses, false) &&
@@ -210,7 +211,7 @@ func imagesRun(containers []corev1.Container, statuses []corev1.ContainerStatus,
 			continue
 		}
 		i := slices.IndexFunc(statuses, func(s corev1.ContainerStatus) bool { return s.Name == c.Name })
-		if i < 0 || normalizeImage(statuses[i].Image) != normalizeImage(c.Image) {
+		if i < 0 || statuses[i].State.Running == nil || normalizeImage(statuses[i].Image) != normalizeImage(c.Image) {
 			return false
 		}
 	}
