@@ -53,8 +53,13 @@ const (
 	whyInfeasible   = "the kubelet reports its resize Infeasible"
 	whyDeferred     = "the kubelet deferred its resize for longer than progressDeadlineSeconds"
 	whyResizeDenied = "the API server refused its resize"
-	whyFinished     = "it finished"
+	whyRestart      = "a restart was asked for (" + restartedAt + ")"
 )
+
+// restartedAt is the template annotation `kubectl rollout restart` (and
+// `kubectl podset rollout restart`) sets: a new value asks for new pods,
+// so it is the one annotation change that is not applied in place.
+const restartedAt = "kubectl.kubernetes.io/restartedAt"
 
 // inPlacePolicy reports whether a PodSet updates pods in place where it can.
 func inPlacePolicy(ps *podsetv1alpha1.PodSet) bool {
@@ -69,6 +74,8 @@ func updateWayFor(ps *podsetv1alpha1.PodSet, from, to *corev1.PodTemplateSpec, p
 		return updateWay{why: whyPolicy}
 	case from == nil:
 		return updateWay{why: whyUnknown}
+	case from.Annotations[restartedAt] != to.Annotations[restartedAt]:
+		return updateWay{why: whyRestart}
 	}
 	way, ok := templateDiff(&from.Spec, &to.Spec)
 	switch {

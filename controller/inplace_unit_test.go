@@ -31,6 +31,12 @@ func TestUpdateWayFor(t *testing.T) {
 			change: func(t *corev1.PodTemplateSpec) { t.Labels["x"] = "y"; t.Annotations = map[string]string{"a": "b"} },
 			want:   updateWay{inPlace: true},
 		},
+		"a restart asked for": {
+			change: func(t *corev1.PodTemplateSpec) {
+				t.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "2026-11-23T14:00:00Z"}
+			},
+			want: updateWay{why: whyRestart},
+		},
 		"an image": {
 			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Image = "busybox:1.37" },
 			want:   updateWay{inPlace: true, restart: true, images: []string{"app"}},
