@@ -53,8 +53,13 @@ const (
 	whyInfeasible   = "the kubelet reports its resize Infeasible"
 	whyDeferred     = "the kubelet deferred its resize for longer than progressDeadlineSeconds"
 	whyResizeDenied = "the API server refused its resize"
-	whyFinished     = "it finished"
+	whyRestart      = "a restart was asked for (" + restartedAt + ")"
 )
+
+// restartedAt is the template annotation `kubectl rollout restart` (and
+// `kubectl podset rollout restart`) sets: a new value asks for new pods,
+// so it is the one annotation change that is not applied in place.
+const restartedAt = "kubectl.kubernetes.io/restartedAt"
 
 // inPlacePolicy reports whether a PodSet updates pods in place where it can.
 func inPlacePolicy(ps *podsetv1alpha1.PodSet) bool {
@@ -69,6 +74,8 @@ func updateWayFor(ps *podsetv1alpha1.PodSet, from, to *corev1.PodTemplateSpec, p
 		return updateWay{why: whyPolicy}
 	case from == nil:
 		return updateWay{why: whyUnknown}
+	case from.Annotations[restartedAt] != to.Annotations[restartedAt]:
+		return updateWay{why: whyRestart}
 	}
 	way, ok := templateDiff(&from.Spec, &to.Spec)
 	switch {
@@ -197,7 +204,8 @@ func kubeletReady(pod *corev1.Pod) bool {
 }
 
 // containersRun reports whether every container of the pod, and every
-// sidecar, runs the image its spec names, as its status reports it. Init
+// sidecar, runs the image its spec names, as its status reports it: a
+// container waiting to start on the new image does not count yet. Init
 // containers that ran to completion are not run again.
 func containersRun(pod *corev1.Pod) bool {
 	return imagesRun(pod.Spec.Containers, pod.Status.ContainerStatuses, false) &&
@@ -210,7 +218,7 @@ func imagesRun(containers []corev1.Container, statuses []corev1.ContainerStatus,
 			continue
 		}
 		i := slices.IndexFunc(statuses, func(s corev1.ContainerStatus) bool { return s.Name == c.Name })
-		if i < 0 || normalizeImage(statuses[i].Image) != normalizeImage(c.Image) {
+		if i < 0 || statuses[i].State.Running == nil || normalizeImage(statuses[i].Image) != normalizeImage(c.Image) {
 			return false
 		}
 	}

@@ -2,9 +2,11 @@ package controller
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -28,6 +30,12 @@ func TestUpdateWayFor(t *testing.T) {
 		"labels and annotations": {
 			change: func(t *corev1.PodTemplateSpec) { t.Labels["x"] = "y"; t.Annotations = map[string]string{"a": "b"} },
 			want:   updateWay{inPlace: true},
+		},
+		"a restart asked for": {
+			change: func(t *corev1.PodTemplateSpec) {
+				t.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "2026-11-23T14:00:00Z"}
+			},
+			want: updateWay{why: whyRestart},
 		},
 		"an image": {
 			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Image = "busybox:1.37" },
@@ -178,5 +186,34 @@ func TestPodUpdateKeepsWhatARunningPodCannotChange(t *testing.T) {
 	}
 	if ac.UID == nil || *ac.UID != pod.UID {
 		t.Errorf("the apply does not name the pod's UID")
+	}
+}
+
+func TestResizeStuck(t *testing.T) {
+	pending := func(reason string, ago time.Duration) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
+			Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: reason,
+			LastTransitionTime: metav1.NewTime(testNow.Add(-ago)),
+		}}}}
+	}
+	const deadline = 10 * time.Minute
+	cases := map[string]struct {
+		pod      *corev1.Pod
+		wantWhy  string
+		wantWait time.Duration
+	}{
+		"no resize pending":            {pod: &corev1.Pod{}},
+		"Infeasible":                   {pod: pending(corev1.PodReasonInfeasible, 0), wantWhy: whyInfeasible},
+		"Deferred for a minute":        {pod: pending(corev1.PodReasonDeferred, time.Minute), wantWait: 9 * time.Minute},
+		"Deferred past the deadline":   {pod: pending(corev1.PodReasonDeferred, deadline), wantWhy: whyDeferred},
+		"Deferred long past the limit": {pod: pending(corev1.PodReasonDeferred, time.Hour), wantWhy: whyDeferred},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			why, wait := resizeStuck(tc.pod, deadline, testNow)
+			if why != tc.wantWhy || wait != tc.wantWait {
+				t.Errorf("resizeStuck() = %q, %s; want %q, %s", why, wait, tc.wantWhy, tc.wantWait)
+			}
+		})
 	}
 }

@@ -121,7 +121,7 @@ func slimPod(obj any) (any, error) {
 
 // slimStatuses keeps of container statuses the waiting reasons and the last
 // exits of waiting containers, and with images set, every container's
-// name and image.
+// name, image and whether it runs.
 func slimStatuses(statuses []corev1.ContainerStatus, images bool) []corev1.ContainerStatus {
 	var slim []corev1.ContainerStatus
 	for _, cs := range statuses {
@@ -131,6 +131,9 @@ func slimStatuses(statuses []corev1.ContainerStatus, images bool) []corev1.Conta
 		s := corev1.ContainerStatus{Name: cs.Name}
 		if images {
 			s.Image = cs.Image
+			if cs.State.Running != nil {
+				s.State.Running = &corev1.ContainerStateRunning{}
+			}
 		}
 		if cs.State.Waiting != nil {
 			s.State.Waiting = &corev1.ContainerStateWaiting{Reason: cs.State.Waiting.Reason}

@@ -53,7 +53,9 @@ func podOutcomeChanged(old, cur *corev1.Pod) bool {
 
 func sameImage(a, b corev1.Container) bool { return a.Image == b.Image }
 
-func sameStatusImage(a, b corev1.ContainerStatus) bool { return a.Name == b.Name && a.Image == b.Image }
+func sameStatusImage(a, b corev1.ContainerStatus) bool {
+	return a.Name == b.Name && a.Image == b.Image && (a.State.Running == nil) == (b.State.Running == nil)
+}
 
 // conditionChanged reports whether a pod condition's status or reason
 // changed.

@@ -6,6 +6,12 @@
 # pods are scheduled and become Running and Ready). Nothing is downloaded,
 # everything binds 127.0.0.1, and every file lives under bin/.
 #
+# kwok's fake kubelet is its stages: kwok's own node stages, pod-complete and
+# pod-delete (from its module), and the pod stages of hack/kwok/stages, which
+# make a fake pod follow in-place updates as a kubelet does (image changes
+# restart containers, pods/resize is actuated, Ready honours readiness
+# gates); each file says what it mirrors.
+#
 # Usage: hack/local-cluster.sh up|down|kubeconfig
 # Environment (the Makefile sets the binaries):
 #   CLUSTER_NAME   cluster name (default podset)
@@ -16,7 +22,7 @@
 #   DISABLE_QPS_LIMITS  true to lift client QPS limits (the benchmark)
 #   KWOK_POD_DELETE     false to leave out kwok's pod-delete stage (the
 #                  benchmark, whose pods have a grace period of 0; see
-#                  test/bench/pods.go); kwok's other default stages stay
+#                  test/bench/pods.go); the other stages stay
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,17 +40,36 @@ exists() { "$KWOK_DIR/kwokctl" get clusters 2>/dev/null | grep -qx "$name"; }
 
 up() {
 	mkdir -p "$KWOK_WORKDIR"
+	local config="$KWOK_WORKDIR/$name.yaml"
+	write_config "$config.new"
 	if exists; then
-		"${kwokctl[@]}" start cluster >/dev/null 2>&1 || true
-		if "${kubectl[@]}" get --raw /readyz >/dev/null 2>&1; then
-			scale_nodes
-			echo "$kubeconfig"
-			return
+		if ! cmp -s "$config.new" "$config"; then
+			# A cluster made by an older version of this script (other
+			# stages, other binaries) would not behave as this one says.
+			echo "cluster $name was made with another configuration; recreating it" >&2
+			"${kwokctl[@]}" delete cluster >/dev/null 2>&1 || true
+		else
+			"${kwokctl[@]}" start cluster >/dev/null 2>&1 || true
+			if "${kubectl[@]}" get --raw /readyz >/dev/null 2>&1; then
+				rm -f "$config.new"
+				scale_nodes
+				echo "$kubeconfig"
+				return
+			fi
+			echo "cluster $name does not answer; recreating it" >&2
+			"${kwokctl[@]}" delete cluster >/dev/null 2>&1 || true
 		fi
-		echo "cluster $name does not answer; recreating it" >&2
-		"${kwokctl[@]}" delete cluster >/dev/null 2>&1 || true
 	fi
-	cat >"$KWOK_WORKDIR/$name.yaml" <<CONFIG
+	mv "$config.new" "$config"
+	"${kwokctl[@]}" create cluster --config "$config" \
+		--kubeconfig "$kubeconfig" --wait 2m >&2
+	scale_nodes
+	echo "$kubeconfig"
+}
+
+# write_config writes the kwokctl configuration of the cluster to file $1.
+write_config() {
+	cat >"$1" <<CONFIG
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
 options:
@@ -58,21 +83,26 @@ options:
   kwokControllerBinary: $KWOK_DIR/kwok
   disableQPSLimits: ${DISABLE_QPS_LIMITS:-false}
 CONFIG
-	if [[ ${KWOK_POD_DELETE:-true} == false ]]; then
-		# Stages in the configuration replace all of kwok's defaults: give
-		# them back from kwok's own module, but for pod-delete.
-		stages=$(go mod download -json "sigs.k8s.io/kwok@$("$KWOK_DIR/kwok" --version 2>/dev/null | grep -o 'v[0-9][^ ]*' | head -1)" |
-			sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-		for stage in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
-			pod/fast/pod-ready pod/fast/pod-complete; do
-			printf -- '---\n' >>"$KWOK_WORKDIR/$name.yaml"
-			cat "$stages/kustomize/stage/$stage.yaml" >>"$KWOK_WORKDIR/$name.yaml"
-		done
+	# Stages in the configuration replace all of kwok's defaults: the node
+	# stages, pod-complete and pod-delete come from kwok's own module, the
+	# pod stages that act as a kubelet from hack/kwok/stages.
+	local version module
+	version=$("$KWOK_DIR/kwok" --version 2>/dev/null | grep -o 'v[0-9][^ ]*' | head -1)
+	module=$(go mod download -json "sigs.k8s.io/kwok@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	if [[ ! -d $module/kustomize/stage ]]; then
+		echo "cannot find the stages of sigs.k8s.io/kwok@$version in the Go module cache" >&2
+		return 1
 	fi
-	"${kwokctl[@]}" create cluster --config "$KWOK_WORKDIR/$name.yaml" \
-		--kubeconfig "$kubeconfig" --wait 2m >&2
-	scale_nodes
-	echo "$kubeconfig"
+	local stages=("$module"/kustomize/stage/{node/fast/node-initialize,node/heartbeat-with-lease/node-heartbeat-with-lease,pod/fast/pod-complete}.yaml)
+	if [[ ${KWOK_POD_DELETE:-true} != false ]]; then
+		stages+=("$module/kustomize/stage/pod/fast/pod-delete.yaml")
+	fi
+	stages+=("$root"/hack/kwok/stages/*.yaml)
+	local stage
+	for stage in "${stages[@]}"; do
+		printf -- '---\n' >>"$1"
+		cat "$stage" >>"$1"
+	done
 }
 
 # scale_nodes keeps the number of fake, Ready nodes at $nodes.
@@ -85,7 +115,7 @@ case "${1:-}" in
 up) up ;;
 down)
 	if exists; then "${kwokctl[@]}" delete cluster >&2; fi
-	rm -f "$kubeconfig" "$KWOK_WORKDIR/$name.yaml"
+	rm -f "$kubeconfig" "$KWOK_WORKDIR/$name.yaml" "$KWOK_WORKDIR/$name.yaml.new"
 	;;
 kubeconfig) echo "$kubeconfig" ;;
 *)

@@ -39,4 +39,10 @@
 // installs, upgrades and uninstalls the chart on a second cluster,
 // "<cluster>-helm". TestMetricsServedWithAMountedCertificate scrapes the
 // operator's metrics over a certificate of a CA of its own, verified.
+//
+// TestKwokKubeletStages checks the cluster itself, with a raw pod and no
+// operator: kwok's fake pods (the stages of hack/kwok/stages) honour a
+// readiness gate, restart a container on a new image and carry out a
+// resize through pods/resize, as the operator's in-place updates expect of
+// a kubelet.
 package e2e

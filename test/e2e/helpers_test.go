@@ -52,6 +52,23 @@ func eventually(t *testing.T, what string, check func(ctx context.Context) error
 	}
 }
 
+// consistently calls check until d has passed, and fails the test with
+// check's error the first time it returns one.
+func consistently(t *testing.T, what string, d time.Duration, check func(ctx context.Context) error) {
+	t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+		if err := check(t.Context()); err != nil {
+			t.Fatalf("%s: not so any more: %v", what, err)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("%s: %v", what, t.Context().Err())
+		case <-time.After(pollInterval):
+		}
+	}
+	t.Logf("%s (for %v)", what, d)
+}
+
 // runTool runs a command line tool with the suite's admin kubeconfig in its
 // environment and returns its standard output, failing the test with its
 // standard error when it fails.

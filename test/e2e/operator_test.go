@@ -17,10 +17,12 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -31,7 +33,9 @@ import (
 // TestOperatorUnderItsShippedRBAC runs the built operator with the shipped
 // service account's permissions and drives the sample PodSet through its
 // life in a namespace that enforces Pod Security "restricted": create,
-// scale up and down through the scale subresource, and delete, after which
+// scale up and down through the scale subresource, an image rollout in
+// place, a resize by another writer kept through a repair, and delete,
+// after which
 // the cluster's garbage collector (not the operator, which is stopped by
 // then) removes the pods.
 func TestOperatorUnderItsShippedRBAC(t *testing.T) {
@@ -68,6 +72,9 @@ func TestOperatorUnderItsShippedRBAC(t *testing.T) {
 	}
 	scaledDown := waitForPodSet(t, ps, 2)
 	checkUnchanged(t, scaledUp, scaledDown)
+
+	checkImageRolloutInPlace(t, ps)
+	checkResizeKeptThroughARepair(t, ps)
 
 	if err := op.stop(t); err != nil {
 		t.Errorf("the operator exited with %v after SIGTERM, want status 0", err)
@@ -310,4 +317,96 @@ func podNames(name string, first, last int) []string {
 		names = append(names, fmt.Sprintf("%s-%d", name, i))
 	}
 	return names
+}
+
+// checkImageRolloutInPlace changes the image of ps and checks, on kwok's
+// stand-in kubelet (hack/kwok/stages), that every pod is updated where it
+// runs: same UID, IP and node, the new image running, one restart, its
+// readiness gate open again, and the PodSet Ready.
+func checkImageRolloutInPlace(t *testing.T, ps *podsetv1alpha1.PodSet) {
+	t.Helper()
+	where := func() map[string]string {
+		pods, err := listPods(t.Context(), ps.Namespace, client.MatchingLabels{podsetv1alpha1.NameLabel: ps.Name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for name, p := range pods {
+			out[name] = fmt.Sprintf("uid=%s ip=%s node=%s", p.UID, p.Status.PodIP, p.Spec.NodeName)
+		}
+		return out
+	}
+	wide := func() string {
+		return string(runTool(t, nil, suite.kubectl, "--kubeconfig", suite.kubeconfig, "get", "pods", "-n", ps.Namespace,
+			"-l", podsetv1alpha1.NameLabel+"="+ps.Name, "-o", "wide"))
+	}
+	before, wideBefore := where(), wide()
+	const image = "busybox:1.37"
+	eventually(t, "the image of "+ps.Name+" changed", func(ctx context.Context) error {
+		cur := &podsetv1alpha1.PodSet{}
+		if err := suite.client.Get(ctx, client.ObjectKeyFromObject(ps), cur); err != nil {
+			return err
+		}
+		cur.Spec.Template.Spec.Containers[0].Image = image
+		return suite.client.Update(ctx, cur)
+	})
+	eventually(t, "every pod runs "+image+" in place", func(ctx context.Context) error {
+		pods, err := listPods(ctx, ps.Namespace, client.MatchingLabels{podsetv1alpha1.NameLabel: ps.Name})
+		if err != nil {
+			return err
+		}
+		for name, p := range pods {
+			cs := p.Status.ContainerStatuses
+			if len(cs) != 1 || cs[0].Image != image || cs[0].State.Running == nil || cs[0].RestartCount != 1 {
+				return fmt.Errorf("pod %s: container statuses %+v", name, cs)
+			}
+			if err := checkRunningAndReady(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	waitForPodSet(t, ps, len(before))
+	after, wideAfter := where(), wide()
+	t.Logf("kubectl get pods -o wide, before the image rollout:\n%s\nand after it:\n%s", wideBefore, wideAfter)
+	if !maps.Equal(before, after) {
+		t.Errorf("pods moved or were replaced by an image rollout: %v, then %v", before, after)
+	}
+}
+
+// checkResizeKeptThroughARepair is the VerticalPodAutoscaler repro on a
+// real cluster: pod 0 resized through pods/resize by another field
+// manager, then a label the operator owns removed. The label comes back,
+// the resize stays, and the PodSet stays Ready (not Stalled/PodRejected).
+func checkResizeKeptThroughARepair(t *testing.T, ps *podsetv1alpha1.PodSet) {
+	t.Helper()
+	name := ps.Name + "-0"
+	resize := corev1ac.Pod(name, ps.Namespace).WithSpec(corev1ac.PodSpec().WithContainers(
+		corev1ac.Container().WithName("app").WithResources(corev1ac.ResourceRequirements().
+			WithRequests(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m")}))))
+	if err := suite.client.SubResource("resize").Apply(t.Context(), resize, client.FieldOwner("vpa-updater"), client.ForceOwnership); err != nil {
+		t.Fatalf("resizing %s: %v", name, err)
+	}
+	runTool(t, nil, suite.kubectl, "--kubeconfig", suite.kubeconfig, "label", "pod", "-n", ps.Namespace, name, podsetv1alpha1.OrdinalLabel+"-")
+	eventually(t, "the ordinal label of "+name+" restored, its resize kept", func(ctx context.Context) error {
+		p := &corev1.Pod{}
+		if err := suite.client.Get(ctx, client.ObjectKey{Namespace: ps.Namespace, Name: name}, p); err != nil {
+			return err
+		}
+		if p.Labels[podsetv1alpha1.OrdinalLabel] != "0" {
+			return fmt.Errorf("labels %v", p.Labels)
+		}
+		if cpu := p.Spec.Containers[0].Resources.Requests.Cpu(); cpu.String() != "20m" {
+			return fmt.Errorf("cpu request %s, want the resized 20m", cpu)
+		}
+		return nil
+	})
+	waitForPodSet(t, ps, 2)
+	cur := &podsetv1alpha1.PodSet{}
+	if err := suite.client.Get(t.Context(), client.ObjectKeyFromObject(ps), cur); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(cur.Status.Conditions, podsetv1alpha1.StalledCondition); c != nil && c.Status == metav1.ConditionTrue {
+		t.Errorf("PodSet stalled after a repair of a resized pod: %s: %s", c.Reason, c.Message)
+	}
 }
