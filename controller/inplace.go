@@ -88,6 +88,27 @@ func updateWayFor(ps *podsetv1alpha1.PodSet, from, to *corev1.PodTemplateSpec, p
 	return way
 }
 
+// updateWays remembers, for one pass, how pods of each revision move to
+// the current one: it depends on the two templates (and on whether the pod
+// has the gate), not on the pod, and comparing templates is most of what a
+// pass over a thousand out-of-date pods would otherwise spend.
+type updateWays map[updateKey]updateWay
+
+type updateKey struct {
+	hash  string
+	gated bool
+}
+
+func (w updateWays) of(ps *podsetv1alpha1.PodSet, revs *revisionSet, pod *corev1.Pod) updateWay {
+	key := updateKey{pod.Labels[podsetv1alpha1.TemplateHashLabel], hasGate(pod)}
+	way, ok := w[key]
+	if !ok {
+		way = updateWayFor(ps, revs.templates[key.hash], revs.templates[revs.update], pod)
+		w[key] = way
+	}
+	return way
+}
+
 // templateDiff reports how the pod spec from becomes to, and false if it
 // differs in anything a running pod cannot change: more than container and
 // init-container images and cpu and memory (the latter only for

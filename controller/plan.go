@@ -133,6 +133,7 @@ func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in planInput) podPla
 	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
 	var staleReady []staleUpdate
 	var staleUnready []*corev1.Pod
+	ways := updateWays{}
 	unavailable := 0
 	for ordinal, pod := range slots {
 		switch {
@@ -157,7 +158,7 @@ func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in planInput) podPla
 		case pod.Labels[podsetv1alpha1.TemplateHashLabel] != in.revs.update && ordinal >= partition && !onDelete:
 			// Out of date, and the strategy updates it: in place where it
 			// can, else by recreating it.
-			way := updateWayFor(ps, in.revs.templates[pod.Labels[podsetv1alpha1.TemplateHashLabel]], in.revs.templates[in.revs.update], pod)
+			way := ways.of(ps, in.revs, pod)
 			available := podAvailable(pod, minReady, in.now)
 			switch {
 			case way.metadataOnly():
