@@ -98,7 +98,7 @@ func TestSampleIsAcceptedWithSchemaDefaults(t *testing.T) {
 	want := podsetv1alpha1.PodSetSpec{
 		Replicas:                ptr.To[int32](1),
 		Template:                minimal.Spec.Template,
-		UpdateStrategy:          podsetv1alpha1.PodSetUpdateStrategy{Type: podsetv1alpha1.RollingUpdateStrategyType},
+		UpdateStrategy:          podsetv1alpha1.PodSetUpdateStrategy{Type: podsetv1alpha1.RollingUpdateStrategyType, PodUpdatePolicy: podsetv1alpha1.InPlaceIfPossibleUpdatePolicy},
 		MinReadySeconds:         0,
 		ProgressDeadlineSeconds: ptr.To[int32](600),
 		RevisionHistoryLimit:    ptr.To[int32](10),
@@ -208,6 +208,10 @@ func TestAdmissionRefusals(t *testing.T) {
 		"unknown update strategy": {
 			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.UpdateStrategy.Type = "Recreate" },
 			wantField: "spec.updateStrategy.type",
+		},
+		"unknown pod update policy": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.UpdateStrategy.PodUpdatePolicy = "InPlace" },
+			wantField: "spec.updateStrategy.podUpdatePolicy",
 		},
 		"rollingUpdate with OnDelete": {
 			mutate: func(ps *podsetv1alpha1.PodSet) {
