@@ -1,6 +1,10 @@
 package controller
 
 import (
+	"maps"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -159,8 +163,52 @@ func slimContainers(containers []corev1.Container) []corev1.Container {
 			Name:          c.Name,
 			Image:         c.Image,
 			RestartPolicy: c.RestartPolicy,
-			Resources:     corev1.ResourceRequirements{Requests: c.Resources.Requests, Limits: c.Resources.Limits},
+			Resources:     resourceTable.intern(c.Resources),
 		}
 	}
 	return slim
+}
+
+// resourceTable holds one copy of each container cpu and memory the cache
+// has seen: the pods of a template all ask for the same, and a slim pod
+// keeps a reference to the shared copy instead of maps of its own (about
+// 1.5 KiB a pod). A VerticalPodAutoscaler gives pods values of their own;
+// past maxInterned distinct values, pods keep their own maps.
+var resourceTable = &internedResources{byKey: map[string]corev1.ResourceRequirements{}}
+
+const maxInterned = 4096
+
+type internedResources struct {
+	mu    sync.Mutex
+	byKey map[string]corev1.ResourceRequirements
+}
+
+// intern is r's requests and limits, shared with every equal one. The
+// result is read only.
+func (t *internedResources) intern(r corev1.ResourceRequirements) corev1.ResourceRequirements {
+	if len(r.Requests) == 0 && len(r.Limits) == 0 {
+		return corev1.ResourceRequirements{}
+	}
+	var b strings.Builder
+	for _, list := range []corev1.ResourceList{r.Requests, r.Limits} {
+		for _, name := range slices.Sorted(maps.Keys(list)) {
+			q := list[name]
+			b.WriteString(string(name))
+			b.WriteByte('=')
+			b.WriteString(q.String())
+			b.WriteByte(',')
+		}
+		b.WriteByte(';')
+	}
+	key := b.String()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if shared, ok := t.byKey[key]; ok {
+		return shared
+	}
+	own := corev1.ResourceRequirements{Requests: r.Requests, Limits: r.Limits}
+	if len(t.byKey) < maxInterned {
+		t.byKey[key] = own
+	}
+	return own
 }
