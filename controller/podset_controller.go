@@ -162,9 +162,9 @@ func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	if wait > 0 {
 		// Deferred: clients still see the status they saw.
-		observeStatus(ps, ps.Status, now.Time)
+		observeStatus(ps, ps.Status, r.Clock.Now())
 	} else {
-		observeStatus(ps, status, now.Time)
+		observeStatus(ps, status, r.Clock.Now())
 	}
 	if deadlineExceeded(&status) && !deadlineExceeded(&ps.Status) {
 		c := meta.FindStatusCondition(status.Conditions, podsetv1alpha1.StalledCondition)
