@@ -81,10 +81,11 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD and the RBAC role from markers.
 	$(CONTROLLER_GEN) rbac:roleName=podset-operator paths=./controller/... output:rbac:artifacts:config=config/rbac
 	@# The chart renders the CRD, the operator's rules and the admission
 	@# policies from copies of config/, never from a second hand-kept version.
-	rm -rf $(CHART)/files && mkdir -p $(CHART)/files/crds $(CHART)/files/rbac $(CHART)/files/policy
+	rm -rf $(CHART)/files && mkdir -p $(CHART)/files/crds $(CHART)/files/rbac $(CHART)/files/policy $(CHART)/files/prometheus
 	cp config/crd/bases/podset.dev_podsets.yaml $(CHART)/files/crds/
 	cp config/rbac/role.yaml $(CHART)/files/rbac/
 	cp config/policy/hardening.yaml config/policy/pod-validity.yaml $(CHART)/files/policy/
+	cp config/prometheus/rules.yaml $(CHART)/files/prometheus/
 
 .PHONY: fmt
 fmt: ## Format the Go code.

@@ -117,6 +117,7 @@ func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		r.expectations.forget(req.NamespacedName)
 		r.statusWrites.forget(req.NamespacedName)
 		r.held.forget(req.NamespacedName)
+		forgetMetrics(req.NamespacedName)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if ps.DeletionTimestamp != nil {
@@ -158,6 +159,12 @@ func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	wait, statusErr := r.applyStatus(ctx, ps, status)
 	if statusErr != nil {
 		return ctrl.Result{}, errors.Join(err, statusErr)
+	}
+	if wait > 0 {
+		// Deferred: clients still see the status they saw.
+		observeStatus(ps, ps.Status, r.Clock.Now())
+	} else {
+		observeStatus(ps, status, r.Clock.Now())
 	}
 	if deadlineExceeded(&status) && !deadlineExceeded(&ps.Status) {
 		c := meta.FindStatusCondition(status.Conditions, podsetv1alpha1.StalledCondition)

@@ -47,7 +47,9 @@ func (r *PodSetReconciler) setGate(ctx context.Context, ps *podsetv1alpha1.PodSe
 			WithMessage("its containers restart for revision " + revisionName(ps, templateHash(ps)) + " once the pod is out of Service endpoints")
 	}
 	ac := corev1ac.Pod(pod.Name, pod.Namespace).WithUID(pod.UID).WithStatus(corev1ac.PodStatus().WithConditions(cond))
-	if err := r.Client.Status().Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	err := r.Client.Status().Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
+	countPodWrite(ps, writeGate, err)
+	if err != nil {
 		return "", fmt.Errorf("setting the %s condition of pod %s: %w", podsetv1alpha1.InPlaceUpdateReadyCondition, pod.Name, err)
 	}
 	return ptr.Deref(ac.ResourceVersion, ""), nil
@@ -91,7 +93,9 @@ func (r *PodSetReconciler) updateInPlace(ctx context.Context, ps *podsetv1alpha1
 		pod := step.pod
 		if step.way.resize {
 			resize := podResize(ps, tmpl, pod)
-			if err := r.Client.SubResource("resize").Apply(ctx, resize, client.FieldOwner(FieldManager), client.ForceOwnership); isRejection(err) {
+			err := r.Client.SubResource("resize").Apply(ctx, resize, client.FieldOwner(FieldManager), client.ForceOwnership)
+			countPodWrite(ps, writeUpdateInPlace, err)
+			if isRejection(err) {
 				mu.Lock()
 				denied = append(denied, pod)
 				mu.Unlock()
@@ -114,7 +118,9 @@ func (r *PodSetReconciler) updateInPlace(ctx context.Context, ps *podsetv1alpha1
 		if err != nil {
 			return err
 		}
-		if err := r.Client.Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership); apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		err = r.Client.Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
+		countPodWrite(ps, writeUpdateInPlace, err)
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return nil
 		} else if err != nil {
 			return fmt.Errorf("updating pod %s in place: %w", pod.Name, err)

@@ -184,7 +184,9 @@ func (r *PodSetReconciler) createPod(ctx context.Context, ps *podsetv1alpha1.Pod
 		return "", err
 	}
 	pod.WithResourceVersion(createOnly)
-	if err := r.Client.Apply(ctx, pod, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	err = r.Client.Apply(ctx, pod, client.FieldOwner(FieldManager), client.ForceOwnership)
+	countPodWrite(ps, writeCreate, err)
+	if err != nil {
 		return "", fmt.Errorf("applying pod %s: %w", *pod.Name, err)
 	}
 	return ptr.Deref(pod.UID, ""), nil
@@ -198,7 +200,9 @@ func (r *PodSetReconciler) applyExisting(ctx context.Context, ps *podsetv1alpha1
 	if err != nil {
 		return err
 	}
-	if err := r.Client.Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	err = r.Client.Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
+	countPodWrite(ps, writeRepair, err)
+	if err != nil {
 		return fmt.Errorf("applying pod %s: %w", pod.Name, err)
 	}
 	return nil
@@ -246,6 +250,7 @@ func (r *PodSetReconciler) deletePods(ctx context.Context, ps *podsetv1alpha1.Po
 	err := parallel(len(pods), r.Workers, func(i int) error {
 		pod := pods[i]
 		err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
+		countPodWrite(ps, writeDelete, err)
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return fmt.Errorf("deleting pod %s: %w", pod.Name, err)
 		}

@@ -63,6 +63,7 @@ func TestChartLint(t *testing.T) {
 var everyOption = []string{
 	"--set", "metrics.certificate.certManager.enabled=true",
 	"--set", "metrics.serviceMonitor.enabled=true",
+	"--set", "metrics.prometheusRule.enabled=true",
 	"--set", "networkPolicy.enabled=true",
 }
 

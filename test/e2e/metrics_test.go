@@ -12,8 +12,10 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/big"
 	"net"
 	"net/http"
@@ -24,11 +26,18 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
 
 // metricsServerName is the DNS name of the metrics Service, which the
@@ -73,6 +82,17 @@ func TestMetricsServedWithAMountedCertificate(t *testing.T) {
 	if resp.proto != "HTTP/1.1" {
 		t.Errorf("a client offering HTTP/2 got %s, want HTTP/1.1 (--enable-http2 is off by default)", resp.proto)
 	}
+
+	// The per-PodSet metrics say what the PodSet's status says.
+	ps := applySample(t, newNamespace(t, "podset-metrics-", map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}))
+	waitForPodSet(t, ps, int(*ps.Spec.Replicas))
+	eventually(t, "the PodSet's metrics equal its status", func(ctx context.Context) error {
+		got, err := get(ctx, verified, url, scraper)
+		if err != nil {
+			return err
+		}
+		return checkPodSetMetrics(ctx, got.body, ps)
+	})
 
 	for _, c := range []struct {
 		name, token string
@@ -261,4 +281,62 @@ func newServiceAccountToken(t *testing.T, clusterRole string) string {
 		t.Fatalf("requesting a token for %s/%s: %v", ns, sa.Name, err)
 	}
 	return tr.Status.Token
+}
+
+// checkPodSetMetrics is nil when the scraped body has the gauges of ps with
+// the values of its stored status, as the metric names and labels of the
+// README's Day 2 section say.
+func checkPodSetMetrics(ctx context.Context, body string, ps *podsetv1alpha1.PodSet) error {
+	got := &podsetv1alpha1.PodSet{}
+	if err := suite.client.Get(ctx, client.ObjectKeyFromObject(ps), got); err != nil {
+		return err
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("parsing the scrape: %w", err)
+	}
+	s := got.Status
+	ready := meta.FindStatusCondition(s.Conditions, podsetv1alpha1.ReadyCondition)
+	if ready == nil {
+		return errors.New("no Ready condition yet")
+	}
+	want := map[string]struct {
+		labels map[string]string
+		value  float64
+	}{
+		"podset_spec_replicas":                     {nil, float64(*got.Spec.Replicas)},
+		"podset_status_replicas":                   {nil, float64(s.Replicas)},
+		"podset_status_replicas_ready":             {nil, float64(s.ReadyReplicas)},
+		"podset_status_replicas_available":         {nil, float64(s.AvailableReplicas)},
+		"podset_status_replicas_updated":           {nil, float64(s.UpdatedReplicas)},
+		"podset_status_update_revision":            {map[string]string{"revision": s.UpdateRevision}, 1},
+		"podset_status_current_revision":           {map[string]string{"revision": s.CurrentRevision}, 1},
+		"podset_status_last_progress_time_seconds": {nil, float64(s.LastProgressTime.Unix())},
+		"podset_status_condition": {map[string]string{
+			"condition": ready.Type, "status": strings.ToLower(string(ready.Status)), "reason": ready.Reason,
+		}, 1},
+	}
+	for name, w := range want {
+		labels := map[string]string{"namespace": got.Namespace, "podset": got.Name}
+		maps.Copy(labels, w.labels)
+		if v, ok := sample(families[name], labels); !ok || v != w.value {
+			return fmt.Errorf("%s%v: %v (found: %v), want %v", name, labels, v, ok, w.value)
+		}
+	}
+	return nil
+}
+
+// sample returns the value of the gauge of family with exactly labels.
+func sample(family *dto.MetricFamily, labels map[string]string) (float64, bool) {
+	for _, m := range family.GetMetric() {
+		have := map[string]string{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
+		if maps.Equal(have, labels) {
+			return m.GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
 }

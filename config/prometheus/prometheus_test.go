@@ -1,0 +1,303 @@
+package prometheus_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql/parser"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/controller"
+	"github.com/podset-dev/podset-operator/test/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
+
+// ruleGroups reads the groups of the PrometheusRule in rules.yaml as a
+// Prometheus rule file, as the Prometheus Operator hands them to
+// Prometheus, and parses them with Prometheus's own parser.
+func ruleGroups(t *testing.T) *rulefmt.RuleGroups {
+	t.Helper()
+	b, err := os.ReadFile("rules.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rule struct {
+		Kind string         `json:"kind"`
+		Spec map[string]any `json:"spec"`
+	}
+	if err := yaml.Unmarshal(b, &rule); err != nil {
+		t.Fatal(err)
+	}
+	if rule.Kind != "PrometheusRule" {
+		t.Fatalf("rules.yaml holds a %q, want a PrometheusRule", rule.Kind)
+	}
+	file, err := yaml.Marshal(rule.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, errs := rulefmt.Parse(file, false, model.UTF8Validation)
+	for _, err := range errs {
+		t.Errorf("rules.yaml: %v", err)
+	}
+	if groups == nil {
+		t.FailNow()
+	}
+	return groups
+}
+
+// alerts are the alerts a team pages on, each with its runbook section.
+var alerts = []string{"PodSetStalled", "PodSetProgressDeadlineExceeded", "PodSetNotReady", "PodSetOperatorDown", "PodSetOperatorPodWriteErrors"}
+
+func TestRulesParseAndLinkTheirRunbook(t *testing.T) {
+	runbooks, err := os.ReadFile("../../docs/runbooks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, g := range ruleGroups(t).Groups {
+		for _, r := range g.Rules {
+			got = append(got, r.Alert)
+			if _, err := parser.ParseExpr(r.Expr); err != nil {
+				t.Errorf("alert %s: %v", r.Alert, err)
+			}
+			if r.Labels["severity"] == "" {
+				t.Errorf("alert %s has no severity label", r.Alert)
+			}
+			for _, a := range []string{"summary", "description", "runbook_url"} {
+				if r.Annotations[a] == "" {
+					t.Errorf("alert %s has no %s annotation", r.Alert, a)
+				}
+			}
+			const base = "https://github.com/podset-dev/podset-operator/blob/main/docs/runbooks.md#"
+			anchor, ok := strings.CutPrefix(r.Annotations["runbook_url"], base)
+			if !ok || anchor != strings.ToLower(r.Alert) || !strings.Contains(string(runbooks), "\n## "+r.Alert+"\n") {
+				t.Errorf("alert %s: runbook_url %q, want %s%s and a section \"## %s\" in docs/runbooks.md",
+					r.Alert, r.Annotations["runbook_url"], base, strings.ToLower(r.Alert), r.Alert)
+			}
+		}
+	}
+	if !slices.Equal(got, alerts) {
+		t.Errorf("alerts %v, want %v", got, alerts)
+	}
+}
+
+// grafanaVariables are the dashboard's variables and Grafana's own, with a
+// value each, so that its queries parse as PromQL.
+var grafanaVariables = strings.NewReplacer("$__rate_interval", "5m", "$namespace", "demo", "$podset", "web")
+
+// labelValues is Grafana's label_values(selector, label) query of a
+// template variable.
+var labelValues = regexp.MustCompile(`^label_values\((.+),\s*\w+\)$`)
+
+// dashboardQueries returns every PromQL query of the dashboard: its
+// panels' and its template variables'.
+func dashboardQueries(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type panel struct {
+		Title   string `json:"title"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+		Panels []panel `json:"panels"`
+	}
+	var dashboard struct {
+		Panels     []panel `json:"panels"`
+		Templating struct {
+			List []struct {
+				Type  string `json:"type"`
+				Query any    `json:"query"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(b, &dashboard); err != nil {
+		t.Fatal(err)
+	}
+	var queries []string
+	var walk func([]panel)
+	walk = func(panels []panel) {
+		for _, p := range panels {
+			for _, target := range p.Targets {
+				queries = append(queries, target.Expr)
+			}
+			walk(p.Panels)
+		}
+	}
+	walk(dashboard.Panels)
+	for _, v := range dashboard.Templating.List {
+		if q, ok := v.Query.(map[string]any); ok && v.Type == "query" {
+			m := labelValues.FindStringSubmatch(fmt.Sprint(q["query"]))
+			if m == nil {
+				t.Errorf("variable query %v is not label_values(selector, label)", q["query"])
+				continue
+			}
+			queries = append(queries, m[1])
+		}
+	}
+	if len(queries) == 0 {
+		t.Fatal("the dashboard queries nothing")
+	}
+	return queries
+}
+
+// prometheusSeries are the series Prometheus makes itself for every target.
+var prometheusSeries = []string{"up"}
+
+func TestEveryMetricQueriedIsScraped(t *testing.T) {
+	served := scrapeAfterAReconcile(t)
+	var queries []string
+	for _, g := range ruleGroups(t).Groups {
+		for _, r := range g.Rules {
+			queries = append(queries, r.Expr)
+		}
+	}
+	for _, q := range dashboardQueries(t) {
+		queries = append(queries, grafanaVariables.Replace(q))
+	}
+	for _, q := range queries {
+		expr, err := parser.ParseExpr(q)
+		if err != nil {
+			t.Errorf("%s: %v", q, err)
+			continue
+		}
+		parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
+			if vs, ok := node.(*parser.VectorSelector); ok && !slices.Contains(served, vs.Name) && !slices.Contains(prometheusSeries, vs.Name) {
+				t.Errorf("%s queries %s, which the operator does not serve", q, vs.Name)
+			}
+			return nil
+		})
+	}
+}
+
+// scrapeAfterAReconcile runs the operator on one PodSet until it is Ready,
+// then returns the names of the series its metrics endpoint serves (the
+// registry it serves from), a histogram's as Prometheus stores them.
+func scrapeAfterAReconcile(t *testing.T) []string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	mgr, err := ctrl.NewManager(env.Config, manager.Options{
+		Scheme:                 env.Scheme,
+		Cache:                  controller.CacheOptions(nil),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &controller.PodSetReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(controller.FieldManager)}
+	if err := r.SetupWithManager(ctx, mgr, controller.ControllerOptions(1)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "podset-"}}
+	if err := env.Client.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	ps := &podsetv1alpha1.PodSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns.Name},
+		Spec: podsetv1alpha1.PodSetSpec{
+			Replicas: ptr.To[int32](1),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+				Spec: corev1.PodSpec{
+					SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](65532)},
+					Containers:      []corev1.Container{{Name: "app", Image: "busybox:1.36", Command: []string{"sleep", "infinity"}}},
+				},
+			},
+		},
+	}
+	if err := env.Client.Create(t.Context(), ps); err != nil {
+		t.Fatal(err)
+	}
+	// Play the kubelet until the PodSet is Ready.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		pods := &corev1.PodList{}
+		if err := env.Client.List(t.Context(), pods, client.InNamespace(ns.Name)); err != nil {
+			t.Fatal(err)
+		}
+		for i := range pods.Items {
+			pod := &pods.Items[i]
+			if status, _ := testenv.KubeletStatus(pod, false); pod.Status.Phase != corev1.PodRunning || !podReady(pod) {
+				pod.Status = status
+				_ = env.Client.Status().Update(t.Context(), pod)
+			}
+		}
+		got := &podsetv1alpha1.PodSet{}
+		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ps), got); err != nil {
+			t.Fatal(err)
+		}
+		if c := condition(got, podsetv1alpha1.ReadyCondition); c == metav1.ConditionTrue && got.Status.ObservedGeneration == got.Generation {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PodSet not Ready in a minute: %+v", got.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range families {
+		names = append(names, f.GetName())
+		if f.GetType().String() == "HISTOGRAM" {
+			names = append(names, f.GetName()+"_bucket", f.GetName()+"_sum", f.GetName()+"_count")
+		}
+	}
+	return names
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func condition(ps *podsetv1alpha1.PodSet, typ string) metav1.ConditionStatus {
+	for _, c := range ps.Status.Conditions {
+		if c.Type == typ {
+			return c.Status
+		}
+	}
+	return metav1.ConditionUnknown
+}

@@ -1,0 +1,242 @@
+package controller
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// The per-PodSet metrics, on the operator's metrics endpoint next to
+// controller-runtime's own. They are named and labelled the way
+// kube-state-metrics names the gauges of the built-in workloads
+// (kube_statefulset_status_replicas_ready{namespace,statefulset}), so the
+// dashboards and alerts a team has for those read the same way here.
+// docs/runbooks.md and config/prometheus use these names.
+const (
+	metricSpecReplicas      = "podset_spec_replicas"
+	metricReplicas          = "podset_status_replicas"
+	metricReadyReplicas     = "podset_status_replicas_ready"
+	metricAvailableReplicas = "podset_status_replicas_available"
+	metricUpdatedReplicas   = "podset_status_replicas_updated"
+	metricCondition         = "podset_status_condition"
+	metricCurrentRevision   = "podset_status_current_revision"
+	metricUpdateRevision    = "podset_status_update_revision"
+	metricLastProgressTime  = "podset_status_last_progress_time_seconds"
+	metricPodWrites         = "podset_operator_pod_writes_total"
+	metricRolloutDuration   = "podset_rollout_duration_seconds"
+)
+
+// The kinds of pod writes podset_operator_pod_writes_total counts.
+const (
+	// writeCreate is the apply that creates a pod.
+	writeCreate = "create"
+	// writeUpdateInPlace is an in-place update: the resize and the apply
+	// of a pod's metadata and images.
+	writeUpdateInPlace = "update_in_place"
+	// writeGate is a write of the readiness gate condition (pods/status).
+	writeGate = "gate"
+	// writeDelete is the deletion of a pod.
+	writeDelete = "delete"
+	// writeRepair is the apply that restores what the operator owns on an
+	// existing pod.
+	writeRepair = "repair"
+)
+
+// conditionTypes are the conditions podset_status_condition reports, each
+// with all three statuses, as kube-state-metrics does.
+var conditionTypes = []string{podsetv1alpha1.ReadyCondition, podsetv1alpha1.ReconcilingCondition, podsetv1alpha1.StalledCondition}
+
+var (
+	podWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricPodWrites,
+		Help: "Pod writes the operator sent, by PodSet, kind (create, update_in_place, gate, delete, repair) and outcome (success, error). " +
+			"A write that lost a race the operator expects (the pod changed or went away since the cache showed it) counts as a success.",
+	}, []string{"namespace", "podset", "kind", "outcome"})
+
+	rolloutDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: metricRolloutDuration,
+		Help: "Seconds from the operator first seeing a PodSet's new spec (a new generation) to the PodSet reporting Ready=True for it. " +
+			"A rollout in flight when the operator restarts is not counted.",
+		Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
+	}, []string{"namespace", "podset"})
+
+	podSetStatus = newStatusCollector()
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(podWrites, rolloutDuration, podSetStatus)
+}
+
+// countPodWrite counts one pod write of a kind and its outcome. NotFound
+// and Conflict are the races with the cache the operator expects and
+// handles (the next pass sees the pod as it is), so they are not errors.
+func countPodWrite(ps *podsetv1alpha1.PodSet, kind string, err error) {
+	outcome := "success"
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		outcome = "error"
+	}
+	podWrites.WithLabelValues(ps.Namespace, ps.Name, kind, outcome).Inc()
+}
+
+// observeStatus records the status clients now see for a PodSet (what the
+// pass applied, or what they saw before when the write was deferred), and
+// the end of a rollout: its spec observed and Ready=True.
+func observeStatus(ps *podsetv1alpha1.PodSet, shown podsetv1alpha1.PodSetStatus, now time.Time) {
+	key := keyOf(ps)
+	started, done := podSetStatus.observe(key, ps, shown, now)
+	if done {
+		rolloutDuration.WithLabelValues(ps.Namespace, ps.Name).Observe(now.Sub(started).Seconds())
+	}
+}
+
+// forgetMetrics removes every series of a PodSet that is gone.
+func forgetMetrics(key types.NamespacedName) {
+	podSetStatus.forget(key)
+	labels := prometheus.Labels{"namespace": key.Namespace, "podset": key.Name}
+	podWrites.DeletePartialMatch(labels)
+	rolloutDuration.DeletePartialMatch(labels)
+}
+
+// statusCollector reports the status gauges of every PodSet from the last
+// status each pass showed. A collector, rather than gauge vectors, because
+// the revision and condition series change labels as the status moves: a
+// scrape sees one consistent status per PodSet, never a half-updated one.
+type statusCollector struct {
+	mu       sync.Mutex
+	podSets  map[types.NamespacedName]shownStatus
+	rollouts map[types.NamespacedName]rollout
+
+	specReplicas, replicas, ready, available, updated *prometheus.Desc
+	condition, currentRevision, updateRevision        *prometheus.Desc
+	lastProgress                                      *prometheus.Desc
+}
+
+// shownStatus is what the gauges of one PodSet report.
+type shownStatus struct {
+	specReplicas int32
+	status       podsetv1alpha1.PodSetStatus
+}
+
+// rollout is a spec generation the operator is rolling out, and since when.
+type rollout struct {
+	generation int64
+	since      time.Time
+}
+
+var _ prometheus.Collector = (*statusCollector)(nil)
+
+func newStatusCollector() *statusCollector {
+	keys := []string{"namespace", "podset"}
+	desc := func(name, help string, extra ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, append(keys, extra...), nil)
+	}
+	return &statusCollector{
+		podSets:         map[types.NamespacedName]shownStatus{},
+		rollouts:        map[types.NamespacedName]rollout{},
+		specReplicas:    desc(metricSpecReplicas, "Number of desired pods of a PodSet (spec.replicas)."),
+		replicas:        desc(metricReplicas, "Number of pods the PodSet controls (status.replicas)."),
+		ready:           desc(metricReadyReplicas, "Number of the PodSet's pods that are Ready (status.readyReplicas)."),
+		available:       desc(metricAvailableReplicas, "Number of the PodSet's pods Ready for minReadySeconds (status.availableReplicas)."),
+		updated:         desc(metricUpdatedReplicas, "Number of the PodSet's pods on the update revision (status.updatedReplicas)."),
+		condition:       desc(metricCondition, "The PodSet's conditions: 1 for the current status of each of Ready, Reconciling and Stalled, with its reason.", "condition", "status", "reason"),
+		currentRevision: desc(metricCurrentRevision, "The revision the oldest desired pods of the PodSet run (status.currentRevision), value 1.", "revision"),
+		updateRevision:  desc(metricUpdateRevision, "The revision of the PodSet's current template (status.updateRevision), value 1.", "revision"),
+		lastProgress:    desc(metricLastProgressTime, "Unix time the PodSet last made progress (status.lastProgressTime)."),
+	}
+}
+
+// observe stores the status shown for a PodSet. It starts timing a rollout
+// when the PodSet's generation is one its status has not observed yet, and
+// reports its start once the status shows that generation Ready.
+func (c *statusCollector) observe(key types.NamespacedName, ps *podsetv1alpha1.PodSet, shown podsetv1alpha1.PodSetStatus, now time.Time) (started time.Time, done bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.podSets[key] = shownStatus{specReplicas: ptr.Deref(ps.Spec.Replicas, 1), status: shown}
+	r, ok := c.rollouts[key]
+	if ps.Generation != ps.Status.ObservedGeneration && (!ok || r.generation != ps.Generation) {
+		r, ok = rollout{generation: ps.Generation, since: now}, true
+		c.rollouts[key] = r
+	}
+	if ok && shown.ObservedGeneration >= r.generation && meta.IsStatusConditionTrue(shown.Conditions, podsetv1alpha1.ReadyCondition) {
+		delete(c.rollouts, key)
+		return r.since, true
+	}
+	return time.Time{}, false
+}
+
+// forget drops a PodSet's status and any rollout being timed.
+func (c *statusCollector) forget(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.podSets, key)
+	delete(c.rollouts, key)
+}
+
+// Describe sends the descriptors of the status gauges.
+func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.specReplicas, c.replicas, c.ready, c.available, c.updated, c.condition, c.currentRevision, c.updateRevision, c.lastProgress} {
+		ch <- d
+	}
+}
+
+// Collect sends the status gauges of every PodSet the operator knows.
+func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, s := range c.podSets {
+		gauge := func(d *prometheus.Desc, v float64, extra ...string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{key.Namespace, key.Name}, extra...)...)
+		}
+		gauge(c.specReplicas, float64(s.specReplicas))
+		gauge(c.replicas, float64(s.status.Replicas))
+		gauge(c.ready, float64(s.status.ReadyReplicas))
+		gauge(c.available, float64(s.status.AvailableReplicas))
+		gauge(c.updated, float64(s.status.UpdatedReplicas))
+		for _, typ := range conditionTypes {
+			status, reason := metav1.ConditionUnknown, ""
+			if cond := meta.FindStatusCondition(s.status.Conditions, typ); cond != nil {
+				status, reason = cond.Status, cond.Reason
+			}
+			for _, st := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown} {
+				gauge(c.condition, boolValue(st == status), typ, conditionLabel(st), reason)
+			}
+		}
+		if s.status.CurrentRevision != "" {
+			gauge(c.currentRevision, 1, s.status.CurrentRevision)
+		}
+		if s.status.UpdateRevision != "" {
+			gauge(c.updateRevision, 1, s.status.UpdateRevision)
+		}
+		if t := s.status.LastProgressTime; t != nil {
+			gauge(c.lastProgress, float64(t.Unix()))
+		}
+	}
+}
+
+// conditionLabel is a condition status as kube-state-metrics writes it.
+func conditionLabel(s metav1.ConditionStatus) string {
+	switch s {
+	case metav1.ConditionTrue:
+		return "true"
+	case metav1.ConditionFalse:
+		return "false"
+	default:
+		return "unknown"
+	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
