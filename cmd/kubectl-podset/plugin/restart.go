@@ -1,0 +1,55 @@
+package plugin
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	podsetac "github.com/podset-dev/podset-operator/applyconfig/apis/v1alpha1"
+)
+
+// RestartedAtAnnotation is the template annotation `kubectl rollout
+// restart` sets on Deployments; the operator recreates pods when it changes.
+const RestartedAtAnnotation = "kubectl.kubernetes.io/restartedAt"
+
+func newRestartCommand(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "restart NAME",
+		Short: "Restart every pod of a PodSet",
+		Long: `Restart every pod of a PodSet, as 'kubectl rollout restart' does for a
+Deployment: the template annotation kubectl.kubernetes.io/restartedAt is set
+to now, with a server-side apply of that one field (field manager
+kubectl-podset). The operator treats a new restartedAt as a change that
+recreates pods, also under podUpdatePolicy InPlaceIfPossible (other
+annotation changes are applied in place without a restart), and replaces
+the pods as a rollout: maxUnavailable at a time, ordinals at or above the
+partition only.
+
+A GitOps tool that applies the template does not own this annotation, so it
+keeps it; a tool that replaces the whole object may remove it again, which
+starts another rollout.`,
+		Args: exactlyOneName,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := o.client()
+			if err != nil {
+				return err
+			}
+			now := time.Now().UTC().Format(time.RFC3339)
+			ac := podsetac.PodSet(args[0], ns).WithSpec(podsetac.PodSetSpec().
+				WithTemplate(corev1ac.PodTemplateSpec().WithAnnotations(map[string]string{RestartedAtAnnotation: now})))
+			// The PodSet must exist: an apply would create one.
+			if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: args[0]}, &podsetv1alpha1.PodSet{}); err != nil {
+				return err
+			}
+			if err := c.Apply(cmd.Context(), ac, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+				return err
+			}
+			fmt.Fprintf(o.streams.Out, "podset.podset.dev/%s restarted (%s=%s); pods are recreated as a rollout\n", args[0], RestartedAtAnnotation, now)
+			return nil
+		},
+	}
+}

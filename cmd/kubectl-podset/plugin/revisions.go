@@ -1,0 +1,121 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/printers"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// ChangeCauseAnnotation is the annotation kubectl's history shows as
+// CHANGE-CAUSE; on a PodSet revision it is read from the template.
+const ChangeCauseAnnotation = "kubernetes.io/change-cause"
+
+// revision is one ControllerRevision of a PodSet and the template it holds.
+type revision struct {
+	number   int64
+	name     string
+	template corev1.PodTemplateSpec
+}
+
+// revisions reads a PodSet's revisions as the operator writes them:
+// ControllerRevisions labelled with the PodSet's name, controlled by it,
+// holding {"spec":{"template":…}}; oldest first.
+func revisions(ctx context.Context, c client.Client, ps *podsetv1alpha1.PodSet) ([]revision, error) {
+	list := &appsv1.ControllerRevisionList{}
+	if err := c.List(ctx, list, client.InNamespace(ps.Namespace), client.MatchingLabels{podsetv1alpha1.NameLabel: ps.Name}); err != nil {
+		return nil, err
+	}
+	var revs []revision
+	for i := range list.Items {
+		cr := &list.Items[i]
+		if !metav1.IsControlledBy(cr, ps) {
+			continue
+		}
+		var data struct {
+			Spec struct {
+				Template corev1.PodTemplateSpec `json:"template"`
+			} `json:"spec"`
+		}
+		if err := json.Unmarshal(cr.Data.Raw, &data); err != nil {
+			return nil, fmt.Errorf("decoding ControllerRevision %s: %w", cr.Name, err)
+		}
+		revs = append(revs, revision{number: cr.Revision, name: cr.Name, template: data.Spec.Template})
+	}
+	slices.SortFunc(revs, func(a, b revision) int { return int(a.number - b.number) })
+	return revs, nil
+}
+
+// images lists a template's container images, init containers first.
+func images(t *corev1.PodTemplateSpec) string {
+	var out []string
+	for _, c := range append(slices.Clone(t.Spec.InitContainers), t.Spec.Containers...) {
+		out = append(out, c.Image)
+	}
+	return strings.Join(out, ",")
+}
+
+func newHistoryCommand(o *options) *cobra.Command {
+	var number int64
+	cmd := &cobra.Command{
+		Use:   "history NAME",
+		Short: "List a PodSet's revisions (its ControllerRevisions)",
+		Long: `List the revisions of a PodSet, as 'kubectl rollout history' does for a
+StatefulSet: the revision number, the ControllerRevision, the template's
+kubernetes.io/change-cause annotation and the images. With --revision, print
+that revision's pod template.`,
+		Args: exactlyOneName,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := o.client()
+			if err != nil {
+				return err
+			}
+			ps := &podsetv1alpha1.PodSet{}
+			if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: args[0]}, ps); err != nil {
+				return err
+			}
+			revs, err := revisions(cmd.Context(), c, ps)
+			if err != nil {
+				return err
+			}
+			if number != 0 {
+				i := slices.IndexFunc(revs, func(r revision) bool { return r.number == number })
+				if i < 0 {
+					return fmt.Errorf("unable to find the specified revision %d", number)
+				}
+				fmt.Fprintf(o.streams.Out, "podset.podset.dev/%s with revision #%d (%s)\n", ps.Name, number, revs[i].name)
+				tpl := &corev1.PodTemplate{Template: revs[i].template}
+				tpl.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodTemplate"))
+				tpl.Name = revs[i].name
+				return (&printers.YAMLPrinter{}).PrintObj(tpl, o.streams.Out)
+			}
+			fmt.Fprintf(o.streams.Out, "podset.podset.dev/%s\n", ps.Name)
+			w := printers.GetNewTabWriter(o.streams.Out)
+			fmt.Fprintln(w, "REVISION\tNAME\tCHANGE-CAUSE\tIMAGES")
+			for _, r := range revs {
+				cause := r.template.Annotations[ChangeCauseAnnotation]
+				if cause == "" {
+					cause = "<none>"
+				}
+				current := ""
+				if r.name == ps.Status.UpdateRevision {
+					current = " (current)"
+				}
+				fmt.Fprintf(w, "%d\t%s%s\t%s\t%s\n", r.number, r.name, current, cause, images(&r.template))
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().Int64Var(&number, "revision", 0, "See the details, including the pod template, of the revision specified")
+	return cmd
+}

@@ -1,0 +1,128 @@
+package plugin
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// FieldManager is the field manager of every write the plugin makes, so
+// that managedFields show who restarted or rolled back a PodSet.
+const FieldManager = "kubectl-podset"
+
+// options are what every command needs: where the cluster is, and where to
+// write.
+type options struct {
+	flags   *genericclioptions.ConfigFlags
+	streams genericiooptions.IOStreams
+	// newClient is replaced by tests; by default it builds a client from
+	// the kubeconfig flags.
+	newClient func() (client.WithWatch, error)
+}
+
+// client returns a client and the namespace the flags name (or the
+// kubeconfig context's).
+func (o *options) client() (client.WithWatch, string, error) {
+	ns, _, err := o.flags.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return nil, "", err
+	}
+	if o.newClient != nil {
+		c, err := o.newClient()
+		return c, ns, err
+	}
+	cfg, err := o.flags.ToRESTConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, "", err
+	}
+	if err := podsetv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, "", err
+	}
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	return c, ns, err
+}
+
+// NewCommand returns `kubectl podset` with its subcommands.
+func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	return newCommand(streams, nil)
+}
+
+func newCommand(streams genericiooptions.IOStreams, newClient func() (client.WithWatch, error)) *cobra.Command {
+	o := &options{flags: genericclioptions.NewConfigFlags(true), streams: streams, newClient: newClient}
+	root := &cobra.Command{
+		Use:           "kubectl-podset",
+		Short:         "Operate PodSets (podset.dev/v1alpha1) the way kubectl operates built-in workloads",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl podset"},
+	}
+	o.flags.AddFlags(root.PersistentFlags())
+	root.SetIn(streams.In)
+	root.SetOut(streams.Out)
+	root.SetErr(streams.ErrOut)
+
+	rollout := &cobra.Command{
+		Use:   "rollout SUBCOMMAND",
+		Short: "Manage the rollout of a PodSet",
+	}
+	rollout.AddCommand(newStatusCommand(o), newRestartCommand(o), newHistoryCommand(o), newUndoCommand(o),
+		newNoPauseCommand(o, "pause"), newNoPauseCommand(o, "resume"))
+	root.AddCommand(rollout)
+	// Errors are printed here once, as kubectl prints them.
+	root.PersistentPostRunE = nil
+	wrapErrors(root, streams)
+	return root
+}
+
+// wrapErrors makes every command print its error as kubectl does
+// ("error: ...") before returning it for the exit code.
+func wrapErrors(cmd *cobra.Command, streams genericiooptions.IOStreams) {
+	for _, c := range cmd.Commands() {
+		wrapErrors(c, streams)
+	}
+	if cmd.RunE == nil {
+		return
+	}
+	run := cmd.RunE
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		err := run(c, args)
+		if err != nil {
+			fmt.Fprintf(streams.ErrOut, "error: %v\n", err)
+		}
+		return err
+	}
+}
+
+// newNoPauseCommand explains that PodSets cannot be paused: the API has no
+// pause field. A partition holds a rollout back instead.
+func newNoPauseCommand(_ *options, verb string) *cobra.Command {
+	return &cobra.Command{
+		Use:   verb + " NAME",
+		Short: "Not supported: a PodSet has no pause; use spec.updateStrategy.rollingUpdate.partition",
+		RunE: func(*cobra.Command, []string) error {
+			return errors.New("PodSets cannot be paused or resumed: the PodSet API has no pause field. " +
+				"To hold a rollout back, set spec.updateStrategy.rollingUpdate.partition " +
+				"(ordinals below it keep their revision) and lower it to continue")
+		},
+	}
+}
+
+// exactlyOneName is cobra's argument check with kubectl's message.
+func exactlyOneName(_ *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("expected exactly one PodSet name, got %d arguments", len(args))
+	}
+	return nil
+}
