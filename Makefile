@@ -99,6 +99,10 @@ vet: ## Run go vet.
 build: ## Build the operator binary into bin/ (VERSION stamped in).
 	CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/podset-operator .
 
+.PHONY: plugin
+plugin: ## Build the kubectl plugin into bin/kubectl-podset (VERSION stamped in).
+	go build -ldflags "$(PLUGIN_LDFLAGS)" -o $(BIN)/kubectl-podset ./cmd/kubectl-podset
+
 .PHONY: test
 test: test-unit test-e2e ## Run all tests: unit and envtest suites, then end-to-end on a local kwok cluster.
 
@@ -141,6 +145,10 @@ verify: generate manifests $(KUSTOMIZE) ## Fail when generated files are stale, 
 GITOPS_EXAMPLES ?= $(wildcard config/gitops/argocd/application*.yaml config/gitops/flux/podset-operator*.yaml)
 # DIST is where the release files go.
 DIST ?= $(CURDIR)/dist
+# The kubectl plugin's release archives, one per platform of the krew
+# manifest plugins/podset.yaml.
+PLUGIN_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+PLUGIN_LDFLAGS = -s -w -X github.com/podset-dev/podset-operator/cmd/kubectl-podset/plugin.version=$(VERSION)
 
 .PHONY: release
 release: $(KUSTOMIZE) $(HELM) ## Write dist/install.yaml and the chart package for VERSION=vX.Y.Z, and point the GitOps examples at it.
@@ -154,9 +162,25 @@ release: $(KUSTOMIZE) $(HELM) ## Write dist/install.yaml and the chart package f
 	rm -rf .release
 	$(HELM) lint --strict $(CHART)
 	$(HELM) package $(CHART) --version $(VERSION:v%=%) --app-version $(VERSION) --destination $(DIST)
+	$(MAKE) --no-print-directory plugin-dist
 	$(if $(GITOPS_EXAMPLES),sed -i -E 's/v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?([" ]|$$)/$(VERSION)\2/g' $(GITOPS_EXAMPLES))
 	@echo "$(DIST): $$(cd $(DIST) && ls | tr '\n' ' ')"
 	@echo "Next: commit, tag $(VERSION), push the tag and the image (make docker-build docker-push VERSION=$(VERSION)), attach dist/* to the release."
+
+.PHONY: plugin-dist
+plugin-dist: ## Write the kubectl plugin's archives for VERSION into dist/ and their version, URIs and sha256 into plugins/podset.yaml.
+	@[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?$$ ]] || { echo "set VERSION=vX.Y.Z (now: $(VERSION))"; exit 1; }
+	@mkdir -p $(DIST)
+	for p in $(PLUGIN_PLATFORMS); do os=$${p%/*} arch=$${p#*/} dir=$$(mktemp -d); \
+		GOOS=$$os GOARCH=$$arch go build -ldflags "$(PLUGIN_LDFLAGS)" -o $$dir/kubectl-podset ./cmd/kubectl-podset; \
+		cp README.md $$dir/; \
+		archive=kubectl-podset_$(VERSION)_$${os}_$${arch}.tar.gz; \
+		tar -C $$dir -czf $(DIST)/$$archive --owner=0 --group=0 --mtime=@0 --sort=name kubectl-podset README.md; rm -rf $$dir; \
+		sum=$$(sha256sum $(DIST)/$$archive | cut -d' ' -f1); \
+		sed -i -E "/_$${os}_$${arch}\.tar\.gz/,/sha256:/ s/sha256: .*/sha256: \"$$sum\"/" plugins/podset.yaml; \
+	done
+	sed -i -E '/^  version:|uri:/ s/v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?/$(VERSION)/g' plugins/podset.yaml
+	cp plugins/podset.yaml $(DIST)/podset.yaml
 
 ##@ Running
 

@@ -18,6 +18,10 @@ import (
 // that managedFields show who restarted or rolled back a PodSet.
 const FieldManager = "kubectl-podset"
 
+// version is the release the binary was built from; `make plugin` and
+// `make release` stamp it.
+var version = "dev"
+
 // options are what every command needs: where the cluster is, and where to
 // write.
 type options struct {
@@ -64,6 +68,7 @@ func newCommand(streams genericiooptions.IOStreams, newClient func() (client.Wit
 	root := &cobra.Command{
 		Use:           "kubectl-podset",
 		Short:         "Operate PodSets (podset.dev/v1alpha1) the way kubectl operates built-in workloads",
+		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl podset"},
@@ -80,8 +85,6 @@ func newCommand(streams genericiooptions.IOStreams, newClient func() (client.Wit
 	rollout.AddCommand(newStatusCommand(o), newRestartCommand(o), newHistoryCommand(o), newUndoCommand(o),
 		newNoPauseCommand(o, "pause"), newNoPauseCommand(o, "resume"))
 	root.AddCommand(rollout)
-	// Errors are printed here once, as kubectl prints them.
-	root.PersistentPostRunE = nil
 	wrapErrors(root, streams)
 	return root
 }
