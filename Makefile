@@ -148,6 +148,9 @@ DIST ?= $(CURDIR)/dist
 # The kubectl plugin's release archives, one per platform of the krew
 # manifest plugins/podset.yaml.
 PLUGIN_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+# KREW_MANIFEST is where `make release` writes the filled krew manifest
+# (empty: only into DIST).
+KREW_MANIFEST ?= plugins/podset.yaml
 PLUGIN_LDFLAGS = -s -w -X github.com/podset-dev/podset-operator/cmd/kubectl-podset/plugin.version=$(VERSION)
 
 .PHONY: release
@@ -168,19 +171,23 @@ release: $(KUSTOMIZE) $(HELM) ## Write dist/install.yaml and the chart package f
 	@echo "Next: commit, tag $(VERSION), push the tag and the image (make docker-build docker-push VERSION=$(VERSION)), attach dist/* to the release."
 
 .PHONY: plugin-dist
-plugin-dist: ## Write the kubectl plugin's archives for VERSION into dist/ and their version, URIs and sha256 into plugins/podset.yaml.
+plugin-dist: ## Write the kubectl plugin's archives for VERSION into dist/, the krew manifest filled with their version, URIs and sha256 beside them, and that manifest to KREW_MANIFEST.
 	@[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?$$ ]] || { echo "set VERSION=vX.Y.Z (now: $(VERSION))"; exit 1; }
 	@mkdir -p $(DIST)
+	@# plugins/podset.yaml is the template; the filled copy is written to
+	@# dist/ and only then over KREW_MANIFEST, so a release with
+	@# KREW_MANIFEST= (the e2e test's) leaves the work tree alone.
+	cp plugins/podset.yaml $(DIST)/podset.yaml
 	for p in $(PLUGIN_PLATFORMS); do os=$${p%/*} arch=$${p#*/} dir=$$(mktemp -d); \
 		GOOS=$$os GOARCH=$$arch go build -ldflags "$(PLUGIN_LDFLAGS)" -o $$dir/kubectl-podset ./cmd/kubectl-podset; \
 		cp README.md $$dir/; \
 		archive=kubectl-podset_$(VERSION)_$${os}_$${arch}.tar.gz; \
 		tar -C $$dir -czf $(DIST)/$$archive --owner=0 --group=0 --mtime=@0 --sort=name kubectl-podset README.md; rm -rf $$dir; \
 		sum=$$(sha256sum $(DIST)/$$archive | cut -d' ' -f1); \
-		sed -i -E "/_$${os}_$${arch}\.tar\.gz/,/sha256:/ s/sha256: .*/sha256: \"$$sum\"/" plugins/podset.yaml; \
+		sed -i -E "/_$${os}_$${arch}\.tar\.gz/,/sha256:/ s/sha256: .*/sha256: \"$$sum\"/" $(DIST)/podset.yaml; \
 	done
-	sed -i -E '/^  version:|uri:/ s/v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?/$(VERSION)/g' plugins/podset.yaml
-	cp plugins/podset.yaml $(DIST)/podset.yaml
+	sed -i -E '/^  version:|uri:/ s/v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?/$(VERSION)/g' $(DIST)/podset.yaml
+	$(if $(KREW_MANIFEST),cp $(DIST)/podset.yaml $(KREW_MANIFEST))
 
 ##@ Running
 

@@ -3,29 +3,42 @@
 package e2e
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 )
 
 // TestReleaseFiles runs `make release` into a temporary folder (leaving the
-// GitOps examples alone) and checks what a user downloads: install.yaml is
-// config/default with the image pinned to the release, and the packaged
-// chart has the release's version and renders the same image.
+// GitOps examples and the repository's krew manifest alone) and checks what a
+// user downloads: install.yaml is config/default with the image pinned to the
+// release, the packaged chart has the release's version and renders the same
+// image, and the krew manifest names the release's plugin archives with their
+// digests.
 func TestReleaseFiles(t *testing.T) {
 	const version = "v9.8.7"
 	const image = "ghcr.io/podset-dev/podset-operator:" + version
 	dist := t.TempDir()
-	cmd := exec.CommandContext(t.Context(), "make", "release", "VERSION="+version, "DIST="+dist, "GITOPS_EXAMPLES=",
+	cmd := exec.CommandContext(t.Context(), "make", "release", "VERSION="+version, "DIST="+dist, "GITOPS_EXAMPLES=", "KREW_MANIFEST=",
 		"KUSTOMIZE="+suite.kustomize, "HELM="+suite.helm)
 	cmd.Dir = suite.root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make release: %v\n%s", err, out)
 	}
+	status := exec.CommandContext(t.Context(), "git", "status", "--porcelain", "--", "plugins", "config/gitops")
+	status.Dir = suite.root
+	if out, err := status.Output(); err != nil || len(out) != 0 {
+		t.Errorf("make release with GITOPS_EXAMPLES= KREW_MANIFEST= changed the work tree (%v):\n%s", err, out)
+	}
+	checkKrewManifest(t, dist, version)
 
 	manifest, err := os.ReadFile(filepath.Join(dist, "install.yaml"))
 	if err != nil {
@@ -59,5 +72,48 @@ func TestReleaseFiles(t *testing.T) {
 	}
 	if got := rendered[deployment].GetLabels()["helm.sh/chart"]; got != "podset-operator-"+version[1:] {
 		t.Errorf("the packaged chart's objects are labelled helm.sh/chart=%s, want podset-operator-%s", got, version[1:])
+	}
+}
+
+// checkKrewManifest checks the krew manifest that `make release` wrote into
+// dist: the release's version, and for every platform the URI of an archive
+// in dist whose sha256 is the one named.
+func checkKrewManifest(t *testing.T, dist, version string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dist, "podset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plugin struct {
+		Spec struct {
+			Version   string `json:"version"`
+			Platforms []struct {
+				URI    string `json:"uri"`
+				SHA256 string `json:"sha256"`
+			} `json:"platforms"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(raw, &plugin); err != nil {
+		t.Fatalf("dist/podset.yaml: %v", err)
+	}
+	if plugin.Spec.Version != version {
+		t.Errorf("the krew manifest names version %q, want %s", plugin.Spec.Version, version)
+	}
+	if len(plugin.Spec.Platforms) == 0 {
+		t.Fatal("the krew manifest lists no platform")
+	}
+	for _, p := range plugin.Spec.Platforms {
+		archive := path.Base(p.URI)
+		if !strings.Contains(p.URI, "/download/"+version+"/") || !strings.HasPrefix(archive, "kubectl-podset_"+version+"_") {
+			t.Errorf("platform URI %s is not the %s release's", p.URI, version)
+		}
+		data, err := os.ReadFile(filepath.Join(dist, archive))
+		if err != nil {
+			t.Errorf("the krew manifest names %s, which the release did not write: %v", archive, err)
+			continue
+		}
+		if sum := fmt.Sprintf("%x", sha256.Sum256(data)); sum != p.SHA256 {
+			t.Errorf("%s: the krew manifest says sha256 %s, the archive has %s", archive, p.SHA256, sum)
+		}
 	}
 }
