@@ -145,11 +145,12 @@ func podUpdate(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, pod *cor
 	if err != nil {
 		return nil, err
 	}
-	ac.Spec.ReadinessGates = slices.DeleteFunc(ac.Spec.ReadinessGates, func(g corev1ac.PodReadinessGateApplyConfiguration) bool {
-		return !slices.ContainsFunc(pod.Spec.ReadinessGates, func(have corev1.PodReadinessGate) bool {
-			return have.ConditionType == ptr.Deref(g.ConditionType, "")
-		})
-	})
+	// The gates are an atomic list the operator set when it made the pod:
+	// sending exactly the pod's keeps them, whatever the policy is now.
+	ac.Spec.ReadinessGates = nil
+	for _, g := range pod.Spec.ReadinessGates {
+		ac.Spec.WithReadinessGates(corev1ac.PodReadinessGate().WithConditionType(g.ConditionType))
+	}
 	keepResources(ac.Spec.Containers, pod.Spec.Containers)
 	keepResources(ac.Spec.InitContainers, pod.Spec.InitContainers)
 	return ac.WithUID(pod.UID), nil
@@ -180,34 +181,65 @@ func keepQuantities(apply *corev1.ResourceList, running corev1.ResourceList) {
 	}
 }
 
-// podResize is the apply to a pod's resize subresource that gives its
-// containers the cpu and memory of a template: only the containers whose
-// resources differ, and only their resources.
-func podResize(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, pod *corev1.Pod) *corev1ac.PodApplyConfiguration {
-	spec := corev1ac.PodSpec().
-		WithContainers(resizes(tmpl.Spec.Containers, pod.Spec.Containers)...).
-		WithInitContainers(resizes(tmpl.Spec.InitContainers, pod.Spec.InitContainers)...)
+// podResize is the apply to a pod's resize subresource that moves its
+// containers' cpu and memory from the template from (the revision the pod
+// was made from) to the template to: only the quantities the template
+// changed, each container with the rest of its resources as the pod runs
+// them, so a resize by someone else (the VerticalPodAutoscaler) of a
+// quantity the template did not change is kept. It is nil when no
+// container's resources change.
+func podResize(ps *podsetv1alpha1.PodSet, from, to *corev1.PodTemplateSpec, pod *corev1.Pod) *corev1ac.PodApplyConfiguration {
+	containers := resizes(from.Spec.Containers, to.Spec.Containers, pod.Spec.Containers)
+	initContainers := resizes(from.Spec.InitContainers, to.Spec.InitContainers, pod.Spec.InitContainers)
+	if len(containers) == 0 && len(initContainers) == 0 {
+		return nil
+	}
+	spec := corev1ac.PodSpec().WithContainers(containers...).WithInitContainers(initContainers...)
 	return corev1ac.Pod(pod.Name, ps.Namespace).WithUID(pod.UID).WithSpec(spec)
 }
 
-// resizes lists the containers of want whose cpu and memory differ from
-// the running container's of the same name, with want's resources.
-func resizes(want, running []corev1.Container) []*corev1ac.ContainerApplyConfiguration {
+// resizes lists the running containers whose cpu and memory the change
+// from the containers from to the containers want moves, with their new
+// resources: want's where want differs from from, the running
+// container's elsewhere.
+func resizes(from, want, running []corev1.Container) []*corev1ac.ContainerApplyConfiguration {
 	var out []*corev1ac.ContainerApplyConfiguration
 	for _, w := range want {
+		i := slices.IndexFunc(from, func(f corev1.Container) bool { return f.Name == w.Name })
 		j := slices.IndexFunc(running, func(r corev1.Container) bool { return r.Name == w.Name })
-		if j < 0 || equality.Semantic.DeepEqual(w.Resources.Requests, running[j].Resources.Requests) &&
-			equality.Semantic.DeepEqual(w.Resources.Limits, running[j].Resources.Limits) {
+		if i < 0 || j < 0 || equality.Semantic.DeepEqual(from[i].Resources, w.Resources) {
+			continue
+		}
+		requests := resizedQuantities(from[i].Resources.Requests, w.Resources.Requests, running[j].Resources.Requests)
+		limits := resizedQuantities(from[i].Resources.Limits, w.Resources.Limits, running[j].Resources.Limits)
+		if equality.Semantic.DeepEqual(requests, running[j].Resources.Requests) && equality.Semantic.DeepEqual(limits, running[j].Resources.Limits) {
 			continue
 		}
 		res := corev1ac.ResourceRequirements()
-		if len(w.Resources.Requests) > 0 {
-			res.WithRequests(w.Resources.Requests)
+		if len(requests) > 0 {
+			res.WithRequests(requests)
 		}
-		if len(w.Resources.Limits) > 0 {
-			res.WithLimits(w.Resources.Limits)
+		if len(limits) > 0 {
+			res.WithLimits(limits)
 		}
 		out = append(out, corev1ac.Container().WithName(w.Name).WithResources(res))
+	}
+	return out
+}
+
+// resizedQuantities is a container's resource list after a template
+// change from from to want: want's quantity where the template changed it,
+// the running one where it did not.
+func resizedQuantities(from, want, running corev1.ResourceList) corev1.ResourceList {
+	if len(want) == 0 {
+		return nil
+	}
+	out := corev1.ResourceList{}
+	for name, q := range want {
+		if r, ok := running[name]; ok && q.Equal(from[name]) {
+			q = r
+		}
+		out[name] = q
 	}
 	return out
 }

@@ -132,7 +132,7 @@ func templateDiff(from, to *corev1.PodSpec) (updateWay, bool) {
 				way.images = append(way.images, want.Name)
 			}
 			if !equality.Semantic.DeepEqual(got.Resources, want.Resources) {
-				if !resizable(want, init) {
+				if !resizable(got, want, init) {
 					return way, false
 				}
 				way.resize = true
@@ -144,21 +144,32 @@ func templateDiff(from, to *corev1.PodSpec) (updateWay, bool) {
 	return way, equality.Semantic.DeepEqual(patched, to)
 }
 
-// resizable reports whether a container's cpu and memory can change in
-// place: regular containers and sidecars can, init containers that run to
-// completion cannot, and only cpu and memory can.
-func resizable(c *corev1.Container, init bool) bool {
-	if init && !sidecar(c) {
+// resizable reports whether a container's resources can go from those of
+// from to those of to in place: regular containers and sidecars can, init
+// containers that run to completion cannot; and only by changing or adding
+// cpu and memory quantities. Removing a request or a limit, or changing any
+// other resource, recreates the pod: the API server refuses it on a
+// running pod, and a pass would otherwise retry it for ever. (An addition
+// that changes the pod's QoS class is refused by the resize itself, which
+// also recreates the pod.)
+func resizable(from, to *corev1.Container, init bool) bool {
+	if init && !sidecar(to) {
 		return false
 	}
-	for _, list := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
-		for name := range list {
-			if name != corev1.ResourceCPU && name != corev1.ResourceMemory {
+	for _, pair := range [][2]corev1.ResourceList{{from.Resources.Requests, to.Resources.Requests}, {from.Resources.Limits, to.Resources.Limits}} {
+		for name, old := range pair[0] {
+			q, ok := pair[1][name]
+			if !ok || !q.Equal(old) && name != corev1.ResourceCPU && name != corev1.ResourceMemory {
+				return false
+			}
+		}
+		for name := range pair[1] {
+			if _, ok := pair[0][name]; !ok && name != corev1.ResourceCPU && name != corev1.ResourceMemory {
 				return false
 			}
 		}
 	}
-	return true
+	return equality.Semantic.DeepEqual(from.Resources.Claims, to.Resources.Claims)
 }
 
 // resizeRestarts reports whether a container's resizePolicy restarts it
@@ -241,6 +252,44 @@ func imagesRun(containers []corev1.Container, statuses []corev1.ContainerStatus,
 		i := slices.IndexFunc(statuses, func(s corev1.ContainerStatus) bool { return s.Name == c.Name })
 		if i < 0 || statuses[i].State.Running == nil || normalizeImage(statuses[i].Image) != normalizeImage(c.Image) {
 			return false
+		}
+	}
+	return true
+}
+
+// resizeSettled reports whether the kubelet has carried out the pod's
+// resize: no resize is pending or in progress, and every container (and
+// sidecar) whose resources the kubelet reports runs with the cpu and
+// memory its spec asks for. A container whose resizePolicy restarts it
+// for a resize runs the image it had, so this, not the image, tells that
+// it restarted with its new resources.
+func resizeSettled(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if (c.Type == corev1.PodResizePending || c.Type == corev1.PodResizeInProgress) && c.Status == corev1.ConditionTrue {
+			return false
+		}
+	}
+	return resourcesRun(pod.Spec.Containers, pod.Status.ContainerStatuses, false) &&
+		resourcesRun(pod.Spec.InitContainers, pod.Status.InitContainerStatuses, true)
+}
+
+func resourcesRun(containers []corev1.Container, statuses []corev1.ContainerStatus, init bool) bool {
+	for _, c := range containers {
+		if init && !sidecar(&c) {
+			continue
+		}
+		i := slices.IndexFunc(statuses, func(s corev1.ContainerStatus) bool { return s.Name == c.Name })
+		if i < 0 || statuses[i].Resources == nil {
+			continue
+		}
+		have := statuses[i].Resources
+		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			if q, ok := c.Resources.Requests[name]; ok && !q.Equal(have.Requests[name]) {
+				return false
+			}
+			if q, ok := c.Resources.Limits[name]; ok && !q.Equal(have.Limits[name]) {
+				return false
+			}
 		}
 	}
 	return true

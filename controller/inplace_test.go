@@ -468,14 +468,36 @@ func TestPodDeletedMidUpdateComesBackOnTheNewRevision(t *testing.T) {
 // VerticalPodAutoscaler bug: a pod resized through pods/resize by another
 // field manager, then any drift the operator repairs. The repair must not
 // send the template's resources again (the API server refuses any change
-// of them outside pods/resize, and the PodSet stalled for good).
+// of them outside pods/resize, and the PodSet stalled for good). Nor may
+// it drop the readiness gate the pod was made with when the PodSet has
+// since switched to podUpdatePolicy Recreate (gates are immutable too).
 func TestResizeByAnotherWriterIsKeptThroughARepair(t *testing.T) {
 	t.Parallel()
+	for name, switchToRecreate := range map[string]bool{"InPlaceIfPossible": false, "switched to Recreate": true} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testResizeKeptThroughARepair(t, switchToRecreate)
+		})
+	}
+}
+
+func testResizeKeptThroughARepair(t *testing.T, switchToRecreate bool) {
 	ns := newNamespace(t, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 	startKubelet(t, ns)
 	ps := makePodSet(ns, "rz").mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))).create(t)
 	waitForStatus(t, ps, readyStatus(1))
+	if switchToRecreate {
+		eventually(t, "switch to Recreate", func() error {
+			cur := get(t, ps)
+			cur.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
+			return env.Client.Update(t.Context(), cur)
+		})
+		waitForStatus(t, ps, readyStatus(1))
+	}
 	pod := pods(t, ns)["rz-0"]
+	if len(pod.Spec.ReadinessGates) != 1 {
+		t.Fatalf("rz-0 has readiness gates %v, want the operator's", pod.Spec.ReadinessGates)
+	}
 
 	resize := corev1ac.Pod("rz-0", ns).WithSpec(corev1ac.PodSpec().WithContainers(
 		corev1ac.Container().WithName("app").WithResources(corev1ac.ResourceRequirements().
@@ -501,6 +523,9 @@ func TestResizeByAnotherWriterIsKeptThroughARepair(t *testing.T) {
 	r := got.Spec.Containers[0].Resources
 	if r.Requests.Cpu().String() != "20m" || r.Limits.Cpu().String() != "200m" || r.Requests.Memory().String() != "16Mi" {
 		t.Errorf("rz-0 resources %v, want the resized cpu 20m/200m and the template's memory", r)
+	}
+	if len(got.Spec.ReadinessGates) != 1 {
+		t.Errorf("rz-0 readiness gates %v after the repair, want the one it was made with", got.Spec.ReadinessGates)
 	}
 	if c := condition(get(t, ps), podsetv1alpha1.StalledCondition); c.Status == metav1.ConditionTrue {
 		t.Errorf("PodSet stalled: %s: %s", c.Reason, c.Message)

@@ -4,7 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -68,6 +71,38 @@ func TestUpdateWayFor(t *testing.T) {
 				t.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("1Gi")}}
 			},
 			want: updateWay{why: whyTemplate},
+		},
+		"ephemeral storage removed, cpu changed": {
+			both: func(t *corev1.PodTemplateSpec) {
+				t.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceEphemeralStorage: resource.MustParse("1Gi"),
+				}}
+			},
+			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Resources = cpu("2") },
+			want:   updateWay{why: whyTemplate},
+		},
+		"cpu changed, ephemeral storage kept": {
+			both: func(t *corev1.PodTemplateSpec) {
+				t.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceEphemeralStorage: resource.MustParse("1Gi"),
+				}}
+			},
+			change: func(t *corev1.PodTemplateSpec) {
+				t.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("2")
+			},
+			want: updateWay{inPlace: true, resize: true},
+		},
+		"a cpu limit removed": {
+			both:   func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Resources = cpu("1") },
+			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Resources = corev1.ResourceRequirements{} },
+			want:   updateWay{why: whyTemplate},
+		},
+		"a cpu request added": {
+			both: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Resources = cpu("1") },
+			change: func(t *corev1.PodTemplateSpec) {
+				t.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+			},
+			want: updateWay{inPlace: true, resize: true},
 		},
 		"a command": {
 			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Command = []string{"true"} },
@@ -213,6 +248,126 @@ func TestResizeStuck(t *testing.T) {
 			why, wait := resizeStuck(tc.pod, deadline, testNow)
 			if why != tc.wantWhy || wait != tc.wantWait {
 				t.Errorf("resizeStuck() = %q, %s; want %q, %s", why, wait, tc.wantWhy, tc.wantWait)
+			}
+		})
+	}
+}
+
+func TestPodUpdateSendsTheGatesThePodHas(t *testing.T) {
+	gate := []corev1.PodReadinessGate{{ConditionType: podsetv1alpha1.InPlaceUpdateReadyCondition}}
+	for name, tc := range map[string]struct {
+		policy podsetv1alpha1.PodUpdatePolicy
+		has    []corev1.PodReadinessGate
+	}{
+		"made with the gate, policy now Recreate":      {policy: podsetv1alpha1.RecreateUpdatePolicy, has: gate},
+		"made with the gate, policy InPlaceIfPossible": {policy: podsetv1alpha1.InPlaceIfPossibleUpdatePolicy, has: gate},
+		"made without it, policy InPlaceIfPossible":    {policy: podsetv1alpha1.InPlaceIfPossibleUpdatePolicy},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ps := makePodSet("web").obj()
+			ps.Spec.UpdateStrategy.PodUpdatePolicy = tc.policy
+			pod := makePod("web-0").controlledBy(ps).obj()
+			pod.Spec.ReadinessGates = tc.has
+			ac, err := podUpdate(ps, &ps.Spec.Template, &pod, "abc")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sent []corev1.PodReadinessGate
+			for _, g := range ac.Spec.ReadinessGates {
+				sent = append(sent, corev1.PodReadinessGate{ConditionType: *g.ConditionType})
+			}
+			if diff := cmp.Diff(tc.has, sent, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("readiness gates sent to the running pod differ from its own, which the API server refuses (-has +sent):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPodResizeKeepsWhatTheTemplateDidNotChange(t *testing.T) {
+	res := func(cpu, memory string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+		}
+	}
+	cases := map[string]struct {
+		from, to, pod corev1.ResourceRequirements
+		// want is nil for no resize at all.
+		want *corev1.ResourceRequirements
+	}{
+		"cpu changed": {
+			from: res("10m", "16Mi"), to: res("20m", "16Mi"), pod: res("10m", "16Mi"),
+			want: ptr.To(res("20m", "16Mi")),
+		},
+		"cpu changed, memory resized by the VerticalPodAutoscaler": {
+			from: res("10m", "16Mi"), to: res("20m", "16Mi"), pod: res("10m", "48Mi"),
+			want: ptr.To(res("20m", "48Mi")),
+		},
+		"memory changed by both: the template wins": {
+			from: res("10m", "16Mi"), to: res("10m", "64Mi"), pod: res("10m", "48Mi"),
+			want: ptr.To(res("10m", "64Mi")),
+		},
+		"already resized by an earlier pass": {
+			from: res("10m", "16Mi"), to: res("20m", "16Mi"), pod: res("20m", "16Mi"),
+		},
+		"the template changed none": {
+			from: res("10m", "16Mi"), to: res("10m", "16Mi"), pod: res("30m", "16Mi"),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ps := makePodSet("web").obj()
+			from, to := ps.Spec.Template.DeepCopy(), ps.Spec.Template.DeepCopy()
+			from.Spec.Containers[0].Resources, to.Spec.Containers[0].Resources = tc.from, tc.to
+			pod := makePod("web-0").controlledBy(ps).obj()
+			pod.Spec.Containers[0].Resources = tc.pod
+			ac := podResize(ps, from, to, &pod)
+			if tc.want == nil {
+				if ac != nil {
+					t.Fatalf("podResize() = %+v, want no resize", ac.Spec.Containers)
+				}
+				return
+			}
+			if ac == nil || len(ac.Spec.Containers) != 1 {
+				t.Fatalf("podResize() = %+v, want one container", ac)
+			}
+			got := corev1.ResourceRequirements{Requests: *ac.Spec.Containers[0].Resources.Requests, Limits: *ac.Spec.Containers[0].Resources.Limits}
+			if !equality.Semantic.DeepEqual(got, *tc.want) {
+				t.Errorf("resize sends %v, want %v", got, *tc.want)
+			}
+		})
+	}
+}
+
+func TestResizeSettled(t *testing.T) {
+	cpu := func(q string) *corev1.ResourceRequirements {
+		return &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}}
+	}
+	pod := func(spec string, status *corev1.ResourceRequirements, conds ...corev1.PodConditionType) *corev1.Pod {
+		p := &corev1.Pod{
+			Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Resources: *cpu(spec)}}},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Resources: status}}},
+		}
+		for _, c := range conds {
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: c, Status: corev1.ConditionTrue})
+		}
+		return p
+	}
+	cases := map[string]struct {
+		pod  *corev1.Pod
+		want bool
+	}{
+		"runs what it asks for":                      {pod: pod("20m", cpu("20m")), want: true},
+		"the kubelet reports no resources":           {pod: pod("20m", nil), want: true},
+		"still runs the old cpu":                     {pod: pod("20m", cpu("10m"))},
+		"a resize in progress":                       {pod: pod("20m", cpu("20m"), corev1.PodResizeInProgress)},
+		"a resize pending":                           {pod: pod("20m", cpu("10m"), corev1.PodResizePending)},
+		"a resize pending, resources reported equal": {pod: pod("20m", cpu("20m"), corev1.PodResizePending)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := resizeSettled(tc.pod); got != tc.want {
+				t.Errorf("resizeSettled() = %t, want %t", got, tc.want)
 			}
 		})
 	}

@@ -100,7 +100,7 @@ func slimPod(obj any) (any, error) {
 	for _, c := range pod.Status.Conditions {
 		switch {
 		case c.Type == podsetv1alpha1.InPlaceUpdateReadyCondition,
-			c.Type == corev1.PodResizePending && c.Status == corev1.ConditionTrue:
+			(c.Type == corev1.PodResizePending || c.Type == corev1.PodResizeInProgress) && c.Status == corev1.ConditionTrue:
 			slim.Status.Conditions = append(slim.Status.Conditions, corev1.PodCondition{
 				Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime, Reason: c.Reason,
 			})
@@ -125,7 +125,7 @@ func slimPod(obj any) (any, error) {
 
 // slimStatuses keeps of container statuses the waiting reasons and the last
 // exits of waiting containers, and with images set, every container's
-// name, image and whether it runs.
+// name, image, resources and whether it runs.
 func slimStatuses(statuses []corev1.ContainerStatus, images bool) []corev1.ContainerStatus {
 	var slim []corev1.ContainerStatus
 	for _, cs := range statuses {
@@ -135,6 +135,7 @@ func slimStatuses(statuses []corev1.ContainerStatus, images bool) []corev1.Conta
 		s := corev1.ContainerStatus{Name: cs.Name}
 		if images {
 			s.Image = cs.Image
+			s.Resources = cs.Resources
 			if cs.State.Running != nil {
 				s.State.Running = &corev1.ContainerStateRunning{}
 			}

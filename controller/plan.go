@@ -197,7 +197,7 @@ func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in planInput) podPla
 			if ok && drifted(ps, tmpl, pod, ordinal, hash) {
 				p.repair = append(p.repair, pod)
 			}
-			if c := gateCondition(pod); hasGate(pod) && (c == nil || c.Status != corev1.ConditionTrue && containersRun(pod)) {
+			if c := gateCondition(pod); hasGate(pod) && (c == nil || c.Status != corev1.ConditionTrue && containersRun(pod) && resizeSettled(pod)) {
 				p.resume = append(p.resume, pod)
 			}
 			why, wait := "", time.Duration(0)

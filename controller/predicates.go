@@ -5,19 +5,21 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-
-	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
 
 // podChanged passes the pod events that can change what a pass does or the
 // status it writes: creation, deletion, and updates of the phase, the Ready
 // condition, the deletion timestamp, labels, annotations (the template's are
 // restored on drift), owners or container images, and for in-place updates
-// the InPlaceUpdateReady condition, a pending resize and the images the
-// containers report while an update waits for them. Everything else (a
+// the InPlaceUpdateReady condition, a resize pending or in progress, and
+// the images and resources the containers report while an update waits for
+// them. Everything else (a
 // kubelet's status heartbeat, a new pod IP) is dropped.
 //
 // It is used on the pod watch only, never as a global event filter: a
@@ -39,6 +41,7 @@ func podOutcomeChanged(old, cur *corev1.Pod) bool {
 		kubeletReady(old) != kubeletReady(cur) ||
 		conditionChanged(old, cur, podsetv1alpha1.InPlaceUpdateReadyCondition) ||
 		conditionChanged(old, cur, corev1.PodResizePending) ||
+		conditionChanged(old, cur, corev1.PodResizeInProgress) ||
 		!slices.EqualFunc(old.Status.ContainerStatuses, cur.Status.ContainerStatuses, sameStatusImage) ||
 		!slices.EqualFunc(old.Status.InitContainerStatuses, cur.Status.InitContainerStatuses, sameStatusImage) ||
 		(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
@@ -54,7 +57,8 @@ func podOutcomeChanged(old, cur *corev1.Pod) bool {
 func sameImage(a, b corev1.Container) bool { return a.Image == b.Image }
 
 func sameStatusImage(a, b corev1.ContainerStatus) bool {
-	return a.Name == b.Name && a.Image == b.Image && (a.State.Running == nil) == (b.State.Running == nil)
+	return a.Name == b.Name && a.Image == b.Image && (a.State.Running == nil) == (b.State.Running == nil) &&
+		equality.Semantic.DeepEqual(a.Resources, b.Resources)
 }
 
 // conditionChanged reports whether a pod condition's status or reason

@@ -91,28 +91,20 @@ func (r *PodSetReconciler) updateInPlace(ctx context.Context, ps *podsetv1alpha1
 	err := parallel(len(steps), r.Workers, func(i int) error {
 		step := steps[i]
 		pod := step.pod
-		if step.way.resize {
-			resize := podResize(ps, tmpl, pod)
-			err := r.Client.SubResource("resize").Apply(ctx, resize, client.FieldOwner(FieldManager), client.ForceOwnership)
-			countPodWrite(ps, writeUpdateInPlace, err)
-			if isRejection(err) {
+		if from := revs.templates[pod.Labels[podsetv1alpha1.TemplateHashLabel]]; step.way.resize && from != nil {
+			resized, err := r.resize(ctx, ps, from, tmpl, pod)
+			switch {
+			case isRejection(err):
 				mu.Lock()
 				denied = append(denied, pod)
 				mu.Unlock()
 				return nil
-			} else if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				return fmt.Errorf("resizing pod %s: %w", pod.Name, err)
-			} else if err != nil {
+			case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 				return nil
+			case err != nil:
+				return err
 			}
-			// The apply that follows keeps the resources the pod now has.
-			pod = pod.DeepCopy()
-			for _, c := range resize.Spec.Containers {
-				keepResized(pod.Spec.Containers, &c)
-			}
-			for _, c := range resize.Spec.InitContainers {
-				keepResized(pod.Spec.InitContainers, &c)
-			}
+			pod = resized
 		}
 		ac, err := podUpdate(ps, tmpl, pod, revs.update)
 		if err != nil {
@@ -136,6 +128,31 @@ func (r *PodSetReconciler) updateInPlace(ctx context.Context, ps *podsetv1alpha1
 		*errs = append(*errs, err)
 	}
 	return updated, denied
+}
+
+// resize applies to a pod's resize subresource the cpu and memory the
+// change of template from from to to asks for, and returns the pod with
+// the resources it now has. A resize an earlier pass sent already (the
+// apply to the pod did not follow) has nothing left to send.
+func (r *PodSetReconciler) resize(ctx context.Context, ps *podsetv1alpha1.PodSet, from, to *corev1.PodTemplateSpec, pod *corev1.Pod) (*corev1.Pod, error) {
+	resize := podResize(ps, from, to, pod)
+	if resize == nil {
+		return pod, nil
+	}
+	err := r.Client.SubResource("resize").Apply(ctx, resize, client.FieldOwner(FieldManager), client.ForceOwnership)
+	countPodWrite(ps, writeUpdateInPlace, err)
+	if err != nil {
+		return nil, fmt.Errorf("resizing pod %s: %w", pod.Name, err)
+	}
+	// The apply that follows keeps the resources the pod now has.
+	pod = pod.DeepCopy()
+	for _, c := range resize.Spec.Containers {
+		keepResized(pod.Spec.Containers, &c)
+	}
+	for _, c := range resize.Spec.InitContainers {
+		keepResized(pod.Spec.InitContainers, &c)
+	}
+	return pod, nil
 }
 
 // keepResized sets the resources of the container of c's name to what the
