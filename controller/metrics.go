@@ -32,6 +32,7 @@ const (
 	metricUpdateRevision    = "podset_status_update_revision"
 	metricLastProgressTime  = "podset_status_last_progress_time_seconds"
 	metricPodWrites         = "podset_operator_pod_writes_total"
+	metricStatusWrites      = "podset_operator_status_writes_total"
 	metricRolloutDuration   = "podset_rollout_duration_seconds"
 )
 
@@ -62,6 +63,12 @@ var (
 			"A write that lost a race the operator expects (the pod changed or went away since the cache showed it) counts as a success.",
 	}, []string{"namespace", "podset", "kind", "outcome"})
 
+	statusWriteCount = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricStatusWrites,
+		Help: "Status writes (applies to the status subresource) the operator sent, by PodSet and outcome (success, error). " +
+			"A PodSet the operator cannot write the status of shows clients a status that no longer moves.",
+	}, []string{"namespace", "podset", "outcome"})
+
 	rolloutDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: metricRolloutDuration,
 		Help: "Seconds from the operator first seeing a PodSet's new spec (a new generation) to the PodSet reporting Ready=True for it. " +
@@ -73,18 +80,28 @@ var (
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(podWrites, rolloutDuration, podSetStatus)
+	ctrlmetrics.Registry.MustRegister(podWrites, statusWriteCount, rolloutDuration, podSetStatus)
 }
 
-// countPodWrite counts one pod write of a kind and its outcome. NotFound
-// and Conflict are the races with the cache the operator expects and
-// handles (the next pass sees the pod as it is), so they are not errors.
+// countPodWrite counts one pod write of a kind and its outcome.
 func countPodWrite(ps *podsetv1alpha1.PodSet, kind string, err error) {
-	outcome := "success"
+	podWrites.WithLabelValues(ps.Namespace, ps.Name, kind, writeOutcome(err)).Inc()
+}
+
+// countStatusWrite counts one status write and its outcome; NotFound (the
+// PodSet went away) is no error.
+func countStatusWrite(ps *podsetv1alpha1.PodSet, err error) {
+	statusWriteCount.WithLabelValues(ps.Namespace, ps.Name, writeOutcome(err)).Inc()
+}
+
+// writeOutcome is the outcome label of a write: NotFound and Conflict are
+// the races with the cache the operator expects and handles (the next pass
+// sees the object as it is), so they are not errors.
+func writeOutcome(err error) string {
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		outcome = "error"
+		return "error"
 	}
-	podWrites.WithLabelValues(ps.Namespace, ps.Name, kind, outcome).Inc()
+	return "success"
 }
 
 // observeStatus records the status clients now see for a PodSet (what the
@@ -103,6 +120,7 @@ func forgetMetrics(key types.NamespacedName) {
 	podSetStatus.forget(key)
 	labels := prometheus.Labels{"namespace": key.Namespace, "podset": key.Name}
 	podWrites.DeletePartialMatch(labels)
+	statusWriteCount.DeletePartialMatch(labels)
 	rolloutDuration.DeletePartialMatch(labels)
 }
 

@@ -120,7 +120,15 @@ func TestMetricsShowThePodSetStatusAndGoWithIt(t *testing.T) {
 	// opened, then updated in place for the image behind its gate (closed,
 	// then opened again), and two rollouts timed: the creation and the
 	// image change.
+	// Status writes: at least the two Ready=True the rollouts ended with
+	// (progress in between is coalesced in time, so how many more depends
+	// on the clock), and none failed.
 	got := only(scrape(t, ns), "podset_operator_", "podset_rollout_")
+	const statusWrites = `podset_operator_status_writes_total{outcome="success",podset="web"}`
+	if n := got[statusWrites]; n < 2 {
+		t.Errorf("%s = %v, want at least 2", statusWrites, n)
+	}
+	delete(got, statusWrites)
 	want := map[string]float64{
 		`podset_operator_pod_writes_total{kind="create",outcome="success",podset="web"}`:          2,
 		`podset_operator_pod_writes_total{kind="gate",outcome="success",podset="web"}`:            6,

@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -114,10 +115,12 @@ func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	// Read the PodSet. Once it is gone, garbage collection removes its pods.
 	ps := &podsetv1alpha1.PodSet{}
 	if err := r.Client.Get(ctx, req.NamespacedName, ps); err != nil {
-		r.expectations.forget(req.NamespacedName)
-		r.statusWrites.forget(req.NamespacedName)
-		r.held.forget(req.NamespacedName)
-		forgetMetrics(req.NamespacedName)
+		if apierrors.IsNotFound(err) {
+			r.expectations.forget(req.NamespacedName)
+			r.statusWrites.forget(req.NamespacedName)
+			r.held.forget(req.NamespacedName)
+			forgetMetrics(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if ps.DeletionTimestamp != nil {
@@ -239,7 +242,9 @@ func (r *PodSetReconciler) applyStatus(ctx context.Context, ps *podsetv1alpha1.P
 		return 0, fmt.Errorf("converting the status of PodSet %s: %w", ps.Name, err)
 	}
 	apply := podsetac.PodSet(ps.Name, ps.Namespace).WithStatus(ac)
-	if err := r.Client.Status().Apply(ctx, apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	err := r.Client.Status().Apply(ctx, apply, client.FieldOwner(FieldManager), client.ForceOwnership)
+	countStatusWrite(ps, err)
+	if err != nil {
 		return 0, fmt.Errorf("applying the status of PodSet %s: %w", ps.Name, err)
 	}
 	// The answer is the PodSet after the write: its resourceVersion tells

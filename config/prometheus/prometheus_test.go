@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"net"
+	"net/http"
 	"os"
 	"regexp"
 	"slices"
@@ -11,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
 	corev1 "k8s.io/api/core/v1"
@@ -21,7 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
@@ -68,7 +73,7 @@ func ruleGroups(t *testing.T) *rulefmt.RuleGroups {
 }
 
 // alerts are the alerts a team pages on, each with its runbook section.
-var alerts = []string{"PodSetStalled", "PodSetProgressDeadlineExceeded", "PodSetNotReady", "PodSetOperatorDown", "PodSetOperatorPodWriteErrors"}
+var alerts = []string{"PodSetStalled", "PodSetProgressDeadlineExceeded", "PodSetNotReady", "PodSetOperatorDown", "PodSetOperatorPodWriteErrors", "PodSetOperatorStatusWriteErrors"}
 
 func TestRulesParseAndLinkTheirRunbook(t *testing.T) {
 	runbooks, err := os.ReadFile("../../docs/runbooks.md")
@@ -168,6 +173,13 @@ func dashboardQueries(t *testing.T) []string {
 // prometheusSeries are the series Prometheus makes itself for every target.
 var prometheusSeries = []string{"up"}
 
+// closedLabels are the labels whose every value a scrape of one Ready
+// PodSet shows (each condition with all three statuses, and the podset
+// controller's own series): a matcher naming a value not among them can
+// never match. Other labels (reason, kind, outcome) have values that a
+// healthy PodSet does not show.
+var closedLabels = []string{"condition", "status", "controller"}
+
 func TestEveryMetricQueriedIsScraped(t *testing.T) {
 	served := scrapeAfterAReconcile(t)
 	var queries []string
@@ -186,8 +198,27 @@ func TestEveryMetricQueriedIsScraped(t *testing.T) {
 			continue
 		}
 		parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
-			if vs, ok := node.(*parser.VectorSelector); ok && !slices.Contains(served, vs.Name) && !slices.Contains(prometheusSeries, vs.Name) {
+			vs, ok := node.(*parser.VectorSelector)
+			if !ok || slices.Contains(prometheusSeries, vs.Name) {
+				return nil
+			}
+			have, ok := served[vs.Name]
+			if !ok {
 				t.Errorf("%s queries %s, which the operator does not serve", q, vs.Name)
+				return nil
+			}
+			for _, m := range vs.LabelMatchers {
+				if m.Name == model.MetricNameLabel || m.Name == "job" {
+					continue
+				}
+				values, ok := have[m.Name]
+				if !ok {
+					t.Errorf("%s matches label %s of %s, which has none (it has %v)", q, m.Name, vs.Name, slices.Sorted(maps.Keys(have)))
+					continue
+				}
+				if m.Type == labels.MatchEqual && slices.Contains(closedLabels, m.Name) && !values[m.Value] {
+					t.Errorf("%s matches %s=%q of %s, a value it never has (it has %v)", q, m.Name, m.Value, vs.Name, slices.Sorted(maps.Keys(values)))
+				}
 			}
 			return nil
 		})
@@ -195,15 +226,22 @@ func TestEveryMetricQueriedIsScraped(t *testing.T) {
 }
 
 // scrapeAfterAReconcile runs the operator on one PodSet until it is Ready,
-// then returns the names of the series its metrics endpoint serves (the
-// registry it serves from), a histogram's as Prometheus stores them.
-func scrapeAfterAReconcile(t *testing.T) []string {
+// scrapes its metrics endpoint over HTTP as Prometheus does, and returns,
+// for every series name it served (a histogram's as Prometheus stores
+// them), each label's values.
+func scrapeAfterAReconcile(t *testing.T) map[string]map[string]map[string]bool {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "http://" + listener.Addr().String() + "/metrics"
+	listener.Close()
 	mgr, err := ctrl.NewManager(env.Config, manager.Options{
 		Scheme:                 env.Scheme,
 		Cache:                  controller.CacheOptions(nil),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
+		Metrics:                metricsserver.Options{BindAddress: strings.TrimSuffix(strings.TrimPrefix(endpoint, "http://"), "/metrics")},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -243,7 +281,8 @@ func scrapeAfterAReconcile(t *testing.T) []string {
 	if err := env.Client.Create(t.Context(), ps); err != nil {
 		t.Fatal(err)
 	}
-	// Play the kubelet until the PodSet is Ready.
+	// Play the kubelet until the PodSet is Ready, then scrape until the
+	// pass that wrote Ready has also recorded the rollout's duration.
 	deadline := time.Now().Add(time.Minute)
 	for {
 		pods := &corev1.PodList{}
@@ -262,26 +301,60 @@ func scrapeAfterAReconcile(t *testing.T) []string {
 			t.Fatal(err)
 		}
 		if c := condition(got, podsetv1alpha1.ReadyCondition); c == metav1.ConditionTrue && got.Status.ObservedGeneration == got.Generation {
-			break
+			if served := scrape(t, endpoint); served["podset_rollout_duration_seconds_count"] != nil {
+				return served
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("PodSet not Ready in a minute: %+v", got.Status)
+			t.Fatalf("PodSet not Ready, or its rollout not recorded, in a minute: %+v", got.Status)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
 
-	families, err := ctrlmetrics.Registry.Gather()
+// scrape reads the metrics endpoint's text exposition: for every series
+// name, each label's values.
+func scrape(t *testing.T, endpoint string) map[string]map[string]map[string]bool {
+	t.Helper()
+	resp, err := http.Get(endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, f := range families {
-		names = append(names, f.GetName())
-		if f.GetType().String() == "HISTOGRAM" {
-			names = append(names, f.GetName()+"_bucket", f.GetName()+"_sum", f.GetName()+"_count")
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", endpoint, resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing the scrape of %s: %v", endpoint, err)
+	}
+	served := map[string]map[string]map[string]bool{}
+	add := func(name string, pairs []*dto.LabelPair) {
+		labels := served[name]
+		if labels == nil {
+			labels = map[string]map[string]bool{}
+			served[name] = labels
+		}
+		for _, p := range pairs {
+			if labels[p.GetName()] == nil {
+				labels[p.GetName()] = map[string]bool{}
+			}
+			labels[p.GetName()][p.GetValue()] = true
 		}
 	}
-	return names
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			if f.GetType() == dto.MetricType_HISTOGRAM {
+				add(name+"_bucket", append(slices.Clone(m.GetLabel()), &dto.LabelPair{Name: ptr.To("le"), Value: ptr.To("+Inf")}))
+				add(name+"_sum", m.GetLabel())
+				add(name+"_count", m.GetLabel())
+				continue
+			}
+			add(name, m.GetLabel())
+		}
+	}
+	return served
 }
 
 func podReady(pod *corev1.Pod) bool {
