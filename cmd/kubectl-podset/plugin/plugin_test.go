@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,6 +39,63 @@ func kubectlPodset(ctx context.Context, t *testing.T, ns string, args ...string)
 	cmd.SetArgs(append([]string{"--namespace", ns}, args...))
 	err = cmd.ExecuteContext(ctx)
 	return out.String(), errOut.String(), err
+}
+
+// running is a kubectl podset command running in the background.
+type running struct {
+	out, errOut syncBuffer
+	done        chan error
+}
+
+// startKubectlPodset runs kubectl podset in the background.
+func startKubectlPodset(t *testing.T, ns string, args ...string) *running {
+	t.Helper()
+	r := &running{done: make(chan error, 1)}
+	cmd := newCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &r.out, ErrOut: &r.errOut},
+		func() (client.WithWatch, error) {
+			return client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+		})
+	cmd.SetArgs(append([]string{"--namespace", ns}, args...))
+	go func() { r.done <- cmd.ExecuteContext(t.Context()) }()
+	return r
+}
+
+// waitFor waits until the command has printed text: what it printed
+// before the test changes what it waits on. Watches start from the
+// resource version the command read, so no change after that is lost.
+func (r *running) waitFor(t *testing.T, text string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(r.out.String(), text) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the command did not print %q; it printed:\n%s\nstderr:\n%s", text, r.out.String(), r.errOut.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// wait waits for the command to end.
+func (r *running) wait() (stdout, stderr string, err error) {
+	err = <-r.done
+	return r.out.String(), r.errOut.String(), err
+}
+
+// syncBuffer is a bytes.Buffer a test reads while the command writes it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // namespace creates a namespace for one test.
@@ -190,29 +247,21 @@ func TestRolloutStatus(t *testing.T) {
 	}
 
 	// Watching: the rollout makes progress, then completes.
-	type result struct {
-		out string
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		out, _, err := kubectlPodset(t.Context(), t, ns, "rollout", "status", "web", "--timeout=30s")
-		done <- result{out, err}
-	}()
-	time.Sleep(300 * time.Millisecond)
+	cmd := startKubectlPodset(t, ns, "rollout", "status", "web", "--timeout=30s")
+	cmd.waitFor(t, "Waiting for 1 pods to be ready...\n")
 	setStatus(t, ps, func(s *podsetv1alpha1.PodSetStatus) {
 		complete(4, "web-new")(s)
 		s.UpdatedReplicas = 3
 		s.CurrentRevision = "web-old"
 	})
-	time.Sleep(300 * time.Millisecond)
+	cmd.waitFor(t, "3 pods at revision web-new...\n")
 	setStatus(t, ps, complete(4, "web-new"))
-	r := <-done
+	out, _, err = cmd.wait()
 	want := "Waiting for 1 pods to be ready...\n" +
 		"waiting for podset rolling update to complete 3 pods at revision web-new...\n" +
 		"roll out complete: 4 pods at revision web-new...\n"
-	if r.err != nil || r.out != want {
-		t.Fatalf("watch: %v\ngot:\n%s\nwant:\n%s", r.err, r.out, want)
+	if err != nil || out != want {
+		t.Fatalf("watch: %v\ngot:\n%s\nwant:\n%s", err, out, want)
 	}
 }
 
@@ -224,42 +273,29 @@ func TestRolloutStatusThroughAStall(t *testing.T) {
 	ps := createPodSet(t, ns, "kustomize-controller", 4, "app:v2")
 	setStatus(t, ps, func(s *podsetv1alpha1.PodSetStatus) { stalled(s); s.Conditions = s.Conditions[:1] })
 
-	errc := make(chan error, 1)
-	var errOut string
-	go func() {
-		var err error
-		_, errOut, err = kubectlPodset(t.Context(), t, ns, "rollout", "status", "web", "--timeout=30s")
-		errc <- err
-	}()
-	time.Sleep(300 * time.Millisecond)
+	cmd := startKubectlPodset(t, ns, "rollout", "status", "web", "--timeout=30s")
+	cmd.waitFor(t, "Waiting for 1 pods to be ready...\n")
 	setStatus(t, ps, stalled)
-	if err := <-errc; err == nil || !strings.Contains(errOut, `podset "web" rollout stalled (ProgressDeadlineExceeded): no progress for 600s`) {
+	if _, errOut, err := cmd.wait(); err == nil || !strings.Contains(errOut, `podset "web" rollout stalled (ProgressDeadlineExceeded): no progress for 600s`) {
 		t.Fatalf("stall: err %v, stderr %q", err, errOut)
 	}
 
 	// The template is fixed: the stall clears (the operator turns the
 	// PodSet back to Reconciling), and the rollout completes.
 	setStatus(t, ps, func(s *podsetv1alpha1.PodSetStatus) { stalled(s); s.Conditions = s.Conditions[:1] })
-	outc := make(chan string, 1)
-	go func() {
-		out, _, err := kubectlPodset(t.Context(), t, ns, "rollout", "status", "web", "--timeout=30s")
-		if err != nil {
-			out += fmt.Sprintf("error: %v", err)
-		}
-		outc <- out
-	}()
-	time.Sleep(300 * time.Millisecond)
+	cmd = startKubectlPodset(t, ns, "rollout", "status", "web", "--timeout=30s")
+	cmd.waitFor(t, "Waiting for 1 pods to be ready...\n")
 	setStatus(t, ps, func(s *podsetv1alpha1.PodSetStatus) {
 		stalled(s)
 		s.Conditions = s.Conditions[:1]
 		s.ReadyReplicas, s.AvailableReplicas, s.UpdatedReplicas = 4, 4, 2
 	})
-	time.Sleep(300 * time.Millisecond)
+	cmd.waitFor(t, "2 pods at revision web-new...\n")
 	setStatus(t, ps, complete(4, "web-new"))
-	out := <-outc
-	if out != ("Waiting for 1 pods to be ready...\n" + "waiting for podset rolling update to complete 2 pods at revision web-new...\n" +
+	out, errOut, err := cmd.wait()
+	if err != nil || out != ("Waiting for 1 pods to be ready...\n"+"waiting for podset rolling update to complete 2 pods at revision web-new...\n"+
 		"roll out complete: 4 pods at revision web-new...\n") {
-		t.Fatalf("recovery:\n%s", out)
+		t.Fatalf("recovery: %v\n%s\nstderr:\n%s", err, out, errOut)
 	}
 }
 
