@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -327,6 +328,11 @@ func FuzzPlanPods(f *testing.F) {
 	f.Add(uint8(5), uint8(1), false, true, []byte{0, 5, 0, 1, 1, 1, 0, 1, 2, 5, 4, 14, 3, 0, 1, 6}, uint8(0))
 	f.Add(uint8(0), uint8(0), false, false, []byte{0, 5, 0, 0, 241, 5, 0, 0, 247, 5, 1, 0}, uint8(0))
 	f.Add(uint8(4), uint8(1), false, false, []byte{0, 5, 0, 1, 1, 5, 0, 17, 3, 5, 0, 1, 2, 5, 0, 16}, uint8(2|64))
+	// An older revision with another image and less cpu: gated pods, one
+	// resized by someone else, one drifted, one with its gate closed and
+	// out of Ready; in place, and under Recreate.
+	f.Add(uint8(4), uint8(99), true, false, []byte{0, 5, 0, 96, 1, 5, 0, 224, 2, 5, 0, 98, 3, 33, 0, 224}, uint8(32))
+	f.Add(uint8(4), uint8(99), true, false, []byte{0, 5, 0, 96, 1, 5, 0, 224, 2, 5, 0, 98, 3, 33, 0, 224}, uint8(32|128))
 
 	f.Fuzz(func(t *testing.T, replicasIn, maxUnavailableIn uint8, percent, onDelete bool, data []byte, rollout uint8) {
 		b := makePodSet("web").replicas(int32(replicasIn) % 51)
@@ -342,6 +348,9 @@ func FuzzPlanPods(f *testing.F) {
 		}
 		if rollout&64 != 0 {
 			b.ps.Spec.MinReadySeconds = 10
+		}
+		if rollout&128 != 0 {
+			b.ps.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
 		}
 		b.ps.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
@@ -372,6 +381,11 @@ func FuzzPlanPods(f *testing.F) {
 		in := testInput(ps, inFlight)
 		oldTmpl := ps.Spec.Template.DeepCopy()
 		oldTmpl.Spec.Containers[0].Image = fuzzOldImage
+		if rollout&32 != 0 {
+			// The older revision also asked for less cpu: the update
+			// resizes too.
+			oldTmpl.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("5m")
+		}
 		in.revs.templates[fuzzOld] = oldTmpl
 		plan := planPods(ps, pods, in)
 
@@ -597,8 +611,9 @@ func FuzzPlanPods(f *testing.F) {
 
 // checkNoForbiddenField checks what a plan sends to existing pods: nothing
 // a running pod cannot change. Every apply keeps the cpu and memory the pod
-// runs with, names no readiness gate the pod lacks, and otherwise differs
-// from the pod's own revision's desired pod in images at most; containers
+// runs with and sends exactly the readiness gates it has, and otherwise
+// differs from the pod's own revision's desired pod in images at most; a
+// resize sends only cpu and memory, changing only what the template did; containers
 // restart for a new image only once the kubelet has taken the pod out of
 // Ready; only pods with the gate have it closed.
 func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *revisionSet, plan podPlan) {
@@ -629,20 +644,26 @@ func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *revisi
 				}
 			}
 		}
+		var gates []corev1.PodReadinessGate
 		for _, g := range body.Spec.ReadinessGates {
-			if !hasGate(pod) || *g.ConditionType != podsetv1alpha1.InPlaceUpdateReadyCondition {
-				t.Errorf("%s: the apply to pod %s adds the readiness gate %s", list, pod.Name, *g.ConditionType)
-			}
+			gates = append(gates, corev1.PodReadinessGate{ConditionType: *g.ConditionType})
 		}
-		was, err := podUpdate(ps, from, pod, pod.Labels[podsetv1alpha1.TemplateHashLabel])
+		if diff := cmp.Diff(pod.Spec.ReadinessGates, gates, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s: the apply to pod %s changes its readiness gates (-pod +sent):\n%s", list, pod.Name, diff)
+		}
+		// Beyond images, gates and resources (checked above), the apply is
+		// the desired pod of the revision the pod was made from.
+		was, err := desiredPod(ps, from, ordinalOf(ps, pod), pod.Labels[podsetv1alpha1.TemplateHashLabel])
 		if err != nil {
 			t.Fatal(err)
 		}
 		strip := func(spec *corev1ac.PodSpecApplyConfiguration) *corev1ac.PodSpecApplyConfiguration {
 			out := *spec
+			out.ReadinessGates = nil
 			out.Containers = slices.Clone(spec.Containers)
 			for i := range out.Containers {
 				out.Containers[i].Image = nil
+				out.Containers[i].Resources = nil
 			}
 			return &out
 		}
@@ -650,11 +671,49 @@ func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *revisi
 			t.Errorf("%s: the apply to pod %s changes more than images (-its revision +sent):\n%s", list, pod.Name, diff)
 		}
 	}
+	// A resize sends cpu and memory only: the new template's where it
+	// changed them, the pod's own elsewhere.
+	checkResize := func(pod *corev1.Pod) {
+		from := revs.templates[pod.Labels[podsetv1alpha1.TemplateHashLabel]]
+		to := revs.templates[revs.update]
+		resize := podResize(ps, from, to, pod)
+		if resize == nil {
+			return
+		}
+		for _, c := range resize.Spec.Containers {
+			i := slices.IndexFunc(to.Spec.Containers, func(tc corev1.Container) bool { return tc.Name == *c.Name })
+			j := slices.IndexFunc(pod.Spec.Containers, func(pc corev1.Container) bool { return pc.Name == *c.Name })
+			k := slices.IndexFunc(from.Spec.Containers, func(fc corev1.Container) bool { return fc.Name == *c.Name })
+			if i < 0 || j < 0 || k < 0 {
+				t.Errorf("resize of %s names container %s, which is not in both revisions and the pod", pod.Name, *c.Name)
+				continue
+			}
+			for _, lists := range [][4]corev1.ResourceList{
+				{ptr.Deref(c.Resources.Requests, nil), to.Spec.Containers[i].Resources.Requests, from.Spec.Containers[k].Resources.Requests, pod.Spec.Containers[j].Resources.Requests},
+				{ptr.Deref(c.Resources.Limits, nil), to.Spec.Containers[i].Resources.Limits, from.Spec.Containers[k].Resources.Limits, pod.Spec.Containers[j].Resources.Limits},
+			} {
+				sent, want, was, has := lists[0], lists[1], lists[2], lists[3]
+				for name, q := range sent {
+					switch {
+					case name != corev1.ResourceCPU && name != corev1.ResourceMemory:
+						t.Errorf("resize of %s sends %s", pod.Name, name)
+					case !want[name].Equal(was[name]) && !q.Equal(want[name]):
+						t.Errorf("resize of %s sends %s %s, the template changed it to %s", pod.Name, name, q.String(), ptr.To(want[name]).String())
+					case want[name].Equal(was[name]) && !q.Equal(has[name]):
+						t.Errorf("resize of %s changes %s from %s to %s, which the template did not change", pod.Name, name, ptr.To(has[name]).String(), q.String())
+					}
+				}
+			}
+		}
+	}
 	for _, pod := range plan.repair {
 		check("repair", pod, pod.Labels[podsetv1alpha1.TemplateHashLabel])
 	}
 	for _, step := range plan.update {
 		check("update", step.pod, revs.update)
+		if step.way.resize {
+			checkResize(step.pod)
+		}
 		if step.way.restart && kubeletReady(step.pod) {
 			t.Errorf("update restarts the containers of %s while the kubelet still has it Ready (in endpoints)", step.pod.Name)
 		}
