@@ -41,6 +41,13 @@ type fakeKubelet struct {
 	paused bool
 	// infeasible makes every resize of a pod Infeasible.
 	infeasible bool
+	// slow holds back what the spec changed in containers, as a kubelet
+	// pulling an image or carrying out a resize does: a new image is
+	// reported Waiting (ContainerCreating), a resize in progress.
+	slow bool
+	// openWhileSlow names every pod seen with its gate open while a
+	// change was held back.
+	openWhileSlow map[string]bool
 	// restarts lists, per restart of a container for a new image, the pod
 	// and whether it was still Ready (in Service endpoints) then.
 	restarts []restart
@@ -57,7 +64,7 @@ type restart struct {
 }
 
 func startKubelet(t *testing.T, ns string) *fakeKubelet {
-	k := &fakeKubelet{t: t, ns: ns, gated: map[string]bool{}}
+	k := &fakeKubelet{t: t, ns: ns, gated: map[string]bool{}, openWhileSlow: map[string]bool{}}
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
@@ -103,6 +110,12 @@ func (k *fakeKubelet) sync() {
 		}
 		wasReady := podCondition(pod, corev1.PodReady) != nil && podCondition(pod, corev1.PodReady).Status == corev1.ConditionTrue
 		status, restarted := testenv.KubeletStatus(pod, k.infeasible)
+		if k.slow && holdBack(pod, &status) {
+			restarted = nil
+			if c := podCondition(pod, podsetv1alpha1.InPlaceUpdateReadyCondition); c != nil && c.Status == corev1.ConditionTrue {
+				k.openWhileSlow[pod.Name] = true
+			}
+		}
 		for range restarted {
 			k.restarts = append(k.restarts, restart{pod: pod.Name, ready: wasReady})
 		}
@@ -112,6 +125,55 @@ func (k *fakeKubelet) sync() {
 		}
 	}
 	k.maxGated = max(k.maxGated, gated)
+}
+
+// setSlow makes the kubelet hold back container changes, or carry them out.
+func (k *fakeKubelet) setSlow(slow bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.slow = slow
+}
+
+// holdBack turns the status a kubelet reports once it has carried out the
+// pod's container changes into the one it reports while it still works on
+// them, and reports whether there were any: a container on a new image is
+// Waiting to be created on it, one being resized reports its old resources
+// and the pod a resize in progress.
+func holdBack(pod *corev1.Pod, status *corev1.PodStatus) bool {
+	held := false
+	resizing := false
+	for i := range status.ContainerStatuses {
+		cs := &status.ContainerStatuses[i]
+		j := slices.IndexFunc(pod.Status.ContainerStatuses, func(o corev1.ContainerStatus) bool { return o.Name == cs.Name })
+		if j < 0 {
+			continue
+		}
+		old := pod.Status.ContainerStatuses[j]
+		if old.Image != cs.Image || old.State.Waiting != nil {
+			held = true
+			*cs = old
+			cs.Image = status.ContainerStatuses[i].Image
+			cs.Ready = false
+			cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}
+		}
+		if old.Resources != nil && cs.Resources != nil && !equality.Semantic.DeepEqual(*old.Resources, *cs.Resources) {
+			held, resizing = true, true
+			cs.Resources = old.Resources
+			cs.RestartCount = old.RestartCount
+			cs.State = old.State
+		}
+	}
+	if resizing {
+		status.Conditions = append(status.Conditions, corev1.PodCondition{Type: corev1.PodResizeInProgress, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()})
+	}
+	if held {
+		for i := range status.Conditions {
+			if status.Conditions[i].Type == corev1.ContainersReady || status.Conditions[i].Type == corev1.PodReady {
+				status.Conditions[i].Status = corev1.ConditionFalse
+			}
+		}
+	}
+	return held
 }
 
 func podCondition(pod *corev1.Pod, typ corev1.PodConditionType) *corev1.PodCondition {
@@ -244,6 +306,81 @@ func TestImageChangeUpdatesPodsInPlaceBehindTheirGate(t *testing.T) {
 		}
 	}
 	wantEvent(t, ps, "UpdatedInPlace", "new image for app", "no UpdatedInPlace event names the image change")
+}
+
+// The gate opens only once the kubelet has carried out the update: while
+// it pulls the new image, or resizes a container whose resizePolicy
+// restarts it, the pod stays out of Ready (and Service endpoints).
+func TestGateOpensOnlyOnceTheKubeletHasCarriedOutTheUpdate(t *testing.T) {
+	t.Parallel()
+	restartOnCPU := func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.Template.Spec.Containers[0].Resources = resources("10m", "16Mi", "100m", "64Mi")
+		ps.Spec.Template.Spec.Containers[0].ResizePolicy = []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.RestartContainer}}
+	}
+	for name, tc := range map[string]struct {
+		change func(*corev1.PodTemplateSpec)
+		done   func(*corev1.Pod) bool
+	}{
+		"a new image": {
+			change: func(tmpl *corev1.PodTemplateSpec) { tmpl.Spec.Containers[0].Image = "busybox:1.37" },
+			done:   func(p *corev1.Pod) bool { return p.Spec.Containers[0].Image == "busybox:1.37" },
+		},
+		"a resize that restarts the container": {
+			change: func(tmpl *corev1.PodTemplateSpec) {
+				tmpl.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("200m")
+			},
+			done: func(p *corev1.Pod) bool { return p.Spec.Containers[0].Resources.Limits.Cpu().String() == "200m" },
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ns := newNamespace(t, nil)
+			kubelet := startKubelet(t, ns)
+			ps := makePodSet(ns, "web").mutate(restartOnCPU).create(t)
+			waitForStatus(t, ps, readyStatus(1))
+			before := uids(t, ns)["web-0"]
+
+			kubelet.setSlow(true)
+			changeTemplate(t, ps, tc.change)
+			eventually(t, "the update applied to web-0", func() error {
+				if p := pods(t, ns)["web-0"]; !tc.done(&p) {
+					return fmt.Errorf("web-0 not updated yet")
+				}
+				return nil
+			})
+			// The operator has nothing to wait on but the kubelet now: a
+			// few of its passes (pod events, the status interval) go by.
+			time.Sleep(2 * time.Second)
+			p := pods(t, ns)["web-0"]
+			if c := podCondition(&p, podsetv1alpha1.InPlaceUpdateReadyCondition); c == nil || c.Status != corev1.ConditionFalse {
+				t.Errorf("web-0 gate %+v while the kubelet has not carried out the update, want False", c)
+			}
+			if got := get(t, ps); condition(got, podsetv1alpha1.ReadyCondition).Status == metav1.ConditionTrue {
+				t.Errorf("PodSet Ready while its pod waits for the kubelet")
+			}
+
+			kubelet.setSlow(false)
+			waitForStatus(t, ps, readyStatus(1))
+			p = pods(t, ns)["web-0"]
+			if p.UID != before {
+				t.Errorf("web-0 was replaced")
+			}
+			if c := podCondition(&p, podsetv1alpha1.InPlaceUpdateReadyCondition); c == nil || c.Status != corev1.ConditionTrue {
+				t.Errorf("web-0 gate %+v after the update, want True", c)
+			}
+			if p.Status.ContainerStatuses[0].RestartCount != 1 {
+				t.Errorf("web-0 restart count %d, want 1", p.Status.ContainerStatuses[0].RestartCount)
+			}
+			kubelet.mu.Lock()
+			defer kubelet.mu.Unlock()
+			if len(kubelet.openWhileSlow) > 0 {
+				t.Errorf("gates open while the kubelet was still working on the update: %v", kubelet.openWhileSlow)
+			}
+			if len(kubelet.restarts) != 1 || kubelet.restarts[0].ready {
+				t.Errorf("restarts %+v, want one, of a pod out of Ready", kubelet.restarts)
+			}
+		})
+	}
 }
 
 func TestLabelAndAnnotationChangeUpdatesEveryPodAtOnceWithoutRestart(t *testing.T) {

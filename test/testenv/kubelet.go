@@ -15,7 +15,8 @@ import (
 //     names; a changed image restarts the container (restarted lists it);
 //   - containers report the cpu and memory their spec asks for, unless
 //     infeasible: then a resize stays pending (PodResizePending, reason
-//     Infeasible) and they report what they had;
+//     Infeasible) and they report what they had; a resize of a resource
+//     whose resizePolicy is RestartContainer restarts the container;
 //   - Ready is True only when every readiness gate's condition is True;
 //     conditions the kubelet does not own (the gates') stay as they are.
 func KubeletStatus(pod *corev1.Pod, infeasible bool) (status corev1.PodStatus, restarted []string) {
@@ -38,10 +39,18 @@ func KubeletStatus(pod *corev1.Pod, infeasible bool) (status corev1.PodStatus, r
 		}
 		want := &corev1.ResourceRequirements{Requests: c.Resources.Requests, Limits: c.Resources.Limits}
 		switch {
-		case cs.Resources == nil || !infeasible:
+		case cs.Resources == nil:
 			cs.Resources = want
-		case !equality.Semantic.DeepEqual(*cs.Resources, *want):
+		case equality.Semantic.DeepEqual(*cs.Resources, *want):
+		case infeasible:
 			pending = true
+		default:
+			if resizeRestarts(&c, cs.Resources) && !slices.Contains(restarted, c.Name) {
+				cs.RestartCount++
+				cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
+				restarted = append(restarted, c.Name)
+			}
+			cs.Resources = want
 		}
 		statuses = append(statuses, cs)
 	}
@@ -54,6 +63,8 @@ func KubeletStatus(pod *corev1.Pod, infeasible bool) (status corev1.PodStatus, r
 		}
 	}
 	setCondition(&status, corev1.PodResizePending, pending, corev1.PodReasonInfeasible, now)
+	// Resizes are carried out at once: none is left in progress.
+	setCondition(&status, corev1.PodResizeInProgress, false, "", now)
 	setCondition(&status, corev1.ContainersReady, true, "", now)
 	reason := ""
 	if !ready {
@@ -64,8 +75,8 @@ func KubeletStatus(pod *corev1.Pod, infeasible bool) (status corev1.PodStatus, r
 }
 
 // setCondition sets a condition, keeping its transition time unless its
-// status changes; a PodResizePending that is no longer True goes, as the
-// kubelet removes it.
+// status changes; a PodResizePending or PodResizeInProgress that is no
+// longer True goes, as the kubelet removes it.
 func setCondition(status *corev1.PodStatus, typ corev1.PodConditionType, isTrue bool, reason string, now metav1.Time) {
 	want := corev1.ConditionFalse
 	if isTrue {
@@ -73,7 +84,7 @@ func setCondition(status *corev1.PodStatus, typ corev1.PodConditionType, isTrue 
 	}
 	i := slices.IndexFunc(status.Conditions, func(c corev1.PodCondition) bool { return c.Type == typ })
 	switch {
-	case typ == corev1.PodResizePending && !isTrue:
+	case (typ == corev1.PodResizePending || typ == corev1.PodResizeInProgress) && !isTrue:
 		if i >= 0 {
 			status.Conditions = slices.Delete(status.Conditions, i, i+1)
 		}
@@ -82,6 +93,20 @@ func setCondition(status *corev1.PodStatus, typ corev1.PodConditionType, isTrue 
 	case status.Conditions[i].Status != want:
 		status.Conditions[i] = corev1.PodCondition{Type: typ, Status: want, Reason: reason, LastTransitionTime: now}
 	}
+}
+
+// resizeRestarts reports whether the kubelet restarts a container to give
+// it its spec's resources in place of those it has: a resource that
+// changes and whose resizePolicy is RestartContainer.
+func resizeRestarts(c *corev1.Container, have *corev1.ResourceRequirements) bool {
+	for _, p := range c.ResizePolicy {
+		if p.RestartPolicy == corev1.RestartContainer &&
+			(!c.Resources.Requests[p.ResourceName].Equal(have.Requests[p.ResourceName]) ||
+				!c.Resources.Limits[p.ResourceName].Equal(have.Limits[p.ResourceName])) {
+			return true
+		}
+	}
+	return false
 }
 
 func ptrTrue() *bool { t := true; return &t }
