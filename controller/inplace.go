@@ -240,21 +240,9 @@ func kubeletReady(pod *corev1.Pod) bool {
 // container waiting to start on the new image does not count yet. Init
 // containers that ran to completion are not run again.
 func containersRun(pod *corev1.Pod) bool {
-	return imagesRun(pod.Spec.Containers, pod.Status.ContainerStatuses, false) &&
-		imagesRun(pod.Spec.InitContainers, pod.Status.InitContainerStatuses, true)
-}
-
-func imagesRun(containers []corev1.Container, statuses []corev1.ContainerStatus, init bool) bool {
-	for _, c := range containers {
-		if init && !sidecar(&c) {
-			continue
-		}
-		i := slices.IndexFunc(statuses, func(s corev1.ContainerStatus) bool { return s.Name == c.Name })
-		if i < 0 || statuses[i].State.Running == nil || normalizeImage(statuses[i].Image) != normalizeImage(c.Image) {
-			return false
-		}
-	}
-	return true
+	return everyRunningContainer(pod, func(c *corev1.Container, s *corev1.ContainerStatus) bool {
+		return s != nil && s.State.Running != nil && normalizeImage(s.Image) == normalizeImage(c.Image)
+	})
 }
 
 // resizeSettled reports whether the kubelet has carried out the pod's
@@ -269,25 +257,42 @@ func resizeSettled(pod *corev1.Pod) bool {
 			return false
 		}
 	}
-	return resourcesRun(pod.Spec.Containers, pod.Status.ContainerStatuses, false) &&
-		resourcesRun(pod.Spec.InitContainers, pod.Status.InitContainerStatuses, true)
-}
-
-func resourcesRun(containers []corev1.Container, statuses []corev1.ContainerStatus, init bool) bool {
-	for _, c := range containers {
-		if init && !sidecar(&c) {
-			continue
+	return everyRunningContainer(pod, func(c *corev1.Container, s *corev1.ContainerStatus) bool {
+		if s == nil || s.Resources == nil {
+			return true
 		}
-		i := slices.IndexFunc(statuses, func(s corev1.ContainerStatus) bool { return s.Name == c.Name })
-		if i < 0 || statuses[i].Resources == nil {
-			continue
-		}
-		have := statuses[i].Resources
 		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			if q, ok := c.Resources.Requests[name]; ok && !q.Equal(have.Requests[name]) {
+			if q, ok := c.Resources.Requests[name]; ok && !q.Equal(s.Resources.Requests[name]) {
 				return false
 			}
-			if q, ok := c.Resources.Limits[name]; ok && !q.Equal(have.Limits[name]) {
+			if q, ok := c.Resources.Limits[name]; ok && !q.Equal(s.Resources.Limits[name]) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// everyRunningContainer reports whether ok holds for every container of
+// the pod that runs beside the others (its containers and sidecars, not
+// init containers that run to completion), with its status, or nil when
+// the pod's status does not list it.
+func everyRunningContainer(pod *corev1.Pod, ok func(*corev1.Container, *corev1.ContainerStatus) bool) bool {
+	for _, list := range []struct {
+		containers []corev1.Container
+		statuses   []corev1.ContainerStatus
+		init       bool
+	}{{pod.Spec.Containers, pod.Status.ContainerStatuses, false}, {pod.Spec.InitContainers, pod.Status.InitContainerStatuses, true}} {
+		for i := range list.containers {
+			c := &list.containers[i]
+			if list.init && !sidecar(c) {
+				continue
+			}
+			var status *corev1.ContainerStatus
+			if j := slices.IndexFunc(list.statuses, func(s corev1.ContainerStatus) bool { return s.Name == c.Name }); j >= 0 {
+				status = &list.statuses[j]
+			}
+			if !ok(c, status) {
 				return false
 			}
 		}
