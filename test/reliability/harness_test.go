@@ -205,14 +205,20 @@ func eventually(t *testing.T, what string, cond func() error) {
 
 // kubelet plays the kubelet for a namespace until the test ends: every pod
 // Running, its containers on the images their spec names, Ready as its
-// readiness gates allow (testenv.KubeletStatus).
-func kubelet(t *testing.T, ns string) {
+// readiness gates allow (testenv.KubeletStatus). While the returned flag is
+// set it leaves pods alone, as a kubelet that is slow to react.
+func kubelet(t *testing.T, ns string) *atomic.Bool {
 	t.Helper()
+	paused := &atomic.Bool{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for ctx.Err() == nil {
 			list := &corev1.PodList{}
+			if paused.Load() {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
 			if err := env.Client.List(ctx, list, client.InNamespace(ns)); err == nil {
 				for i := range list.Items {
 					p := &list.Items[i]
@@ -229,6 +235,7 @@ func kubelet(t *testing.T, ns string) {
 		}
 	})
 	t.Cleanup(func() { cancel(); wg.Wait() })
+	return paused
 }
 
 // garbageCollector plays kube-controller-manager's garbage collector, which

@@ -11,21 +11,24 @@ import (
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
 
-// TestRestartMidInPlaceUpdateFinishesIt stops the operator as soon as it
-// has taken a pod out of Ready for an in-place image update, before it
-// changed the image, and starts a new one with empty memory. Everything an
-// update in flight needs is on the pod (its revision label, its gate
-// condition, its containers' images), so the new operator finishes the
-// rollout in place: the same pods, on the new image, gates open.
+// TestRestartMidInPlaceUpdateFinishesIt stops the operator while it has
+// taken pods out of Ready for an in-place image update and waits for the
+// kubelet to act on it (the kubelet is held back, so the stop falls there
+// every time: gates closed, images not changed yet), and starts a new one
+// with empty memory. Everything an update in flight needs is on the pod
+// (its revision label, its gate condition, its containers' images), so the
+// new operator finishes the rollout in place: the same pods, on the new
+// image, gates open.
 func TestRestartMidInPlaceUpdateFinishesIt(t *testing.T) {
 	ns := newNamespace(t)
 	first := startOperator(t, ns, operatorOptions{})
-	kubelet(t, ns)
+	slow := kubelet(t, ns)
 	ps := newPodSet(t, ns, "web", 3)
 	key := types.NamespacedName{Namespace: ns, Name: ps.Name}
 	converged(t, ns)
 	before := podUIDs(t, ns)
 
+	slow.Store(true)
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Containers[0].Image = "busybox:1.37" })
 	eventually(t, "a pod taken out of Ready for the update", func() error {
 		for _, p := range livePods(t, ns) {
@@ -36,8 +39,14 @@ func TestRestartMidInPlaceUpdateFinishesIt(t *testing.T) {
 		return fmt.Errorf("no gate closed yet")
 	})
 	first.stop()
+	for _, p := range livePods(t, ns) {
+		if p.Spec.Containers[0].Image != "busybox:1.36" {
+			t.Fatalf("pod %s runs %s before the kubelet took it out of Ready", p.Name, p.Spec.Containers[0].Image)
+		}
+	}
 
 	startOperator(t, ns, operatorOptions{})
+	slow.Store(false)
 	converged(t, ns)
 	for _, p := range livePods(t, ns) {
 		if p.Spec.Containers[0].Image != "busybox:1.37" || gate(&p) != corev1.ConditionTrue {
