@@ -110,7 +110,7 @@ func TestRulesParseAndLinkTheirRunbook(t *testing.T) {
 
 // grafanaVariables are the dashboard's variables and Grafana's own, with a
 // value each, so that its queries parse as PromQL.
-var grafanaVariables = strings.NewReplacer("$__rate_interval", "5m", "$namespace", "demo", "$podset", "web")
+var grafanaVariables = strings.NewReplacer("$__rate_interval", "5m", "$namespace", "demo", "$podset", "web", "$job", "podset-operator-metrics")
 
 // labelValues is Grafana's label_values(selector, label) query of a
 // template variable.
