@@ -17,12 +17,15 @@
 // The contenders, each run in turn in fresh namespaces with everything
 // deleted (and the pods gone) between runs:
 //
-//   - limit: a plain client-go loop that server-side applies the operator's
-//     own pods (same names, labels, owner reference, hardened spec and field
-//     manager: controller.DesiredPod builds them, and the run checks they equal the
-//     operator's), opening each pod's readiness gate through pods/status as
-//     the operator does, with W = 8, 32 and 128 workers; the best W is
-//     reported.
+//   - limit: plain client-go loops that write the operator's own pods
+//     (same names, labels, owner reference, hardened spec and field manager:
+//     controller.DesiredPod builds them, and the run checks that both loops'
+//     pods equal the operator's), opening each pod's readiness gate through
+//     pods/status as the operator does, with W = 8, 32 and 128 workers: one
+//     loop server-side applies the pods, the other creates them with a plain
+//     POST. The best loop and W are reported, and each loop's best is in
+//     the log and the Check column. The rollout and in-place rollout run
+//     the apply loop only.
 //   - podset: the operator, built with `CGO_ENABLED=0 go build -trimpath`
 //     into bin/bench/podset-operator and run as a subprocess with the
 //     deployment's flags (--leader-elect=false --metrics-bind-address=0

@@ -113,7 +113,11 @@ func measuredRow(title, name string, m *measurement) row {
 
 // limitRow is the limit's row: the best of its worker counts.
 func (b *bench) limitRow(title, id string, lim *measurement) row {
-	name := fmt.Sprintf("limit (best W=%d)", b.limitW[id])
+	loops := "apply, create"
+	if len(b.limitLoops[id]) == 1 {
+		loops = "apply loop only"
+	}
+	name := fmt.Sprintf("limit (best: %s; %s)", b.limitBest[id], loops)
 	if lim.skipped {
 		name = "limit"
 	}
@@ -122,7 +126,7 @@ func (b *bench) limitRow(title, id string, lim *measurement) row {
 	for _, w := range b.size.workers {
 		ws = append(ws, fmt.Sprint(w))
 	}
-	r.check = "reference (best of W = " + strings.Join(ws, ", ") + ")"
+	r.check = "reference (best of W = " + strings.Join(ws, ", ") + ": " + b.limitLoopsSummary(id) + ")"
 	return r
 }
 
