@@ -485,11 +485,11 @@ func (r *replicaSetContender) changeImage(ctx context.Context, j job) error {
 // ---------------------------------------------------------------- statefulset
 
 // statefulSetContender is kube-controller-manager's StatefulSet controller
-// (QPS limits lifted), in the in-place scenario only: podManagementPolicy
+// (QPS limits lifted), one StatefulSet per set: podManagementPolicy
 // Parallel and a rolling update with maxUnavailable 100% (the
 // MaxUnavailableStatefulSet feature, beta and on by default since
-// Kubernetes 1.37). It replaces each out-of-date pod under its name:
-// delete, then create.
+// Kubernetes 1.37), in every scenario, the in-place one included. It
+// replaces each out-of-date pod under its name: delete, then create.
 type statefulSetContender struct{ b *bench }
 
 func (t *statefulSetContender) name() string { return "statefulset" }
@@ -535,9 +535,19 @@ func (t *statefulSetContender) scale(ctx context.Context, j job, to int32) error
 		return t.b.c.cl.Patch(ctx, sts, replicasPatch(to))
 	})
 }
-func (t *statefulSetContender) canRollout() bool                   { return false }
-func (t *statefulSetContender) rollout(context.Context, job) error { return nil }
-func (t *statefulSetContender) rolledOut(*state, job) bool         { return false }
+func (t *statefulSetContender) canRollout() bool { return true }
+
+// rollout moves the StatefulSets' template to revision 2, the change every
+// contender's rollout makes (a label and an environment variable): the pods
+// must be recreated.
+func (t *statefulSetContender) rollout(ctx context.Context, j job) error {
+	return patchTemplates(ctx, t.b.c.cl, j, func(set string) client.Object {
+		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: set}}
+	}, func(set string) corev1.PodTemplateSpec { return template(set, 2) })
+}
+func (t *statefulSetContender) rolledOut(s *state, j job) bool {
+	return setsDone(s.sts, j, func(x setState) bool { return x.rolledOut(j.n) })
+}
 func (t *statefulSetContender) changeImage(ctx context.Context, j job) error {
 	return patchTemplates(ctx, t.b.c.cl, j, func(set string) client.Object {
 		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: set}}

@@ -36,8 +36,9 @@
 //   - replicaset: kube-controller-manager's ReplicaSet controller (its
 //     Deployment controller for the rollout and the in-place rollout).
 //   - statefulset: kube-controller-manager's StatefulSet controller
-//     (podManagementPolicy Parallel, rollingUpdate.maxUnavailable 100%),
-//     in the in-place rollout only.
+//     (podManagementPolicy Parallel, rollingUpdate.maxUnavailable 100%), one
+//     StatefulSet per set, in every convergence scenario, the scale-down,
+//     the rollout and the in-place rollout.
 //   - tutorial: the classic tutorial's controller (tutorial.go), on PodSet
 //     objects in its own namespaces, in this process.
 //

@@ -131,7 +131,7 @@ func run(ctx context.Context, s sizes, out string, keep bool) int {
 			contenders = append(contenders, &limitContender{b: b, w: w, creates: create})
 		}
 	}
-	contenders = append(contenders, &podSetContender{b: b}, &replicaSetContender{b: b}, &tutorialContender{b: b})
+	contenders = append(contenders, &podSetContender{b: b}, &replicaSetContender{b: b}, &statefulSetContender{b: b}, &tutorialContender{b: b})
 	contenders = slices.DeleteFunc(contenders, func(x contender) bool { return len(only) > 0 && !only[contenderKind(x.name())] })
 
 	for i, kn := range s.conv {

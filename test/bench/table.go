@@ -45,7 +45,7 @@ func (b *bench) timedRows(title, id string, newPods int, requestTargets bool) []
 	if res == nil {
 		return nil
 	}
-	lim, ps, rs, tut := res["limit"], res["podset"], res["replicaset"], res["tutorial"]
+	lim, ps, rs, sts, tut := res["limit"], res["podset"], res["replicaset"], res["statefulset"], res["tutorial"]
 	base := func(name string, m *measurement) row { return measuredRow(title, name, m) }
 	var rows []row
 	if lim != nil {
@@ -63,6 +63,11 @@ func (b *bench) timedRows(title, id string, newPods int, requestTargets bool) []
 		}
 		r := base(name, rs)
 		r.check, r.target, r.result = ratioCheck("podset / replicaset", ps, rs, 1.0, false)
+		rows = append(rows, r)
+	}
+	if sts != nil {
+		r := base("statefulset (Parallel)", sts)
+		r.check, r.target, r.result = ratioCheck("podset / statefulset", ps, sts, 1.0, false)
 		rows = append(rows, r)
 	}
 	if tut != nil {
