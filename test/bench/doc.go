@@ -42,9 +42,10 @@
 //   - tutorial: the classic tutorial's controller (tutorial.go), on PodSet
 //     objects in its own namespaces, in this process.
 //
-// The scenarios (full size; -size tiny shrinks each to a few pods): 1 x 1000,
-// 10 x 100 and 100 x 10 replicas from zero to ready; scale 1000 -> 100; a
-// template rollout of 100 pods; an in-place rollout of 1000 pods (inplace.go:
+// The scenarios (full size; -size tiny shrinks each to a few pods and has no
+// 1000 x 1): 1 x 1000, 10 x 100, 100 x 10 and 1000 x 1 replicas from zero
+// to ready; scale 1000 -> 100; a template rollout of 100 pods; an in-place
+// rollout of 1000 pods (inplace.go:
 // only the image changes; done when every pod is Ready and runs the new
 // image in its spec and, where reported, its status; the limit there patches
 // each pod's image); a converged pass; the reaction time from a spec change

@@ -55,7 +55,7 @@ type sizes struct {
 var (
 	full = sizes{
 		name: "full",
-		conv: [][2]int32{{1, 1000}, {10, 100}, {100, 10}}, scaleTo: 100,
+		conv: [][2]int32{{1, 1000}, {10, 100}, {100, 10}, {1000, 1}}, scaleTo: 100,
 		rollout:      100,
 		inPlace:      1000,
 		reactionSets: 10, reactionReplicas: 10, trials: 50,
