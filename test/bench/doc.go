@@ -51,7 +51,9 @@
 // each pod's image); a converged pass; the reaction time from a spec change
 // to the first pod write; the operator's heap per managed pod.
 // Convergence is seen on watches, never by polling. Requests are counted
-// from kube-apiserver's apiserver_request_total before and after each run.
+// from kube-apiserver's apiserver_request_total before and after each run,
+// and the CPU time of the cluster's kube-apiserver and etcd processes
+// (/proc/<pid>/stat, cpu.go) is read around each run's measured window.
 //
 // Two waits are bounded in the full size, and a run stopped at its bound
 // is reported as cut off (a lower bound on the time), not as a failure:

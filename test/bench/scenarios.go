@@ -89,6 +89,11 @@ type measurement struct {
 	// recreated is how many pods the in-place scenario found with a UID
 	// they did not have before.
 	recreated int
+	// cpu is the CPU time of the API server and etcd in the measured
+	// window; pods is how many pods the scenario creates, deletes or
+	// replaces, for the CPU per 1000 pods.
+	cpu  cpuTimes
+	pods int
 }
 
 // bench is one run of the benchmark.
@@ -136,7 +141,7 @@ func (b *bench) record(scenario, contender string, m *measurement) {
 	} else if m.cutoff {
 		logf("%s, %s: cut off after %s (%s); %s", scenario, contender, fmtDur(m.dur), m.note, m.counts)
 	} else {
-		logf("%s, %s: %s; %s", scenario, contender, fmtDur(m.dur), m.counts)
+		logf("%s, %s: %s; %s%s", scenario, contender, fmtDur(m.dur), m.counts, m.cpuLog())
 	}
 	if how, ok := strings.CutPrefix(contender, "limit "); ok {
 		loop, _, _ := strings.Cut(how, " ")
@@ -225,6 +230,7 @@ func (b *bench) timed(ctx context.Context, budget time.Duration, trigger func(co
 	}
 	wctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
+	cpuBefore := b.c.cpu()
 	start := time.Now()
 	m := &measurement{}
 	if err := trigger(wctx); err != nil {
@@ -232,6 +238,7 @@ func (b *bench) timed(ctx context.Context, budget time.Duration, trigger func(co
 	} else if err := b.obs.waitFor(wctx, "convergence", done); err != nil {
 		m.err = err
 	}
+	m.cpu = b.c.cpu().sub(cpuBefore)
 	if m.err != nil && wctx.Err() != nil && budget < b.size.timeout && ctx.Err() == nil {
 		// Cut off at its budget: not a failure, a lower bound.
 		m.err, m.cutoff = nil, true
@@ -339,6 +346,7 @@ func (b *bench) convergence(ctx context.Context, k, n int32, scale bool, x conte
 		time.Sleep(settle / 3)
 		m := b.timed(ctx, b.tutorialBudget(id, x), func(ctx context.Context) error { return x.create(ctx, j) },
 			func(s *state) bool { return x.ready(s, j) }, readyProgress(j))
+		m.pods = int(k * n)
 		b.record(id, x.name(), m)
 		if m.cutoff && scale {
 			b.record(fmt.Sprintf("scale %d -> %d", n, b.size.scaleTo), x.name(), &measurement{skipped: true,
@@ -361,6 +369,7 @@ func (b *bench) convergence(ctx context.Context, k, n int32, scale bool, x conte
 		to := b.size.scaleTo
 		m = b.timed(ctx, b.tutorialBudget(sid, x), func(ctx context.Context) error { return x.scale(ctx, j, to) },
 			func(s *state) bool { return podsRemaining(s, ns, j.sets, to) }, nil)
+		m.pods = int(k * (n - to))
 		b.record(sid, x.name(), m)
 		if m.err == nil {
 			b.verifyPods(ctx, sid, x, j, to)
@@ -393,6 +402,7 @@ func (b *bench) rolloutScenario(ctx context.Context, x contender) {
 		time.Sleep(settle)
 		m := b.timed(ctx, b.size.rolloutBudget, func(ctx context.Context) error { return x.rollout(ctx, j) },
 			func(s *state) bool { return x.rolledOut(s, j) }, rolloutProgress(j))
+		m.pods = int(n)
 		b.record(id, x.name(), m)
 		switch {
 		case m.cutoff:

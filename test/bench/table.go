@@ -9,6 +9,9 @@ import (
 // row is one line of the result table.
 type row struct {
 	scenario, contender, measured, podWrites, statusWrites, podGets, check, target, result string
+	// cpu is the API server's and etcd's CPU per 1000 pods ("—" when
+	// empty).
+	cpu string
 }
 
 // table renders every result as one markdown table.
@@ -29,11 +32,14 @@ func (b *bench) table() string {
 	rows = append(rows, b.memoryRows()...)
 
 	var sb strings.Builder
-	sb.WriteString("| Scenario | Contender | Measured | Pod writes (create/apply + delete) | Status writes | Pod GETs | Check | Target | Result |\n")
-	sb.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	sb.WriteString("| Scenario | Contender | Measured | Pod writes (create/apply + delete) | Status writes | Pod GETs | API server / etcd CPU per 1000 pods | Check | Target | Result |\n")
+	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.scenario, r.contender, r.measured, r.podWrites, r.statusWrites, r.podGets, r.check, r.target, r.result)
+		if r.cpu == "" {
+			r.cpu = "—"
+		}
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.scenario, r.contender, r.measured, r.podWrites, r.statusWrites, r.podGets, r.cpu, r.check, r.target, r.result)
 	}
 	return sb.String()
 }
@@ -113,6 +119,7 @@ func measuredRow(title, name string, m *measurement) row {
 	r.podWrites = fmt.Sprintf("%d + %d", m.counts.podCreates, m.counts.podDeletes)
 	r.statusWrites = fmt.Sprint(m.counts.statusWrites)
 	r.podGets = fmt.Sprint(m.counts.podGets)
+	r.cpu = cpuPer1000(m)
 	return r
 }
 
