@@ -52,6 +52,7 @@ type cluster struct {
 	cl     client.Client
 	scheme *runtime.Scheme
 	runID  string
+	procs  controlPlane // its kube-apiserver and etcd processes (cpu.go)
 }
 
 // newCluster finds the binaries: $CONTROLPLANE and $KWOK_DIR as the

@@ -132,18 +132,29 @@ func setsDone(m map[string]setState, j job, check func(setState) bool) bool {
 
 // ---------------------------------------------------------------- limit
 
-// limitContender is the physical limit: a plain client-go loop that applies
+// limitContender is the physical limit: a plain client-go loop that writes
 // the operator's own pods (same names, labels, owner reference and hardened
-// spec, same field manager) with w parallel workers. Its PodSets exist only
-// to own the pods: nothing reconciles them.
+// spec, same field manager) with w parallel workers, either as server-side
+// applies (the operator's own request) or, with creates set, as plain
+// creates. Its PodSets exist only to own the pods: nothing reconciles them.
+// Only the apply loop rolls out and updates in place.
 type limitContender struct {
-	b      *bench
-	w      int
-	mu     sync.Mutex
-	owners map[string]*podsetv1alpha1.PodSet
+	b       *bench
+	w       int
+	creates bool
+	mu      sync.Mutex
+	owners  map[string]*podsetv1alpha1.PodSet
 }
 
-func (l *limitContender) name() string { return "limit W=" + strconv.Itoa(l.w) }
+// loop names the limit's kind of pod write: "apply" or "create".
+func (l *limitContender) loop() string {
+	if l.creates {
+		return "create"
+	}
+	return "apply"
+}
+
+func (l *limitContender) name() string { return "limit " + l.loop() + " W=" + strconv.Itoa(l.w) }
 func (l *limitContender) kinds() kinds { return kindPods }
 func (l *limitContender) start(context.Context, []string) (func() error, error) {
 	return func() error { return nil }, nil
@@ -182,8 +193,12 @@ func (l *limitContender) create(ctx context.Context, j job) error {
 			items = append(items, item{set, i})
 		}
 	}
+	write := l.apply
+	if l.creates {
+		write = l.createPod
+	}
 	return parallel(len(items), l.w, func(i int) error {
-		_, err := l.apply(ctx, l.owner(j.ns, items[i].set), items[i].ordinal)
+		_, err := write(ctx, l.owner(j.ns, items[i].set), items[i].ordinal)
 		return err
 	})
 }
@@ -193,20 +208,47 @@ func (l *limitContender) create(ctx context.Context, j job) error {
 // pods/status: a kubelet keeps a pod whose gate has no True condition out
 // of Ready, and a create cannot set a status.
 func (l *limitContender) apply(ctx context.Context, ps *podsetv1alpha1.PodSet, ordinal int) (*corev1.Pod, error) {
-	pods := l.b.c.cs.CoreV1().Pods(ps.Namespace)
-	pod, err := pods.Apply(ctx, desiredPod(ps, ordinal), metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
-	if err != nil || !slices.ContainsFunc(pod.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool {
+	pod, err := l.b.c.cs.CoreV1().Pods(ps.Namespace).Apply(ctx, desiredPod(ps, ordinal), metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
+	if err != nil {
+		return pod, err
+	}
+	return pod, l.openGate(ctx, pod)
+}
+
+// createPod creates the operator's pod for an ordinal with a plain POST (the
+// very pod apply would send, as a typed object, under the same field
+// manager), then opens its readiness gate as apply does.
+func (l *limitContender) createPod(ctx context.Context, ps *podsetv1alpha1.PodSet, ordinal int) (*corev1.Pod, error) {
+	data, err := json.Marshal(desiredPod(ps, ordinal))
+	if err != nil {
+		return nil, err
+	}
+	want := &corev1.Pod{}
+	if err := json.Unmarshal(data, want); err != nil {
+		return nil, fmt.Errorf("converting pod %d of %s: %w", ordinal, ps.Name, err)
+	}
+	pod, err := l.b.c.cs.CoreV1().Pods(ps.Namespace).Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})
+	if err != nil {
+		return pod, err
+	}
+	return pod, l.openGate(ctx, pod)
+}
+
+// openGate sets the pod's podset.dev/InPlaceUpdateReady condition True
+// through pods/status, as the operator does, when the pod has that gate.
+func (l *limitContender) openGate(ctx context.Context, pod *corev1.Pod) error {
+	if !slices.ContainsFunc(pod.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool {
 		return g.ConditionType == podsetv1alpha1.InPlaceUpdateReadyCondition
 	}) {
-		return pod, err
+		return nil
 	}
 	gate := corev1ac.PodCondition().WithType(podsetv1alpha1.InPlaceUpdateReadyCondition).
 		WithStatus(corev1.ConditionTrue).WithLastTransitionTime(metav1.Now())
 	status := corev1ac.Pod(pod.Name, pod.Namespace).WithUID(pod.UID).WithStatus(corev1ac.PodStatus().WithConditions(gate))
-	if _, err := pods.ApplyStatus(ctx, status, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
-		return pod, fmt.Errorf("opening the readiness gate of pod %s: %w", pod.Name, err)
+	if _, err := l.b.c.cs.CoreV1().Pods(pod.Namespace).ApplyStatus(ctx, status, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
+		return fmt.Errorf("opening the readiness gate of pod %s: %w", pod.Name, err)
 	}
-	return pod, nil
+	return nil
 }
 
 func (l *limitContender) ready(s *state, j job) bool { return podsReady(s, j, "", true) }
@@ -223,7 +265,8 @@ func (l *limitContender) scale(ctx context.Context, j job, to int32) error {
 	})
 }
 
-func (l *limitContender) canRollout() bool { return true }
+// canRollout: the rollout scenario runs the apply loop only.
+func (l *limitContender) canRollout() bool { return !l.creates }
 
 // rollout changes the owners' template (one request, as for the others),
 // then replaces every pod: delete, wait until it is gone (its name is
@@ -442,11 +485,11 @@ func (r *replicaSetContender) changeImage(ctx context.Context, j job) error {
 // ---------------------------------------------------------------- statefulset
 
 // statefulSetContender is kube-controller-manager's StatefulSet controller
-// (QPS limits lifted), in the in-place scenario only: podManagementPolicy
+// (QPS limits lifted), one StatefulSet per set: podManagementPolicy
 // Parallel and a rolling update with maxUnavailable 100% (the
 // MaxUnavailableStatefulSet feature, beta and on by default since
-// Kubernetes 1.37). It replaces each out-of-date pod under its name:
-// delete, then create.
+// Kubernetes 1.37), in every scenario, the in-place one included. It
+// replaces each out-of-date pod under its name: delete, then create.
 type statefulSetContender struct{ b *bench }
 
 func (t *statefulSetContender) name() string { return "statefulset" }
@@ -492,9 +535,19 @@ func (t *statefulSetContender) scale(ctx context.Context, j job, to int32) error
 		return t.b.c.cl.Patch(ctx, sts, replicasPatch(to))
 	})
 }
-func (t *statefulSetContender) canRollout() bool                   { return false }
-func (t *statefulSetContender) rollout(context.Context, job) error { return nil }
-func (t *statefulSetContender) rolledOut(*state, job) bool         { return false }
+func (t *statefulSetContender) canRollout() bool { return true }
+
+// rollout moves the StatefulSets' template to revision 2, the change every
+// contender's rollout makes (a label and an environment variable): the pods
+// must be recreated.
+func (t *statefulSetContender) rollout(ctx context.Context, j job) error {
+	return patchTemplates(ctx, t.b.c.cl, j, func(set string) client.Object {
+		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: set}}
+	}, func(set string) corev1.PodTemplateSpec { return template(set, 2) })
+}
+func (t *statefulSetContender) rolledOut(s *state, j job) bool {
+	return setsDone(s.sts, j, func(x setState) bool { return x.rolledOut(j.n) })
+}
 func (t *statefulSetContender) changeImage(ctx context.Context, j job) error {
 	return patchTemplates(ctx, t.b.c.cl, j, func(set string) client.Object {
 		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: set}}

@@ -17,12 +17,15 @@
 // The contenders, each run in turn in fresh namespaces with everything
 // deleted (and the pods gone) between runs:
 //
-//   - limit: a plain client-go loop that server-side applies the operator's
-//     own pods (same names, labels, owner reference, hardened spec and field
-//     manager: controller.DesiredPod builds them, and the run checks they equal the
-//     operator's), opening each pod's readiness gate through pods/status as
-//     the operator does, with W = 8, 32 and 128 workers; the best W is
-//     reported.
+//   - limit: plain client-go loops that write the operator's own pods
+//     (same names, labels, owner reference, hardened spec and field manager:
+//     controller.DesiredPod builds them, and the run checks that both loops'
+//     pods equal the operator's), opening each pod's readiness gate through
+//     pods/status as the operator does, with W = 8, 32 and 128 workers: one
+//     loop server-side applies the pods, the other creates them with a plain
+//     POST. The best loop and W are reported, and each loop's best is in
+//     the log and the Check column. The rollout and in-place rollout run
+//     the apply loop only.
 //   - podset: the operator, built with `CGO_ENABLED=0 go build -trimpath`
 //     into bin/bench/podset-operator and run as a subprocess with the
 //     deployment's flags (--leader-elect=false --metrics-bind-address=0
@@ -33,20 +36,24 @@
 //   - replicaset: kube-controller-manager's ReplicaSet controller (its
 //     Deployment controller for the rollout and the in-place rollout).
 //   - statefulset: kube-controller-manager's StatefulSet controller
-//     (podManagementPolicy Parallel, rollingUpdate.maxUnavailable 100%),
-//     in the in-place rollout only.
+//     (podManagementPolicy Parallel, rollingUpdate.maxUnavailable 100%), one
+//     StatefulSet per set, in every convergence scenario, the scale-down,
+//     the rollout and the in-place rollout.
 //   - tutorial: the classic tutorial's controller (tutorial.go), on PodSet
 //     objects in its own namespaces, in this process.
 //
-// The scenarios (full size; -size tiny shrinks each to a few pods): 1 x 1000,
-// 10 x 100 and 100 x 10 replicas from zero to ready; scale 1000 -> 100; a
-// template rollout of 100 pods; an in-place rollout of 1000 pods (inplace.go:
+// The scenarios (full size; -size tiny shrinks each to a few pods and has no
+// 1000 x 1): 1 x 1000, 10 x 100, 100 x 10 and 1000 x 1 replicas from zero
+// to ready; scale 1000 -> 100; a template rollout of 100 pods; an in-place
+// rollout of 1000 pods (inplace.go:
 // only the image changes; done when every pod is Ready and runs the new
 // image in its spec and, where reported, its status; the limit there patches
 // each pod's image); a converged pass; the reaction time from a spec change
 // to the first pod write; the operator's heap per managed pod.
 // Convergence is seen on watches, never by polling. Requests are counted
-// from kube-apiserver's apiserver_request_total before and after each run.
+// from kube-apiserver's apiserver_request_total before and after each run,
+// and the CPU time of the cluster's kube-apiserver and etcd processes
+// (/proc/<pid>/stat, cpu.go) is read around each run's measured window.
 //
 // Two waits are bounded in the full size, and a run stopped at its bound
 // is reported as cut off (a lower bound on the time), not as a failure:

@@ -102,6 +102,7 @@ func (b *bench) inPlaceScenario(ctx context.Context, x imageChanger) {
 		var start time.Time
 		m := b.timed(ctx, 0, func(ctx context.Context) error { start = time.Now(); return x.changeImage(ctx, j) },
 			func(s *state) bool { return podsOnImage(s, j, newImage) }, nil)
+		m.pods = len(j.sets) * int(j.n)
 		b.obs.read(func(s *state) { logf("%s, %s: %s", id, x.name(), imageTimeline(s, j, start)) })
 		if m.err != nil {
 			b.obs.read(func(s *state) { logf("%s, %s: %s", id, x.name(), imageProgress(s, j)) })

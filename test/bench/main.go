@@ -115,7 +115,8 @@ func run(ctx context.Context, s sizes, out string, keep bool) int {
 		c: c, size: s, logDir: logDir,
 		operatorBin: filepath.Join(c.root, "bin", "bench", "podset-operator"),
 		results:     map[string]map[string]*measurement{},
-		limitW:      map[string]int{},
+		limitBest:   map[string]string{},
+		limitLoops:  map[string]map[string]*limitRun{},
 		samples:     map[string]*corev1.Pod{},
 		reaction:    map[string]*reactionResult{},
 	}
@@ -125,10 +126,12 @@ func run(ctx context.Context, s sizes, out string, keep bool) int {
 	}
 
 	var contenders []contender
-	for _, w := range s.workers {
-		contenders = append(contenders, &limitContender{b: b, w: w})
+	for _, create := range []bool{false, true} {
+		for _, w := range s.workers {
+			contenders = append(contenders, &limitContender{b: b, w: w, creates: create})
+		}
 	}
-	contenders = append(contenders, &podSetContender{b: b}, &replicaSetContender{b: b}, &tutorialContender{b: b})
+	contenders = append(contenders, &podSetContender{b: b}, &replicaSetContender{b: b}, &statefulSetContender{b: b}, &tutorialContender{b: b})
 	contenders = slices.DeleteFunc(contenders, func(x contender) bool { return len(only) > 0 && !only[contenderKind(x.name())] })
 
 	for i, kn := range s.conv {
@@ -141,6 +144,10 @@ func run(ctx context.Context, s sizes, out string, keep bool) int {
 			}
 			logf("== %s, %s", convID(kn[0], kn[1]), x.name())
 			b.convergence(ctx, kn[0], kn[1], i == 0 && kn[0] == 1 && kn[1] > s.scaleTo, x)
+		}
+		b.logLimitLoops(convID(kn[0], kn[1]))
+		if i == 0 && kn[0] == 1 && kn[1] > s.scaleTo {
+			b.logLimitLoops(fmt.Sprintf("scale %d -> %d", kn[1], s.scaleTo))
 		}
 		if i == 0 && ctx.Err() == nil {
 			b.checkSamePods()

@@ -9,6 +9,9 @@ import (
 // row is one line of the result table.
 type row struct {
 	scenario, contender, measured, podWrites, statusWrites, podGets, check, target, result string
+	// cpu is the API server's and etcd's CPU per 1000 pods ("—" when
+	// empty).
+	cpu string
 }
 
 // table renders every result as one markdown table.
@@ -29,11 +32,14 @@ func (b *bench) table() string {
 	rows = append(rows, b.memoryRows()...)
 
 	var sb strings.Builder
-	sb.WriteString("| Scenario | Contender | Measured | Pod writes (create/apply + delete) | Status writes | Pod GETs | Check | Target | Result |\n")
-	sb.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	sb.WriteString("| Scenario | Contender | Measured | Pod writes (create/apply + delete) | Status writes | Pod GETs | API server / etcd CPU per 1000 pods | Check | Target | Result |\n")
+	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.scenario, r.contender, r.measured, r.podWrites, r.statusWrites, r.podGets, r.check, r.target, r.result)
+		if r.cpu == "" {
+			r.cpu = "—"
+		}
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.scenario, r.contender, r.measured, r.podWrites, r.statusWrites, r.podGets, r.cpu, r.check, r.target, r.result)
 	}
 	return sb.String()
 }
@@ -45,7 +51,7 @@ func (b *bench) timedRows(title, id string, newPods int, requestTargets bool) []
 	if res == nil {
 		return nil
 	}
-	lim, ps, rs, tut := res["limit"], res["podset"], res["replicaset"], res["tutorial"]
+	lim, ps, rs, sts, tut := res["limit"], res["podset"], res["replicaset"], res["statefulset"], res["tutorial"]
 	base := func(name string, m *measurement) row { return measuredRow(title, name, m) }
 	var rows []row
 	if lim != nil {
@@ -63,6 +69,11 @@ func (b *bench) timedRows(title, id string, newPods int, requestTargets bool) []
 		}
 		r := base(name, rs)
 		r.check, r.target, r.result = ratioCheck("podset / replicaset", ps, rs, 1.0, false)
+		rows = append(rows, r)
+	}
+	if sts != nil {
+		r := base("statefulset (Parallel)", sts)
+		r.check, r.target, r.result = ratioCheck("podset / statefulset", ps, sts, 1.0, false)
 		rows = append(rows, r)
 	}
 	if tut != nil {
@@ -108,12 +119,17 @@ func measuredRow(title, name string, m *measurement) row {
 	r.podWrites = fmt.Sprintf("%d + %d", m.counts.podCreates, m.counts.podDeletes)
 	r.statusWrites = fmt.Sprint(m.counts.statusWrites)
 	r.podGets = fmt.Sprint(m.counts.podGets)
+	r.cpu = cpuPer1000(m)
 	return r
 }
 
 // limitRow is the limit's row: the best of its worker counts.
 func (b *bench) limitRow(title, id string, lim *measurement) row {
-	name := fmt.Sprintf("limit (best W=%d)", b.limitW[id])
+	loops := "apply, create"
+	if len(b.limitLoops[id]) == 1 {
+		loops = "apply loop only"
+	}
+	name := fmt.Sprintf("limit (best: %s; %s)", b.limitBest[id], loops)
 	if lim.skipped {
 		name = "limit"
 	}
@@ -122,7 +138,7 @@ func (b *bench) limitRow(title, id string, lim *measurement) row {
 	for _, w := range b.size.workers {
 		ws = append(ws, fmt.Sprint(w))
 	}
-	r.check = "reference (best of W = " + strings.Join(ws, ", ") + ")"
+	r.check = "reference (best of W = " + strings.Join(ws, ", ") + ": " + b.limitLoopsSummary(id) + ")"
 	return r
 }
 

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The CPU time the cluster's kube-apiserver and etcd spend in a scenario,
+// read from /proc/<pid>/stat (utime + stime) just before its trigger and
+// just after its goal is seen: the measured window, without the settle
+// that follows it.
+
+// clockTick is USER_HZ, the unit of utime and stime in /proc/<pid>/stat:
+// 100 on every architecture Linux and Go share but alpha.
+const clockTick = 100
+
+// cpuTimes is the CPU time of the API server and of etcd.
+type cpuTimes struct {
+	api, etcd time.Duration
+	ok        bool // both processes were found and read
+}
+
+func (a cpuTimes) sub(b cpuTimes) cpuTimes {
+	return cpuTimes{api: a.api - b.api, etcd: a.etcd - b.etcd, ok: a.ok && b.ok}
+}
+
+// controlPlane finds the cluster's kube-apiserver and etcd processes once:
+// the binary runtime of kwokctl runs them on this machine, with the
+// cluster's folder (…/clusters/podset-bench/…) in their arguments.
+type controlPlane struct {
+	once      sync.Once
+	api, etcd int // PIDs, 0 when not found
+}
+
+// cpu reads the CPU time of the cluster's API server and etcd; ok is false
+// when either process cannot be found or read (a cluster not run by the
+// binary runtime, or not on this machine).
+func (c *cluster) cpu() cpuTimes {
+	cp := &c.procs
+	cp.once.Do(func() {
+		cp.api, cp.etcd = findProcess("kube-apiserver"), findProcess("etcd")
+		if cp.api == 0 || cp.etcd == 0 {
+			logf("control-plane CPU: no kube-apiserver (pid %d) or etcd (pid %d) of the %s cluster in /proc: the CPU column stays empty", cp.api, cp.etcd, clusterName)
+		} else {
+			logf("control-plane CPU: kube-apiserver pid %d, etcd pid %d", cp.api, cp.etcd)
+		}
+	})
+	if cp.api == 0 || cp.etcd == 0 {
+		return cpuTimes{}
+	}
+	api, err1 := procCPU(cp.api)
+	etcd, err2 := procCPU(cp.etcd)
+	if err1 != nil || err2 != nil {
+		return cpuTimes{}
+	}
+	return cpuTimes{api: api, etcd: etcd, ok: true}
+}
+
+// findProcess is the PID of the process whose executable is named name
+// and whose arguments name the benchmark cluster's folder; 0 when there is
+// none, or more than one.
+func findProcess(name string) int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	marker := string(filepath.Separator) + filepath.Join("clusters", clusterName) + string(filepath.Separator)
+	found := 0
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(raw) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		if filepath.Base(args[0]) != name || !strings.Contains(strings.Join(args[1:], " "), marker) {
+			continue
+		}
+		if found != 0 {
+			return 0
+		}
+		found = pid
+	}
+	return found
+}
+
+// procCPU is a process's user plus system CPU time.
+func procCPU(pid int) (time.Duration, error) {
+	raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, err
+	}
+	return statCPU(pid, string(raw))
+}
+
+// statCPU is utime + stime of a /proc/<pid>/stat line.
+func statCPU(pid int, s string) (time.Duration, error) {
+	// The command name, in parentheses, may hold spaces: the fields
+	// counted in proc(5) resume after its closing parenthesis, with the
+	// state (field 3); utime and stime are fields 14 and 15.
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+	}
+	var ticks int64
+	for _, x := range f[11:13] {
+		n, err := strconv.ParseInt(x, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTick, nil
+}
+
+// cpuPer1000 is the cell of the CPU column: the API server's and etcd's
+// CPU seconds per 1000 pods of the scenario.
+func cpuPer1000(m *measurement) string {
+	if m == nil || m.skipped || m.err != nil || m.cutoff || !m.cpu.ok || m.pods <= 0 {
+		return "—"
+	}
+	per := func(d time.Duration) float64 { return d.Seconds() * 1000 / float64(m.pods) }
+	return fmt.Sprintf("%.2f s / %.2f s", per(m.cpu.api), per(m.cpu.etcd))
+}
+
+// cpuLog is the CPU part of a measurement's log line.
+func (m *measurement) cpuLog() string {
+	if !m.cpu.ok {
+		return ""
+	}
+	return fmt.Sprintf("; CPU: kube-apiserver %.2f s, etcd %.2f s", m.cpu.api.Seconds(), m.cpu.etcd.Seconds())
+}
