@@ -123,11 +123,11 @@ func useNewCluster(t *testing.T, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubeconfigBefore, clientBefore := suite.kubeconfig, suite.client
-	suite.kubeconfig, suite.client = kubeconfig, c
+	clusterBefore, kubeconfigBefore, clientBefore := suite.cluster, suite.kubeconfig, suite.client
+	suite.cluster, suite.kubeconfig, suite.client = name, kubeconfig, c
 	t.Logf("cluster %s is up, kubeconfig %s", name, kubeconfig)
 	t.Cleanup(func() {
-		suite.kubeconfig, suite.client = kubeconfigBefore, clientBefore
+		suite.cluster, suite.kubeconfig, suite.client = clusterBefore, kubeconfigBefore, clientBefore
 		if _, err := localCluster(suite.env, name, "down"); err != nil {
 			t.Errorf("deleting cluster %s: %v", name, err)
 		}
@@ -140,7 +140,7 @@ func runHelm(t *testing.T, args ...string) []byte {
 	t.Helper()
 	out, err := helm(t, append(args, "--kubeconfig", suite.kubeconfig)...)
 	if err != nil {
-		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatalf("helm %s: %v\n%s\n%s", strings.Join(args, " "), err, out, describeCluster(operatorNamespace))
 	}
 	return out
 }

@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -158,4 +160,35 @@ func newNamespace(t *testing.T, prefix string, labels map[string]string) string 
 		}
 	})
 	return ns.Name
+}
+
+// describeCluster is what a person would look at when the workloads of
+// namespace ns do not come up: its Deployments, ReplicaSets, pods and
+// events, the nodes, and the end of the kube-controller-manager's and
+// kwok's logs. It is for a failure message, so errors are part of it.
+func describeCluster(ns string) string {
+	var b strings.Builder
+	run := func(tail int, name string, args ...string) {
+		cmd := exec.Command(name, args...)
+		cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+filepath.Join(suite.root, "bin", "kwok-work"))
+		out, err := cmd.CombinedOutput()
+		fmt.Fprintf(&b, "$ %s %s\n%s", filepath.Base(name), strings.Join(args, " "), lastLines(string(out), tail))
+		if err != nil {
+			fmt.Fprintf(&b, "(%v)\n", err)
+		}
+	}
+	kubectl := []string{"--kubeconfig", suite.kubeconfig}
+	run(100, suite.kubectl, append(kubectl, "get", "deployments,replicasets,pods", "-o", "wide", "-n", ns)...)
+	run(100, suite.kubectl, append(kubectl, "get", "events", "-n", ns, "--sort-by", ".metadata.creationTimestamp")...)
+	run(100, suite.kubectl, append(kubectl, "get", "nodes", "-o", "wide")...)
+	for _, component := range []string{"kube-controller-manager", "kwok-controller"} {
+		run(40, filepath.Join(suite.env.kwokDir, "kwokctl"), "--name", suite.cluster, "logs", component)
+	}
+	return b.String()
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.SplitAfter(s, "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "")
 }

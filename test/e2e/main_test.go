@@ -40,8 +40,9 @@ var suite struct {
 	helm string
 	// env is what the suite read from its environment.
 	env suiteEnv
-	// kubeconfig is the cluster's admin kubeconfig.
-	kubeconfig string
+	// cluster is the name of the kwok cluster the tests run on, and
+	// kubeconfig its admin kubeconfig.
+	cluster, kubeconfig string
 	// client is a cluster-admin client that reads straight from the API
 	// server, with the core and PodSet types registered.
 	client client.Client
@@ -98,7 +99,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: starting the cluster:", err)
 		return 1
 	}
-	suite.kubeconfig = lastLine(out)
+	suite.cluster, suite.kubeconfig = clusterName, lastLine(out)
 	fmt.Printf("e2e: cluster %s is up, kubeconfig %s\n", clusterName, suite.kubeconfig)
 	if suite.client, err = newClient(suite.kubeconfig); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
