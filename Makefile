@@ -119,6 +119,13 @@ test-e2e: controlplane $(KUSTOMIZE) $(HELM) ## Run the end-to-end suite (with th
 bench: controlplane ## Measure podset-operator beside the physical limit, ReplicaSet, Deployment, StatefulSet and the tutorial controller: one markdown table.
 	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) go run ./test/bench -size full $(BENCHFLAGS)
 
+# SCALE is K x N of make bench-scale.
+SCALE ?= 1000x10
+
+.PHONY: bench-scale
+bench-scale: controlplane ## The scale scenario: SCALE (1000x10) PodSets beside as many ReplicaSets and StatefulSets, then an operator restart and a leader change over the PodSets.
+	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) go run ./test/bench -size full -only scale -scale $(SCALE) $(BENCHFLAGS)
+
 # The soak: the seeded model-based fault test, repeated for SOAK_DURATION
 # with SOAK_FAULT_RATE of the operator's requests failed (429, 500, lost
 # answers). RELIABILITY_SEED picks the seed.

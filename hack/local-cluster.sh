@@ -23,6 +23,8 @@
 #   KWOK_POD_DELETE     false to leave out kwok's pod-delete stage (the
 #                  benchmark, whose pods have a grace period of 0; see
 #                  test/bench/pods.go); the other stages stay
+#   KCM_CONTROLLERS     the kube-controller-manager's --controllers (default:
+#                  all); the benchmark runs only those it measures
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -83,6 +85,15 @@ options:
   kwokControllerBinary: $KWOK_DIR/kwok
   disableQPSLimits: ${DISABLE_QPS_LIMITS:-false}
 CONFIG
+	if [[ -n ${KCM_CONTROLLERS:-} ]]; then
+		cat >>"$1" <<CONFIG
+componentsPatches:
+- name: kube-controller-manager
+  extraArgs:
+  - key: controllers
+    value: $KCM_CONTROLLERS
+CONFIG
+	fi
 	# Stages in the configuration replace all of kwok's defaults: the node
 	# stages, pod-complete and pod-delete come from kwok's own module, the
 	# pod stages that act as a kubelet from hack/kwok/stages.

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -53,6 +54,9 @@ type cluster struct {
 	scheme *runtime.Scheme
 	runID  string
 	procs  controlPlane // its kube-apiserver and etcd processes (cpu.go)
+	// ctrlPID is the process of the contender's controller while it runs
+	// (cpu.go), 0 for none.
+	ctrlPID atomic.Int32
 }
 
 // newCluster finds the binaries: $CONTROLPLANE and $KWOK_DIR as the
@@ -82,6 +86,14 @@ func newCluster() (*cluster, error) {
 	return c, nil
 }
 
+// kcmControllers are the controllers of the benchmark cluster's
+// kube-controller-manager: ReplicaSet, Deployment and StatefulSet, the
+// garbage collector (a deleted PodSet's or ReplicaSet's pods), the
+// namespace controller (the run's namespaces are deleted) and the
+// service account controller (a namespace's default ServiceAccount, which
+// a pod needs to be admitted).
+const kcmControllers = "deployment,replicaset,statefulset,garbagecollector,namespace,serviceaccount"
+
 // script runs hack/local-cluster.sh for the benchmark's cluster.
 func (c *cluster) script(ctx context.Context, nodes int, arg string) (string, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(c.root, "hack", "local-cluster.sh"), arg)
@@ -94,6 +106,10 @@ func (c *cluster) script(ctx context.Context, nodes int, arg string) (string, er
 		// The benchmark's pods have a grace period of 0 (see template):
 		// kwok's pod-delete stage has nothing to do but harm.
 		"KWOK_POD_DELETE=false",
+		// The kube-controller-manager runs the controllers of the built-in
+		// contenders and what the benchmark's namespaces need, nothing
+		// else: its CPU in a measured window is theirs (cpu.go).
+		"KCM_CONTROLLERS="+kcmControllers,
 	)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -420,6 +420,7 @@ type replicaSetContender struct{ b *bench }
 func (r *replicaSetContender) name() string { return "replicaset" }
 func (r *replicaSetContender) kinds() kinds { return kindPods | kindReplicaSets | kindDeployments }
 func (r *replicaSetContender) start(context.Context, []string) (func() error, error) {
+	r.b.c.ctrlPID.Store(r.b.c.controllerManager())
 	return func() error { return nil }, nil
 }
 func (r *replicaSetContender) prepare(context.Context, job) error { return nil }
@@ -495,6 +496,7 @@ type statefulSetContender struct{ b *bench }
 func (t *statefulSetContender) name() string { return "statefulset" }
 func (t *statefulSetContender) kinds() kinds { return kindPods | kindStatefulSets }
 func (t *statefulSetContender) start(context.Context, []string) (func() error, error) {
+	t.b.c.ctrlPID.Store(t.b.c.controllerManager())
 	return func() error { return nil }, nil
 }
 func (t *statefulSetContender) prepare(context.Context, job) error { return nil }
@@ -567,6 +569,7 @@ func (p *podSetContender) start(ctx context.Context, namespaces []string) (func(
 	if err != nil {
 		return nil, err
 	}
+	p.b.c.ctrlPID.Store(int32(op.cmd.Process.Pid))
 	return op.stop, nil
 }
 func (p *podSetContender) prepare(context.Context, job) error { return nil }

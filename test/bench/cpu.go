@@ -19,14 +19,22 @@ import (
 // 100 on every architecture Linux and Go share but alpha.
 const clockTick = 100
 
-// cpuTimes is the CPU time of the API server and of etcd.
+// cpuTimes is the CPU time of the API server, of etcd and of the
+// contender's controller process.
 type cpuTimes struct {
 	api, etcd time.Duration
 	ok        bool // both processes were found and read
+	// ctrl is the CPU time of the controller's process: podset-operator's
+	// subprocess, or the kube-controller-manager for ReplicaSet,
+	// Deployment and StatefulSet; ctrlOK is false for the contenders that
+	// run in the benchmark's own process (the limit, the tutorial).
+	ctrl   time.Duration
+	ctrlOK bool
 }
 
 func (a cpuTimes) sub(b cpuTimes) cpuTimes {
-	return cpuTimes{api: a.api - b.api, etcd: a.etcd - b.etcd, ok: a.ok && b.ok}
+	return cpuTimes{api: a.api - b.api, etcd: a.etcd - b.etcd, ok: a.ok && b.ok,
+		ctrl: a.ctrl - b.ctrl, ctrlOK: a.ctrlOK && b.ctrlOK}
 }
 
 // controlPlane finds the cluster's kube-apiserver and etcd processes once:
@@ -35,6 +43,8 @@ func (a cpuTimes) sub(b cpuTimes) cpuTimes {
 type controlPlane struct {
 	once      sync.Once
 	api, etcd int // PIDs, 0 when not found
+	kcmOnce   sync.Once
+	kcm       int32
 }
 
 // cpu reads the CPU time of the cluster's API server and etcd; ok is false
@@ -58,7 +68,27 @@ func (c *cluster) cpu() cpuTimes {
 	if err1 != nil || err2 != nil {
 		return cpuTimes{}
 	}
-	return cpuTimes{api: api, etcd: etcd, ok: true}
+	t := cpuTimes{api: api, etcd: etcd, ok: true}
+	if pid := c.ctrlPID.Load(); pid != 0 {
+		var err error
+		t.ctrl, err = procCPU(int(pid))
+		t.ctrlOK = err == nil
+	}
+	return t
+}
+
+// controllerManager is the PID of the cluster's kube-controller-manager,
+// whose CPU is that of the ReplicaSet, Deployment and StatefulSet
+// controllers: in the measured window nothing else asks it for work (no
+// Services, no Jobs; the garbage collector only watches). 0 when not found.
+func (c *cluster) controllerManager() int32 {
+	c.procs.kcmOnce.Do(func() {
+		c.procs.kcm = int32(findProcess("kube-controller-manager"))
+		if c.procs.kcm == 0 {
+			logf("controller CPU: no kube-controller-manager of the %s cluster in /proc: the ReplicaSet and StatefulSet controller CPU stays empty", clusterName)
+		}
+	})
+	return c.procs.kcm
 }
 
 // findProcess is the PID of the process whose executable is named name
@@ -125,14 +155,18 @@ func statCPU(pid int, s string) (time.Duration, error) {
 	return time.Duration(ticks) * time.Second / clockTick, nil
 }
 
-// cpuPer1000 is the cell of the CPU column: the API server's and etcd's
-// CPU seconds per 1000 pods of the scenario.
+// cpuPer1000 is the cell of the CPU column: the API server's, etcd's and
+// the controller's CPU seconds per 1000 pods of the scenario.
 func cpuPer1000(m *measurement) string {
 	if m == nil || m.skipped || m.err != nil || m.cutoff || !m.cpu.ok || m.pods <= 0 {
 		return "—"
 	}
-	per := func(d time.Duration) float64 { return d.Seconds() * 1000 / float64(m.pods) }
-	return fmt.Sprintf("%.2f s / %.2f s", per(m.cpu.api), per(m.cpu.etcd))
+	per := func(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()*1000/float64(m.pods)) }
+	ctrl := "—"
+	if m.cpu.ctrlOK {
+		ctrl = per(m.cpu.ctrl)
+	}
+	return per(m.cpu.api) + " / " + per(m.cpu.etcd) + " / " + ctrl
 }
 
 // cpuLog is the CPU part of a measurement's log line.
@@ -140,5 +174,9 @@ func (m *measurement) cpuLog() string {
 	if !m.cpu.ok {
 		return ""
 	}
-	return fmt.Sprintf("; CPU: kube-apiserver %.2f s, etcd %.2f s", m.cpu.api.Seconds(), m.cpu.etcd.Seconds())
+	s := fmt.Sprintf("; CPU: kube-apiserver %.2f s, etcd %.2f s", m.cpu.api.Seconds(), m.cpu.etcd.Seconds())
+	if m.cpu.ctrlOK {
+		s += fmt.Sprintf(", controller %.2f s", m.cpu.ctrl.Seconds())
+	}
+	return s
 }

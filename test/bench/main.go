@@ -24,8 +24,10 @@ import (
 func main() {
 	size := flag.String("size", "full", "tiny (every scenario at a tiny size, about two minutes) or full")
 	out := flag.String("out", "", "also write the table to this file")
+	plots := flag.String("plots", "", "write the SVG plots of pods Ready over time into this folder (default: the run's log folder)")
 	keep := flag.Bool("keep-cluster", false, "keep the podset-bench cluster at the end even if this run created it")
-	onlyPhases := flag.String("only", "", "run only these phases, comma-separated (conv, rollout, inplace, reaction, memory): a debugging aid")
+	onlyPhases := flag.String("only", "", "run only these phases, comma-separated (conv, rollout, inplace, reaction, memory; scale, which only runs when named here)")
+	scaleFlag := flag.String("scale", "1000x10", "the scale phase's K PodSets (and ReplicaSets, StatefulSets) x N pods")
 	convFlag := flag.String("conv", "", "replace the convergence scenarios, e.g. 100x10,1x1000 (the scale-down follows a first 1xN): a debugging aid")
 	operatorFlags := flag.String("operator-flags", "", "extra flags for the operator subprocess, e.g. \"--max-concurrent-reconciles=16\": a debugging aid")
 	who := flag.String("contenders", "", "run only these contenders, comma-separated (limit, podset, replicaset, statefulset, tutorial): a debugging aid")
@@ -63,15 +65,19 @@ func main() {
 			s.conv = append(s.conv, [2]int32{k, n})
 		}
 	}
+	if _, err := fmt.Sscanf(*scaleFlag, "%dx%d", &scaleShape[0], &scaleShape[1]); err != nil || scaleShape[0] < 1 || scaleShape[1] < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -scale takes KxN")
+		os.Exit(2)
+	}
 	operatorArgs = strings.Fields(*operatorFlags)
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	code := run(ctx, s, *out, *keep)
+	code := run(ctx, s, *out, *plots, *keep)
 	cancel()
 	os.Exit(code)
 }
 
-func run(ctx context.Context, s sizes, out string, keep bool) int {
+func run(ctx context.Context, s sizes, out, plots string, keep bool) int {
 	began := time.Now()
 	c, err := newCluster()
 	if err != nil {
@@ -143,7 +149,7 @@ func run(ctx context.Context, s sizes, out string, keep bool) int {
 				break
 			}
 			logf("== %s, %s", convID(kn[0], kn[1]), x.name())
-			b.convergence(ctx, kn[0], kn[1], i == 0 && kn[0] == 1 && kn[1] > s.scaleTo, x)
+			b.convergence(ctx, kn[0], kn[1], i == 0 && kn[0] == 1 && kn[1] > s.scaleTo, x, convID(kn[0], kn[1]))
 		}
 		b.logLimitLoops(convID(kn[0], kn[1]))
 		if i == 0 && kn[0] == 1 && kn[1] > s.scaleTo {
@@ -179,6 +185,10 @@ func run(ctx context.Context, s sizes, out string, keep bool) int {
 		logf("== memory")
 		b.memory = b.memoryScenario(ctx)
 	}
+	if ctx.Err() == nil && phases["scale"] {
+		logf("== scale %s", convID(scaleShape[0], scaleShape[1]))
+		b.scale = b.scaleScenario(ctx, scaleShape[0], scaleShape[1])
+	}
 	if ctx.Err() != nil {
 		b.fail("interrupted: %v", ctx.Err())
 	} else if err := c.deleteNamespaces(ctx, b.leftover...); err != nil {
@@ -193,6 +203,18 @@ func run(ctx context.Context, s sizes, out string, keep bool) int {
 			return 1
 		}
 	}
+	if plots == "" {
+		plots = logDir
+	}
+	if err := os.MkdirAll(plots, 0o755); err != nil {
+		b.fail("plots: %v", err)
+	} else if files, err := b.writePlots(plots); err != nil {
+		b.fail("plots: %v", err)
+	} else {
+		for _, f := range files {
+			logf("plot: %s", f)
+		}
+	}
 	logf("wall time %s", time.Since(began).Round(time.Second))
 	if len(b.failures) > 0 {
 		sort.Strings(b.failures)
@@ -204,6 +226,9 @@ func run(ctx context.Context, s sizes, out string, keep bool) int {
 	}
 	return 0
 }
+
+// scaleShape is K x N of the scale phase (-scale).
+var scaleShape [2]int32
 
 // operatorArgs are extra flags for the operator subprocess.
 var operatorArgs []string

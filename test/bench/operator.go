@@ -43,52 +43,27 @@ func buildOperator(ctx context.Context, root, out string) error {
 type operatorProcess struct {
 	cmd  *exec.Cmd
 	done chan error
+	// started is when it was started; workers is closed once its
+	// controller has started its workers (its caches are synced, and it
+	// leads when it elects a leader), at workersAt.
+	started   time.Time
+	workers   chan struct{}
+	workersAt time.Time
+
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // startOperator starts the binary on the given namespaces and returns once
-// its controller has started its workers (its caches are synced).
-func startOperator(ctx context.Context, bin, kubeconfig, logFile string, namespaces []string) (*operatorProcess, error) {
-	cmd := exec.Command(bin,
-		"--kubeconfig", kubeconfig,
-		"--leader-elect=false",
-		"--metrics-bind-address=0",
-		"--health-probe-bind-address=0",
-		"--log-format", "json",
-		"--namespaces", strings.Join(namespaces, ","),
-	)
-	cmd.Args = append(cmd.Args, operatorArgs...)
-	log, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+// its controller has started its workers (its caches are synced). extra
+// flags come after the defaults, so they override them.
+func startOperator(ctx context.Context, bin, kubeconfig, logFile string, namespaces []string, extra ...string) (*operatorProcess, error) {
+	p, err := launchOperator(bin, kubeconfig, logFile, namespaces, extra...)
 	if err != nil {
 		return nil, err
 	}
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	p := &operatorProcess{cmd: cmd, done: make(chan error, 1)}
-	started := make(chan struct{})
-	go func() {
-		var once sync.Once
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(log, line)
-			if strings.Contains(line, `"Starting workers"`) {
-				once.Do(func() { close(started) })
-			}
-		}
-		log.Close()
-	}()
-	go func() {
-		err := cmd.Wait()
-		pw.Close()
-		p.done <- err
-	}()
 	select {
-	case <-started:
+	case <-p.workers:
 		return p, nil
 	case err := <-p.done:
 		return nil, fmt.Errorf("the operator exited before it started (log: %s): %v", logFile, err)
@@ -101,12 +76,63 @@ func startOperator(ctx context.Context, bin, kubeconfig, logFile string, namespa
 	}
 }
 
+// launchOperator starts the binary and returns at once; p.workers tells
+// when its controller runs.
+func launchOperator(bin, kubeconfig, logFile string, namespaces []string, extra ...string) (*operatorProcess, error) {
+	cmd := exec.Command(bin,
+		"--kubeconfig", kubeconfig,
+		"--leader-elect=false",
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
+		"--log-format", "json",
+		"--namespaces", strings.Join(namespaces, ","),
+	)
+	cmd.Args = append(cmd.Args, operatorArgs...)
+	cmd.Args = append(cmd.Args, extra...)
+	log, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	p := &operatorProcess{cmd: cmd, done: make(chan error, 1), workers: make(chan struct{}), started: time.Now()}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	go func() {
+		var once sync.Once
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(log, line)
+			if strings.Contains(line, `"Starting workers"`) {
+				once.Do(func() { p.workersAt = time.Now(); close(p.workers) })
+			}
+		}
+		log.Close()
+	}()
+	go func() {
+		err := cmd.Wait()
+		pw.Close()
+		p.done <- err
+	}()
+	return p, nil
+}
+
 // stop sends SIGTERM (the manager shuts down gracefully) and kills the
-// process if it has not exited after 35 seconds.
+// process if it has not exited after 35 seconds. Only the first call
+// stops it; later ones return its result.
 func (p *operatorProcess) stop() error {
 	if p == nil || p.cmd.Process == nil {
 		return nil
 	}
+	p.stopOnce.Do(func() { p.stopErr = p.terminate() })
+	return p.stopErr
+}
+
+func (p *operatorProcess) terminate() error {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-p.done:

@@ -94,6 +94,10 @@ type measurement struct {
 	// replaces, for the CPU per 1000 pods.
 	cpu  cpuTimes
 	pods int
+	// start is when the trigger was sent; curve, for a convergence, is
+	// when each pod became Ready from start (plot.go).
+	start time.Time
+	curve []time.Duration
 }
 
 // bench is one run of the benchmark.
@@ -117,6 +121,9 @@ type bench struct {
 	// The reaction and memory scenarios.
 	reaction map[string]*reactionResult
 	memory   *memoryResult
+
+	// scale is the scale scenario's result (scale.go).
+	scale *scaleResult
 
 	// inPlaceProbe is what the cluster lacks for in-place updates ("" when
 	// nothing), once checked.
@@ -232,7 +239,7 @@ func (b *bench) timed(ctx context.Context, budget time.Duration, trigger func(co
 	defer cancel()
 	cpuBefore := b.c.cpu()
 	start := time.Now()
-	m := &measurement{}
+	m := &measurement{start: start}
 	if err := trigger(wctx); err != nil {
 		m.err = err
 	} else if err := b.obs.waitFor(wctx, "convergence", done); err != nil {
@@ -313,9 +320,11 @@ func (b *bench) session(ctx context.Context, id string, x contender, what kinds,
 	}
 	b.obs = obs
 	defer func() { obs.stop(); b.obs = nil }()
+	b.c.ctrlPID.Store(0)
 	stop, err := x.start(ctx, []string{ns})
 	if err == nil {
 		err = body(ns)
+		b.c.ctrlPID.Store(0)
 		if serr := stop(); serr != nil && err == nil {
 			err = fmt.Errorf("stopping %s: %w", x.name(), serr)
 		}
@@ -336,8 +345,7 @@ func (b *bench) session(ctx context.Context, id string, x contender, what kinds,
 
 // convergence runs 0 -> N for K sets with one contender and, for the first
 // scenario, the scale-down that follows.
-func (b *bench) convergence(ctx context.Context, k, n int32, scale bool, x contender) {
-	id := convID(k, n)
+func (b *bench) convergence(ctx context.Context, k, n int32, scale bool, x contender, id string) {
 	err := b.session(ctx, fmt.Sprintf("%dx%d-%s", k, n, slug(x.name())), x, x.kinds(), func(ns string) error {
 		j := job{ns: ns, sets: setNames(k), n: n}
 		if err := x.prepare(ctx, j); err != nil {
@@ -347,6 +355,7 @@ func (b *bench) convergence(ctx context.Context, k, n int32, scale bool, x conte
 		m := b.timed(ctx, b.tutorialBudget(id, x), func(ctx context.Context) error { return x.create(ctx, j) },
 			func(s *state) bool { return x.ready(s, j) }, readyProgress(j))
 		m.pods = int(k * n)
+		m.curve = b.obs.readyCurve(ns, m.start)
 		b.record(id, x.name(), m)
 		if m.cutoff && scale {
 			b.record(fmt.Sprintf("scale %d -> %d", n, b.size.scaleTo), x.name(), &measurement{skipped: true,

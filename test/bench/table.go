@@ -9,8 +9,8 @@ import (
 // row is one line of the result table.
 type row struct {
 	scenario, contender, measured, podWrites, statusWrites, podGets, check, target, result string
-	// cpu is the API server's and etcd's CPU per 1000 pods ("—" when
-	// empty).
+	// cpu is the API server's, etcd's and the controller's CPU per 1000
+	// pods ("—" when empty).
 	cpu string
 }
 
@@ -30,9 +30,10 @@ func (b *bench) table() string {
 	rows = append(rows, b.convergedRows()...)
 	rows = append(rows, b.reactionRows()...)
 	rows = append(rows, b.memoryRows()...)
+	rows = append(rows, b.scaleRows()...)
 
 	var sb strings.Builder
-	sb.WriteString("| Scenario | Contender | Measured | Pod writes (create/apply + delete) | Status writes | Pod GETs | API server / etcd CPU per 1000 pods | Check | Target | Result |\n")
+	sb.WriteString("| Scenario | Contender | Measured | Pod writes (create/apply + delete) | Status writes | Pod GETs | CPU per 1000 pods: API server / etcd / controller | Check | Target | Result |\n")
 	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		if r.cpu == "" {
@@ -59,7 +60,7 @@ func (b *bench) timedRows(title, id string, newPods int, requestTargets bool) []
 	}
 	if ps != nil {
 		r := base("podset", ps)
-		r.check, r.target, r.result = ratioCheck("podset / limit", ps, lim, 1.2, false)
+		r.check, r.target, r.result = ratioCheck("podset / limit", ps, lim, 1.1, false)
 		rows = append(rows, r)
 	}
 	if rs != nil {
@@ -77,8 +78,10 @@ func (b *bench) timedRows(title, id string, newPods int, requestTargets bool) []
 		rows = append(rows, r)
 	}
 	if tut != nil {
+		// A reference: on this cluster the tutorial is only 2 to 2.5 times
+		// slower than the limit, so no ratio to podset is a target.
 		r := base("tutorial", tut)
-		r.check, r.target, r.result = ratioCheck("tutorial / podset", tut, ps, 10, true)
+		r.check = ratioOnly("tutorial / podset", tut, ps)
 		rows = append(rows, r)
 	} else if strings.HasPrefix(id, "rollout") {
 		r := base("tutorial", nil)
@@ -92,8 +95,14 @@ func (b *bench) timedRows(title, id string, newPods int, requestTargets bool) []
 		r.target, r.result = "= N", metStr(writes == newPods)
 		rows = append(rows, r)
 		r.check = fmt.Sprintf("status writes %d = %.1f%% of N", ps.counts.statusWrites, 100*float64(ps.counts.statusWrites)/float64(newPods))
-		r.target, r.result = "≤ 10% of N", metStr(float64(ps.counts.statusWrites) <= 0.1*float64(newPods))
+		r.target, r.result = "≤ 5% of N", metStr(float64(ps.counts.statusWrites) <= 0.05*float64(newPods))
 		rows = append(rows, r)
+		if rs != nil && rs.err == nil && ps.cpu.ctrlOK && rs.cpu.ctrlOK && rs.cpu.ctrl > 0 {
+			r.check = fmt.Sprintf("controller CPU: podset-operator %.2f s, kube-controller-manager (ReplicaSet) %.2f s: %.2f",
+				ps.cpu.ctrl.Seconds(), rs.cpu.ctrl.Seconds(), ps.cpu.ctrl.Seconds()/rs.cpu.ctrl.Seconds())
+			r.target, r.result = "≤ 1.0", metStr(ps.cpu.ctrl <= rs.cpu.ctrl)
+			rows = append(rows, r)
+		}
 	}
 	return rows
 }
@@ -339,4 +348,49 @@ func shortErr(err error) string {
 		s = s[:80] + "…"
 	}
 	return strings.ReplaceAll(s, "|", "/")
+}
+
+// scaleRows are the rows of the scale scenario: K x N to Ready for each
+// contender, the operator's peak heap, and its restart and leader change.
+func (b *bench) scaleRows() []row {
+	sr := b.scale
+	if sr == nil {
+		return nil
+	}
+	id := "scale " + convID(sr.k, sr.n)
+	pods := int(sr.k * sr.n)
+	rows := b.timedRows(id+" → ready", id, pods, true)
+	if sr.peakHeap > 0 {
+		perPod := float64(sr.peakHeap) / 1024 / float64(pods)
+		rows = append(rows, row{scenario: id + " → ready", contender: "podset",
+			measured: fmt.Sprintf("peak heap %s, peak RSS %s", mib(sr.peakHeap), mib(sr.peakRSS)),
+			check:    fmt.Sprintf("peak heap in use (sampled HeapAlloc, garbage included) per pod: %.2f KiB", perPod),
+			target:   "≤ 4 KiB per pod", result: metStr(perPod <= 4)})
+	}
+	for _, x := range []struct {
+		title string
+		r     *restartResult
+	}{{"operator restart over " + convID(sr.k, sr.n), sr.restart}, {"leader change over " + convID(sr.k, sr.n), sr.leader}} {
+		if x.r == nil {
+			continue
+		}
+		r := row{scenario: x.title, contender: "podset", podWrites: "—", statusWrites: "—", podGets: "—"}
+		if x.r.err != nil {
+			r.measured, r.check, r.target, r.result = "failed: "+shortErr(x.r.err), "—", "—", "missed"
+			rows = append(rows, r)
+			continue
+		}
+		c := x.r.requests
+		r.measured = fmt.Sprintf("first full pass after %s (workers after %s), peak heap %s", fmtDur(x.r.pass), fmtDur(x.r.sync), mib(x.r.peakHeap))
+		r.podWrites = fmt.Sprintf("%d + %d", c.podCreates, c.podDeletes)
+		r.statusWrites = fmt.Sprint(c.statusWrites)
+		r.podGets = fmt.Sprint(c.podGets)
+		r.check = fmt.Sprintf("operator writes %d %v", x.r.totalWrites(), x.r.writes)
+		r.target, r.result = "0 writes", metStr(x.r.totalWrites() == 0 && c.podCreates+c.podDeletes+c.statusWrites+c.gateApplies == 0)
+		rows = append(rows, r)
+		r.check = fmt.Sprintf("first full pass / caches synced: %.2f", x.r.pass.Seconds()/x.r.sync.Seconds())
+		r.target, r.result = "≤ 2", metStr(x.r.pass <= 2*x.r.sync)
+		rows = append(rows, r)
+	}
+	return rows
 }

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// readyCurve is when each pod of a scenario became Ready, from the
+// trigger, sorted: the i-th entry is when i+1 pods were Ready.
+func (o *observer) readyCurve(ns string, start time.Time) []time.Duration {
+	var curve []time.Duration
+	o.read(func(s *state) {
+		for _, p := range s.pods {
+			if p.ns == ns && p.ready && !p.terminating && !p.readyAt.Before(start) {
+				curve = append(curve, p.readyAt.Sub(start))
+			}
+		}
+	})
+	slices.Sort(curve)
+	return curve
+}
+
+// plotOrder is the order, and so the colour, of the contenders in a plot.
+var plotOrder = []string{"limit", "podset", "replicaset", "statefulset", "tutorial"}
+
+// writePlots writes, for every convergence scenario of the run, the pods
+// Ready over time of every contender as an SVG file in dir, and returns
+// the files' paths.
+func (b *bench) writePlots(dir string) ([]string, error) {
+	var files []string
+	ids := make([]string, 0, len(b.size.conv)+1)
+	for _, kn := range b.size.conv {
+		ids = append(ids, convID(kn[0], kn[1]))
+	}
+	if b.scale != nil {
+		ids = append(ids, "scale "+convID(b.scale.k, b.scale.n))
+	}
+	for _, id := range ids {
+		res := b.results[id]
+		if res == nil {
+			continue
+		}
+		p := plot.New()
+		p.Title.Text = fmt.Sprintf("%s → ready: pods Ready over time (run %s)", id, b.c.runID)
+		p.X.Label.Text = "seconds since the sets were created"
+		p.Y.Label.Text = "pods Ready"
+		p.Legend.Top, p.Legend.Left = false, false
+		p.Add(plotter.NewGrid())
+		lines := 0
+		for i, name := range plotOrder {
+			m := res[name]
+			if m == nil || len(m.curve) == 0 {
+				continue
+			}
+			label := name
+			if name == "limit" {
+				label = "limit (" + b.limitBest[id] + ")"
+			}
+			if m.cutoff {
+				label += " (cut off)"
+			}
+			l, err := plotter.NewLine(curveXYs(m.curve))
+			if err != nil {
+				return files, err
+			}
+			l.StepStyle = plotter.PostStep
+			l.Color = plotutil.Color(i)
+			l.Dashes = plotutil.Dashes(i)
+			l.Width = vg.Points(1.5)
+			p.Add(l)
+			p.Legend.Add(fmt.Sprintf("%s: %s", label, fmtDur(m.curve[len(m.curve)-1])), l)
+			lines++
+		}
+		if lines == 0 {
+			continue
+		}
+		path := filepath.Join(dir, "ready-"+strings.ReplaceAll(strings.ReplaceAll(id, " x ", "x"), " ", "-")+".svg")
+		if err := p.Save(7*vg.Inch, 4*vg.Inch, path); err != nil {
+			return files, fmt.Errorf("writing %s: %w", path, err)
+		}
+		files = append(files, path)
+	}
+	return files, nil
+}
+
+// curveXYs is a ready curve as points (seconds, pods Ready), from (0, 0).
+func curveXYs(curve []time.Duration) plotter.XYs {
+	xys := make(plotter.XYs, 0, len(curve)+1)
+	xys = append(xys, plotter.XY{})
+	for i, d := range curve {
+		xys = append(xys, plotter.XY{X: d.Seconds(), Y: float64(i + 1)})
+	}
+	return xys
+}

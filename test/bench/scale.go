@@ -1,0 +1,550 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The scale scenario (-only scale; make bench-scale): K PodSets of N pods
+// (1000 x 10 by default) to Ready, beside K ReplicaSets and K
+// StatefulSets of the same shape, each in a namespace of its own; then,
+// over the converged PodSets, the operator restarted, and a leader change
+// between two replicas. A restart and a leader change must cost no write,
+// and the first full pass over every PodSet must end within twice the time
+// the caches took to sync. The operator runs as a subprocess with its
+// metrics endpoint on 127.0.0.1, read with a token bound to
+// podset-bench-metrics: its passes, work queue, writes and heap.
+
+// scaleResult is what the scale scenario measured.
+type scaleResult struct {
+	k, n int32
+	// peakHeap is the operator's largest heap in use (HeapAlloc, sampled)
+	// while it converged the PodSets, peakRSS its peak resident set.
+	peakHeap, peakRSS uint64
+	restart, leader   *restartResult
+	err               error
+}
+
+// restartResult is an operator (re)start over converged PodSets.
+type restartResult struct {
+	// sync is from the start (for a leader change: from the old leader's
+	// SIGTERM) to the controller's workers starting, which they do once
+	// the caches are synced (and the replica leads); pass is to the end of
+	// the first pass over every PodSet.
+	sync, pass time.Duration
+	// writes are the operator's own writes by verb (rest_client_requests_total),
+	// requests what the API server counted meanwhile.
+	writes   map[string]int
+	requests counts
+	peakHeap uint64
+	err      error
+}
+
+func (r *restartResult) totalWrites() int {
+	n := 0
+	for _, v := range r.writes {
+		n += v
+	}
+	return n
+}
+
+// scaleScenario runs the scale scenario for K x N.
+func (b *bench) scaleScenario(ctx context.Context, k, n int32) *scaleResult {
+	res := &scaleResult{k: k, n: n}
+	id := "scale " + convID(k, n)
+	// 110 pods fit a kwok node; ten percent to spare.
+	nodes := max(b.size.nodes, int(k*n)*11/1000+1)
+	if err := b.c.up(ctx, nodes); err != nil {
+		res.err = err
+		b.fail("%s: %v", id, err)
+		return res
+	}
+	for _, x := range []contender{&replicaSetContender{b: b}, &statefulSetContender{b: b}} {
+		if !included(x) || ctx.Err() != nil {
+			continue
+		}
+		logf("== %s, %s", id, x.name())
+		b.convergence(ctx, k, n, false, x, id)
+	}
+	if only["podset"] || len(only) == 0 {
+		logf("== %s, podset, then its restart and a leader change", id)
+		res.err = b.scalePodSet(ctx, res, id)
+		if res.err != nil {
+			b.fail("%s, podset: %v", id, res.err)
+		}
+	}
+	return res
+}
+
+func included(x contender) bool { return len(only) == 0 || only[contenderKind(x.name())] }
+
+// scalePodSet converges K x N PodSets under an operator whose metrics it
+// reads, then restarts the operator and changes its leader.
+func (b *bench) scalePodSet(ctx context.Context, res *scaleResult, id string) error {
+	token, err := b.metricsToken(ctx)
+	if err != nil {
+		return err
+	}
+	x := &scalePodSetContender{podSetContender: podSetContender{b: b}, token: token}
+	j := job{sets: setNames(res.k), n: res.n}
+	return b.session(ctx, "scale-podset", x, x.kinds(), func(ns string) error {
+		j.ns = ns
+		time.Sleep(settle / 3)
+		m := b.timed(ctx, 0, func(ctx context.Context) error { return x.create(ctx, j) },
+			func(s *state) bool { return x.ready(s, j) }, readyProgress(j))
+		m.pods = int(res.k * res.n)
+		m.curve = b.obs.readyCurve(ns, m.start)
+		b.record(id, x.name(), m)
+		if m.err != nil {
+			return m.err
+		}
+		res.peakHeap, res.peakRSS = x.samples.peakHeap(), peakRSS(x.op)
+		logf("%s, podset: peak heap %s (%.2f KiB per pod), peak RSS %s", id, mib(res.peakHeap),
+			float64(res.peakHeap)/1024/float64(m.pods), mib(res.peakRSS))
+		b.c.ctrlPID.Store(0)
+		x.stopSampling()
+		if err := x.op.stop(); err != nil {
+			return fmt.Errorf("stopping the operator: %w", err)
+		}
+		x.op = nil
+		time.Sleep(settle)
+
+		res.restart = b.restart(ctx, ns, token, int(res.k))
+		logf("%s, podset restart: %s", id, res.restart)
+		res.leader = b.leaderChange(ctx, ns, token, int(res.k))
+		logf("%s, podset leader change: %s", id, res.leader)
+		return nil
+	})
+}
+
+func (r *restartResult) String() string {
+	if r.err != nil {
+		return r.err.Error()
+	}
+	return fmt.Sprintf("workers after %s, first full pass after %s (%.2fx), peak heap %s, operator writes %v; at the API server: %s",
+		fmtDur(r.sync), fmtDur(r.pass), r.pass.Seconds()/r.sync.Seconds(), mib(r.peakHeap), r.writes, r.requests)
+}
+
+// restart starts one operator over the converged PodSets of ns and
+// measures its start and first full pass.
+func (b *bench) restart(ctx context.Context, ns, token string, sets int) *restartResult {
+	r := &restartResult{}
+	r.err = func() error {
+		before, err := b.c.scrape(ctx)
+		if err != nil {
+			return err
+		}
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		op, err := launchOperator(b.operatorBin, b.c.kubeconfig, logPath(b.logDir, "podset-operator-restart"), []string{ns},
+			"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			return err
+		}
+		defer func() { _ = op.stop() }()
+		m := newOperatorMetrics(port, token)
+		s := m.sample()
+		defer s.stop()
+		if err := s.waitPass(ctx, op, sets); err != nil {
+			return err
+		}
+		<-op.workers
+		r.sync, r.pass = op.workersAt.Sub(op.started), s.passAt().Sub(op.started)
+		time.Sleep(2 * settle)
+		after, err := b.c.scrape(ctx)
+		if err != nil {
+			return err
+		}
+		r.requests = after.sub(before).counts()
+		r.writes, err = m.writes(ctx)
+		r.peakHeap = s.peakHeap()
+		return err
+	}()
+	return r
+}
+
+// leaderChange runs two replicas with leader election over the converged
+// PodSets of ns, waits for the leader's first full pass, stops the leader
+// and measures the other's takeover from that moment.
+func (b *bench) leaderChange(ctx context.Context, ns, token string, sets int) *restartResult {
+	r := &restartResult{}
+	r.err = func() error {
+		type replica struct {
+			op *operatorProcess
+			m  *operatorMetrics
+			s  *sampler
+		}
+		var replicas []*replica
+		defer func() {
+			for _, x := range replicas {
+				x.s.stop()
+				_ = x.op.stop()
+			}
+		}()
+		for i := range 2 {
+			port, err := freePort()
+			if err != nil {
+				return err
+			}
+			op, err := launchOperator(b.operatorBin, b.c.kubeconfig, logPath(b.logDir, fmt.Sprintf("podset-operator-replica-%d", i)), []string{ns},
+				"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(port),
+				"--leader-elect=true", "--leader-election-namespace="+ns, "--leader-election-id=podset-bench")
+			if err != nil {
+				return err
+			}
+			m := newOperatorMetrics(port, token)
+			replicas = append(replicas, &replica{op: op, m: m, s: m.sample()})
+		}
+		var leader, standby *replica
+		select {
+		case <-replicas[0].op.workers:
+			leader, standby = replicas[0], replicas[1]
+		case <-replicas[1].op.workers:
+			leader, standby = replicas[1], replicas[0]
+		case <-time.After(2 * time.Minute):
+			return errors.New("no replica became the leader within two minutes")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if err := leader.s.waitPass(ctx, leader.op, sets); err != nil {
+			return fmt.Errorf("the first leader: %w", err)
+		}
+		time.Sleep(2 * settle)
+		before, err := b.c.scrape(ctx)
+		if err != nil {
+			return err
+		}
+		stopped := time.Now()
+		if err := leader.op.stop(); err != nil {
+			return fmt.Errorf("stopping the leader: %w", err)
+		}
+		if err := standby.s.waitPass(ctx, standby.op, sets); err != nil {
+			return fmt.Errorf("the new leader: %w", err)
+		}
+		<-standby.op.workers
+		r.sync, r.pass = standby.op.workersAt.Sub(stopped), standby.s.passAt().Sub(stopped)
+		time.Sleep(2 * settle)
+		after, err := b.c.scrape(ctx)
+		if err != nil {
+			return err
+		}
+		r.requests = after.sub(before).counts()
+		r.writes, err = standby.m.writes(ctx)
+		r.peakHeap = standby.s.peakHeap()
+		return err
+	}()
+	return r
+}
+
+// scalePodSetContender is the podset contender with its metrics endpoint
+// on 127.0.0.1, sampled while it runs.
+type scalePodSetContender struct {
+	podSetContender
+	token   string
+	op      *operatorProcess
+	samples *sampler
+}
+
+func (p *scalePodSetContender) start(ctx context.Context, namespaces []string) (func() error, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p.op, err = startOperator(ctx, p.b.operatorBin, p.b.c.kubeconfig, logPath(p.b.logDir, "podset-operator"), namespaces,
+		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return nil, err
+	}
+	p.b.c.ctrlPID.Store(int32(p.op.cmd.Process.Pid))
+	p.samples = newOperatorMetrics(port, p.token).sample()
+	return func() error {
+		p.stopSampling()
+		if p.op == nil {
+			return nil
+		}
+		return p.op.stop()
+	}, nil
+}
+
+func (p *scalePodSetContender) stopSampling() {
+	if p.samples != nil {
+		p.samples.stop()
+	}
+}
+
+// ---------------------------------------------------------------- metrics
+
+// metricsReader is the name of the ServiceAccount (in default) and of the
+// ClusterRole and binding that let the benchmark read the operator's
+// metrics, as a Prometheus would.
+const metricsReader = "podset-bench-metrics"
+
+// metricsToken makes sure the benchmark's metrics reader exists and
+// returns a token for it.
+func (b *bench) metricsToken(ctx context.Context) (string, error) {
+	cs := b.c.cs
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: metricsReader},
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: metricsReader},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: metricsReader},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: metav1.NamespaceDefault, Name: metricsReader}}}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: metricsReader}}
+	for _, create := range []func() error{
+		func() error {
+			_, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := cs.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, metav1.CreateOptions{})
+			return err
+		},
+	} {
+		if err := create(); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("creating the metrics reader: %w", err)
+		}
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(sa.Namespace).CreateToken(ctx, sa.Name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptrTo[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("requesting a token for the metrics reader: %w", err)
+	}
+	return tr.Status.Token, nil
+}
+
+// operatorMetrics reads one operator's metrics endpoint.
+type operatorMetrics struct {
+	url, token string
+	hc         *http.Client
+}
+
+func newOperatorMetrics(port int, token string) *operatorMetrics {
+	return &operatorMetrics{
+		url:   "https://127.0.0.1:" + strconv.Itoa(port) + "/metrics",
+		token: token,
+		// The operator's own self-signed certificate, on loopback.
+		hc: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback, self-signed
+		}},
+	}
+}
+
+// read scrapes the endpoint.
+func (m *operatorMetrics) read(ctx context.Context) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+m.token)
+	resp, err := m.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("scraping %s: %s: %s", m.url, resp.Status, body)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(resp.Body)
+}
+
+// writes is the operator's writes so far by HTTP method.
+func (m *operatorMetrics) writes(ctx context.Context) (map[string]int, error) {
+	f, err := m.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, s := range f["rest_client_requests_total"].GetMetric() {
+		method := label(s, "method")
+		if method != "GET" && method != "LIST" && method != "WATCH" {
+			out[method] += int(s.GetCounter().GetValue())
+		}
+	}
+	return out, nil
+}
+
+// sampler scrapes an operator every 200 ms: its heap, and whether its
+// first full pass is done.
+type sampler struct {
+	m      *operatorMetrics
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu    sync.Mutex
+	heap  uint64
+	depth float64
+	// passes is how many passes the podset controller has finished,
+	// whatever their result.
+	passes float64
+	// at is when the first scrape that found passes >= want and an empty
+	// queue was sent; want 0 means not asked yet.
+	at   time.Time
+	want float64
+	errs int
+}
+
+func (m *operatorMetrics) sample() *sampler {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &sampler{m: m, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			sent := time.Now()
+			f, err := m.read(ctx)
+			s.mu.Lock()
+			if err != nil {
+				s.errs++
+			} else {
+				s.heap = max(s.heap, uint64(gauge(f, "go_memstats_heap_alloc_bytes", nil)))
+				s.depth = gauge(f, "workqueue_depth", map[string]string{"name": "podset"})
+				s.passes = 0
+				for _, x := range f["controller_runtime_reconcile_total"].GetMetric() {
+					if label(x, "controller") == "podset" {
+						s.passes += x.GetCounter().GetValue()
+					}
+				}
+				if s.want > 0 && s.at.IsZero() && s.passes >= s.want && s.depth == 0 {
+					s.at = sent
+				}
+			}
+			s.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+// waitPass waits until op's controller has finished at least sets passes
+// with nothing left in its queue: one pass over every PodSet of a
+// converged state.
+func (s *sampler) waitPass(ctx context.Context, op *operatorProcess, sets int) error {
+	s.mu.Lock()
+	s.want = float64(sets)
+	s.mu.Unlock()
+	deadline := time.After(10 * time.Minute)
+	for {
+		s.mu.Lock()
+		at, passes, errs := s.at, s.passes, s.errs
+		s.mu.Unlock()
+		if !at.IsZero() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-op.done:
+			op.done <- err
+			return fmt.Errorf("the operator exited: %v", err)
+		case <-deadline:
+			return fmt.Errorf("no full pass over %d PodSets within ten minutes (%v passes, %d failed scrapes)", sets, passes, errs)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (s *sampler) passAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.at
+}
+
+func (s *sampler) peakHeap() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.heap
+}
+
+func (s *sampler) stop() {
+	s.cancel()
+	<-s.done
+}
+
+// gauge is the value of a gauge family's first series whose labels
+// include want.
+func gauge(f map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	for _, m := range f[name].GetMetric() {
+		ok := true
+		for k, v := range want {
+			ok = ok && label(m, k) == v
+		}
+		if ok {
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// peakRSS is a running process's peak resident set (VmHWM), 0 when it
+// cannot be read.
+func peakRSS(op *operatorProcess) uint64 {
+	if op == nil || op.cmd.Process == nil {
+		return 0
+	}
+	raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(op.cmd.Process.Pid), "status"))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err == nil {
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}
+
+// freePort is a TCP port free on 127.0.0.1 a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
