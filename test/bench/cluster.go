@@ -89,10 +89,13 @@ func newCluster() (*cluster, error) {
 // kcmControllers are the controllers of the benchmark cluster's
 // kube-controller-manager: ReplicaSet, Deployment and StatefulSet, the
 // garbage collector (a deleted PodSet's or ReplicaSet's pods), the
-// namespace controller (the run's namespaces are deleted) and the
-// service account controller (a namespace's default ServiceAccount, which
-// a pod needs to be admitted).
-const kcmControllers = "deployment,replicaset,statefulset,garbagecollector,namespace,serviceaccount"
+// namespace controller (the run's namespaces are deleted), the service
+// account controller (a namespace's default ServiceAccount, which a pod
+// needs to be admitted) and the node lifecycle controller (it lifts the
+// not-ready taint the API server puts on every new node, so pods can be
+// scheduled).
+const kcmControllers = "deployment-controller,replicaset-controller,statefulset-controller,garbage-collector-controller," +
+	"namespace-controller,serviceaccount-controller,node-lifecycle-controller"
 
 // script runs hack/local-cluster.sh for the benchmark's cluster.
 func (c *cluster) script(ctx context.Context, nodes int, arg string) (string, error) {
