@@ -52,20 +52,41 @@ type restartResult struct {
 	// the caches are synced (and the replica leads); pass is to the end of
 	// the first pass over every PodSet.
 	sync, pass time.Duration
-	// writes are the operator's own writes by verb (rest_client_requests_total),
-	// requests what the API server counted meanwhile.
-	writes   map[string]int
-	requests counts
-	peakHeap uint64
-	err      error
+	// writes are the operator's own non-read requests by method
+	// (rest_client_requests_total): its Lease, and the TokenReviews and
+	// SubjectAccessReviews of the benchmark's scrapes among them. requests
+	// is what the API server counted meanwhile, and stateWrites the writes
+	// among them to anything but Leases, Nodes (kwok's heartbeats) and
+	// those reviews, by "VERB group/resource/subresource".
+	writes      map[string]int
+	requests    counts
+	stateWrites map[string]int
+	peakHeap    uint64
+	err         error
 }
 
-func (r *restartResult) totalWrites() int {
+func (r *restartResult) totalStateWrites() int {
 	n := 0
-	for _, v := range r.writes {
+	for _, v := range r.stateWrites {
 		n += v
 	}
 	return n
+}
+
+// stateWrites are the writes of a request diff that change the state of
+// workloads: all but Leases, Nodes, TokenReviews and SubjectAccessReviews.
+func stateWrites(d requests) map[string]int {
+	out := map[string]int{}
+	for k, v := range d {
+		switch k.resource {
+		case "leases", "nodes", "tokenreviews", "subjectaccessreviews":
+			continue
+		}
+		if isWrite(k.verb) && v > 0 {
+			out[k.verb+" "+strings.Trim(k.group+"/"+k.resource+"/"+k.subresource, "/")] += int(v)
+		}
+	}
+	return out
 }
 
 // scaleScenario runs the scale scenario for K x N.
@@ -141,8 +162,8 @@ func (r *restartResult) String() string {
 	if r.err != nil {
 		return r.err.Error()
 	}
-	return fmt.Sprintf("workers after %s, first full pass after %s (%.2fx), peak heap %s, operator writes %v; at the API server: %s",
-		fmtDur(r.sync), fmtDur(r.pass), r.pass.Seconds()/r.sync.Seconds(), mib(r.peakHeap), r.writes, r.requests)
+	return fmt.Sprintf("workers after %s, first full pass after %s (%.2fx), peak heap %s, writes to workloads %v, the operator's non-read requests by method %v; at the API server: %s",
+		fmtDur(r.sync), fmtDur(r.pass), r.pass.Seconds()/r.sync.Seconds(), mib(r.peakHeap), r.stateWrites, r.writes, r.requests)
 }
 
 // restart starts one operator over the converged PodSets of ns and
@@ -177,7 +198,7 @@ func (b *bench) restart(ctx context.Context, ns, token string, sets int) *restar
 		if err != nil {
 			return err
 		}
-		r.requests = after.sub(before).counts()
+		r.requests, r.stateWrites = after.sub(before).counts(), stateWrites(after.sub(before))
 		r.writes, err = m.writes(ctx)
 		r.peakHeap = s.peakHeap()
 		return err
@@ -250,7 +271,7 @@ func (b *bench) leaderChange(ctx context.Context, ns, token string, sets int) *r
 		if err != nil {
 			return err
 		}
-		r.requests = after.sub(before).counts()
+		r.requests, r.stateWrites = after.sub(before).counts(), stateWrites(after.sub(before))
 		r.writes, err = standby.m.writes(ctx)
 		r.peakHeap = standby.s.peakHeap()
 		return err

@@ -70,7 +70,7 @@ var (
 		conv: [][2]int32{{1, 10}, {2, 5}, {5, 2}}, scaleTo: 2,
 		rollout:      5,
 		inPlace:      5,
-		reactionSets: 2, reactionReplicas: 2, trials: 10,
+		reactionSets: 2, reactionReplicas: 2, trials: 3,
 		memSets: 2, mem1: 5, mem2: 10, unrelated: 20,
 		workers: []int{32},
 		timeout: 2 * time.Minute, rolloutBudget: 30 * time.Second,
