@@ -27,8 +27,9 @@ func podName(podSetName string, ordinal int) string {
 // It reports false for any other name, including ordinals with leading
 // zeros, which podName never makes.
 func podOrdinal(podSetName, name string) (int, bool) {
-	suffix, ok := strings.CutPrefix(name, podSetName+"-")
-	if !ok || suffix == "" || len(suffix) > 1 && suffix[0] == '0' {
+	rest, ok := strings.CutPrefix(name, podSetName)
+	suffix, dash := strings.CutPrefix(rest, "-")
+	if !ok || !dash || suffix == "" || len(suffix) > 1 && suffix[0] == '0' {
 		return 0, false
 	}
 	for _, c := range suffix {

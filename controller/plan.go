@@ -3,6 +3,7 @@ package controller
 import (
 	"cmp"
 	"slices"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -276,7 +277,22 @@ func heldRevision(ps *podsetv1alpha1.PodSet, in planInput, ordinal int) string {
 // the operator's labels, the controller reference, or a container image.
 // Everything else in a pod's spec is immutable.
 func drifted(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, pod *corev1.Pod, ordinal int, hash string) bool {
-	for k, v := range podLabels(ps, tmpl, ordinal, hash) {
+	// The labels podLabels makes, checked without making them: this runs
+	// for every running pod in every pass.
+	var buf [20]byte
+	if got, ok := pod.Labels[podsetv1alpha1.NameLabel]; !ok || got != ps.Name {
+		return true
+	}
+	if got, ok := pod.Labels[podsetv1alpha1.OrdinalLabel]; !ok || got != string(strconv.AppendInt(buf[:0], int64(ordinal), 10)) {
+		return true
+	}
+	if got, ok := pod.Labels[podsetv1alpha1.TemplateHashLabel]; !ok || got != hash {
+		return true
+	}
+	for k, v := range tmpl.Labels {
+		if k == podsetv1alpha1.NameLabel || k == podsetv1alpha1.OrdinalLabel || k == podsetv1alpha1.TemplateHashLabel {
+			continue // podLabels sets these itself
+		}
 		if got, ok := pod.Labels[k]; !ok || got != v {
 			return true
 		}
@@ -295,12 +311,19 @@ func drifted(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, pod *corev
 }
 
 func imagesDiffer(want, got []corev1.Container) bool {
-	images := make(map[string]string, len(got))
-	for _, c := range got {
-		images[c.Name] = c.Image
-	}
-	for _, c := range want {
-		if images[c.Name] != c.Image {
+	for i := range want {
+		c := &want[i]
+		j := i // a pod's containers are in its template's order
+		if j >= len(got) || got[j].Name != c.Name {
+			j = slices.IndexFunc(got, func(g corev1.Container) bool { return g.Name == c.Name })
+		}
+		if j < 0 {
+			if c.Image != "" {
+				return true
+			}
+			continue
+		}
+		if got[j].Image != c.Image {
 			return true
 		}
 	}
@@ -361,8 +384,20 @@ func podReady(pod *corev1.Pod) bool {
 // ordinalOf is a pod's ordinal, or MaxReplicas for a name that has none, so
 // that such pods sort above every real ordinal and are pruned first.
 func ordinalOf(ps *podsetv1alpha1.PodSet, pod *corev1.Pod) int {
-	if n, ok := podOrdinal(ps.Name, pod.Name); ok {
+	return ordinalOr(podOrdinal(ps.Name, pod.Name))
+}
+
+// ordinalOr is n when ok, else MaxReplicas.
+func ordinalOr(n int, ok bool) int {
+	if ok {
 		return n
 	}
 	return podsetv1alpha1.MaxReplicas
+}
+
+// ordinalPod is a pod name with its ordinal (ordinalOf), for sorting
+// without parsing names again.
+type ordinalPod struct {
+	ordinal int
+	name    string
 }

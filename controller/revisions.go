@@ -139,9 +139,12 @@ func planRevisions(ps *podsetv1alpha1.PodSet, revs *revisionSet, pods []corev1.P
 	}
 
 	inUse := map[string]bool{revs.update: true}
+	last := revs.update
 	for i := range pods {
-		if metav1.IsControlledBy(&pods[i], ps) {
-			inUse[pods[i].Labels[podsetv1alpha1.TemplateHashLabel]] = true
+		// Most pods run the same revision or two: look up a hash only
+		// when it differs from the pod before.
+		if h := pods[i].Labels[podsetv1alpha1.TemplateHashLabel]; h != last && metav1.IsControlledBy(&pods[i], ps) {
+			inUse[h], last = true, h
 		}
 	}
 	for _, hash := range kept {

@@ -41,7 +41,7 @@ func computeStatus(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *revisionS
 	minReady := minReadySeconds(ps)
 	partition := partition(ps)
 	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
-	var live []*corev1.Pod
+	var live []ordinalPod
 	var terminating, desiredAvailable, outdated, older int32
 	current := revs.update
 	for i := range pods {
@@ -54,8 +54,8 @@ func computeStatus(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *revisionS
 			terminating++
 			continue
 		}
-		live = append(live, pod)
 		ordinal, ok := podOrdinal(ps.Name, pod.Name)
+		live = append(live, ordinalPod{ordinal: ordinalOr(ordinal, ok), name: pod.Name})
 		wanted := ok && ordinal < int(desired)
 		hash := pod.Labels[podsetv1alpha1.TemplateHashLabel]
 		if podReady(pod) {
@@ -80,9 +80,12 @@ func computeStatus(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *revisionS
 		}
 	}
 	status.CurrentRevision = revisionName(ps, current)
-	slices.SortFunc(live, func(a, b *corev1.Pod) int { return cmp.Compare(ordinalOf(ps, a), ordinalOf(ps, b)) })
+	slices.SortFunc(live, func(a, b ordinalPod) int { return cmp.Compare(a.ordinal, b.ordinal) })
+	if len(live) > 0 {
+		status.PodNames = make([]string, 0, len(live))
+	}
 	for _, pod := range live {
-		status.PodNames = append(status.PodNames, pod.Name)
+		status.PodNames = append(status.PodNames, pod.name)
 	}
 
 	progress := fmt.Sprintf("%d/%d pods ready, %d/%d available, %d/%d up to date",
@@ -116,7 +119,7 @@ func computeStatus(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *revisionS
 		set(podsetv1alpha1.ReconcilingCondition, metav1.ConditionFalse, stalled.reason, stalled.message)
 		set(podsetv1alpha1.StalledCondition, metav1.ConditionTrue, stalled.reason, stalled.message)
 	default:
-		reason := reconcilingReason(ps, live, terminating, outdated, plan)
+		reason := reconcilingReason(ps, len(live), terminating, outdated, plan)
 		set(podsetv1alpha1.ReadyCondition, metav1.ConditionFalse, podsetv1alpha1.NotReadyReason, progress)
 		set(podsetv1alpha1.ReconcilingCondition, metav1.ConditionTrue, reason, progress)
 		set(podsetv1alpha1.StalledCondition, metav1.ConditionFalse, reason, progress)
@@ -134,12 +137,12 @@ func pluralPods(n int32, one, many string) string {
 }
 
 // reconcilingReason names what a converging PodSet is doing.
-func reconcilingReason(ps *podsetv1alpha1.PodSet, live []*corev1.Pod, terminating, outdated int32, plan *podPlan) string {
+func reconcilingReason(ps *podsetv1alpha1.PodSet, live int, terminating, outdated int32, plan *podPlan) string {
 	desired := int(replicas(ps))
 	switch {
-	case len(live) < desired || len(plan.create) > 0:
+	case live < desired || len(plan.create) > 0:
 		return podsetv1alpha1.ScalingUpReason
-	case len(live) > desired || len(plan.prune) > 0:
+	case live > desired || len(plan.prune) > 0:
 		return podsetv1alpha1.ScalingDownReason
 	case outdated > 0:
 		return podsetv1alpha1.RollingOutReason
