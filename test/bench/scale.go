@@ -78,6 +78,9 @@ func (r *restartResult) totalStateWrites() int {
 func stateWrites(d requests) map[string]int {
 	out := map[string]int{}
 	for k, v := range d {
+		if k.seconds {
+			continue
+		}
 		switch k.resource {
 		case "leases", "nodes", "tokenreviews", "subjectaccessreviews":
 			continue
