@@ -56,7 +56,7 @@ func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSe
 
 	conflicts := plan.conflicts
 	var rejected error
-	created, taken, err := r.createPods(ctx, ps, plan, revs, now)
+	created, taken, err := r.createPods(ctx, ps, plan, revs, now, &errs)
 	conflicts = append(conflicts, taken...)
 	if len(created) > 0 {
 		r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, podsetv1alpha1.ScalingUpReason, "Create", "created pods %s", summarize(created))
@@ -105,9 +105,19 @@ func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSe
 // a pod that is not the PodSet's own is never taken over, with one request
 // per pod and no window between a check and the write. It returns the pods
 // created, the names held by pods the PodSet does not control, and the
-// first error.
-func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.PodSet, plan *podPlan, revs *revisionSet, now metav1.Time) (created, taken []string, err error) {
+// first error of the creates; the errors of opening new pods' readiness
+// gates go to errs.
+//
+// A new pod's gate is opened beside the creates, not in their slow-start
+// batch: a batch waits for its creates only (they are what a refused
+// template fails), so the next batch does not wait for the gates.
+func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.PodSet, plan *podPlan, revs *revisionSet, now metav1.Time, errs *[]error) (created, taken []string, err error) {
 	var mu sync.Mutex
+	var gates sync.WaitGroup
+	gateSlots := make(chan struct{}, max(1, r.Workers))
+	defer func() {
+		gates.Wait()
+	}()
 	err = slowStart(len(plan.create), r.Workers, func(i int) error {
 		ordinal := plan.create[i]
 		name := podName(ps.Name, ordinal)
@@ -120,12 +130,21 @@ func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.Po
 			if inPlacePolicy(ps) {
 				// Its gate opens at once: it is not being updated. A pod
 				// with a gate and no condition is not Ready.
-				pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ps.Namespace, UID: uid}}
-				rv, err := r.setGate(ctx, ps, pod, true, now)
-				if err != nil && !apierrors.IsNotFound(err) {
-					return err
-				}
-				r.expectations.expectCreatedAt(keyOf(ps), name, uid, rv)
+				gateSlots <- struct{}{}
+				gates.Go(func() {
+					defer func() { <-gateSlots }()
+					pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ps.Namespace, UID: uid}}
+					rv, err := r.setGate(ctx, ps, pod, true, now)
+					if err != nil {
+						if !apierrors.IsNotFound(err) {
+							mu.Lock()
+							*errs = append(*errs, err)
+							mu.Unlock()
+						}
+						return
+					}
+					r.expectations.expectCreatedAt(keyOf(ps), name, uid, rv)
+				})
 			}
 			mu.Lock()
 			created = append(created, name)
