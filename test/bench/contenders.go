@@ -559,18 +559,48 @@ func (t *statefulSetContender) changeImage(ctx context.Context, j job) error {
 // ---------------------------------------------------------------- podset
 
 // podSetContender is podset-operator: as a subprocess of the shipped binary
-// for the timed scenarios.
-type podSetContender struct{ b *bench }
+// for the timed scenarios, with its metrics endpoint on 127.0.0.1, which
+// the benchmark samples for its passes and heap (scale.go).
+type podSetContender struct {
+	b       *bench
+	op      *operatorProcess
+	samples *sampler
+}
 
 func (p *podSetContender) name() string { return "podset" }
 func (p *podSetContender) kinds() kinds { return kindPods | kindPodSets }
 func (p *podSetContender) start(ctx context.Context, namespaces []string) (func() error, error) {
-	op, err := startOperator(ctx, p.b.operatorBin, p.b.c.kubeconfig, logPath(p.b.logDir, "podset-operator"), namespaces)
+	token, err := p.b.metricsToken(ctx)
 	if err != nil {
 		return nil, err
 	}
-	p.b.c.ctrlPID.Store(int32(op.cmd.Process.Pid))
-	return op.stop, nil
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p.op, err = startOperator(ctx, p.b.operatorBin, p.b.c.kubeconfig, logPath(p.b.logDir, "podset-operator"), namespaces,
+		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return nil, err
+	}
+	p.b.c.ctrlPID.Store(int32(p.op.cmd.Process.Pid))
+	p.samples = newOperatorMetrics(port, token).sample()
+	p.b.ctrl = p.samples
+	return p.stop, nil
+}
+
+// stop stops sampling and the operator; it may be called again.
+func (p *podSetContender) stop() error {
+	if p.samples != nil {
+		p.samples.stop()
+		p.b.ctrl, p.samples = nil, nil
+	}
+	if p.op == nil {
+		return nil
+	}
+	err := p.op.stop()
+	p.op = nil
+	return err
 }
 func (p *podSetContender) prepare(context.Context, job) error { return nil }
 func (p *podSetContender) create(ctx context.Context, j job) error {

@@ -178,5 +178,8 @@ func (m *measurement) cpuLog() string {
 	if m.cpu.ctrlOK {
 		s += fmt.Sprintf(", controller %.2f s", m.cpu.ctrl.Seconds())
 	}
+	if m.peakHeap > 0 {
+		s += fmt.Sprintf("; operator: %d passes, peak heap %s", m.passes, mib(m.peakHeap))
+	}
 	return s
 }

@@ -129,7 +129,7 @@ func (b *bench) scalePodSet(ctx context.Context, res *scaleResult, id string) er
 	if err != nil {
 		return err
 	}
-	x := &scalePodSetContender{podSetContender: podSetContender{b: b}, token: token}
+	x := &podSetContender{b: b}
 	j := job{sets: setNames(res.k), n: res.n}
 	return b.session(ctx, "scale-podset", x, x.kinds(), func(ns string) error {
 		j.ns = ns
@@ -142,15 +142,13 @@ func (b *bench) scalePodSet(ctx context.Context, res *scaleResult, id string) er
 		if m.err != nil {
 			return m.err
 		}
-		res.peakHeap, res.peakRSS = x.samples.peakHeap(), peakRSS(x.op)
+		res.peakHeap, res.peakRSS = m.peakHeap, peakRSS(x.op)
 		logf("%s, podset: peak heap %s (%.2f KiB per pod), peak RSS %s", id, mib(res.peakHeap),
 			float64(res.peakHeap)/1024/float64(m.pods), mib(res.peakRSS))
 		b.c.ctrlPID.Store(0)
-		x.stopSampling()
-		if err := x.op.stop(); err != nil {
+		if err := x.stop(); err != nil {
 			return fmt.Errorf("stopping the operator: %w", err)
 		}
-		x.op = nil
 		time.Sleep(settle)
 
 		res.restart = b.restart(ctx, ns, token, int(res.k))
@@ -282,42 +280,6 @@ func (b *bench) leaderChange(ctx context.Context, ns, token string, sets int) *r
 	return r
 }
 
-// scalePodSetContender is the podset contender with its metrics endpoint
-// on 127.0.0.1, sampled while it runs.
-type scalePodSetContender struct {
-	podSetContender
-	token   string
-	op      *operatorProcess
-	samples *sampler
-}
-
-func (p *scalePodSetContender) start(ctx context.Context, namespaces []string) (func() error, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	p.op, err = startOperator(ctx, p.b.operatorBin, p.b.c.kubeconfig, logPath(p.b.logDir, "podset-operator"), namespaces,
-		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(port))
-	if err != nil {
-		return nil, err
-	}
-	p.b.c.ctrlPID.Store(int32(p.op.cmd.Process.Pid))
-	p.samples = newOperatorMetrics(port, p.token).sample()
-	return func() error {
-		p.stopSampling()
-		if p.op == nil {
-			return nil
-		}
-		return p.op.stop()
-	}, nil
-}
-
-func (p *scalePodSetContender) stopSampling() {
-	if p.samples != nil {
-		p.samples.stop()
-	}
-}
-
 // ---------------------------------------------------------------- metrics
 
 // metricsReader is the name of the ServiceAccount (in default) and of the
@@ -328,6 +290,9 @@ const metricsReader = "podset-bench-metrics"
 // metricsToken makes sure the benchmark's metrics reader exists and
 // returns a token for it.
 func (b *bench) metricsToken(ctx context.Context) (string, error) {
+	if b.token != "" {
+		return b.token, nil
+	}
 	cs := b.c.cs
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: metricsReader},
 		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
@@ -358,7 +323,8 @@ func (b *bench) metricsToken(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("requesting a token for the metrics reader: %w", err)
 	}
-	return tr.Status.Token, nil
+	b.token = tr.Status.Token
+	return b.token, nil
 }
 
 // operatorMetrics reads one operator's metrics endpoint.
@@ -509,6 +475,23 @@ func (s *sampler) peakHeap() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.heap
+}
+
+// mark starts a measured window: the peak heap from now on, and the
+// passes counted so far.
+func (s *sampler) mark() (passes float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.heap = 0
+	return s.passes
+}
+
+// finishedPasses is how many passes the controller had finished at the
+// last scrape.
+func (s *sampler) finishedPasses() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.passes
 }
 
 func (s *sampler) stop() {

@@ -98,6 +98,10 @@ type measurement struct {
 	// when each pod became Ready from start (plot.go).
 	start time.Time
 	curve []time.Duration
+	// passes and peakHeap are the operator's passes finished in the
+	// window and its largest heap in use (sampled HeapAlloc); podset only.
+	passes   int
+	peakHeap uint64
 }
 
 // bench is one run of the benchmark.
@@ -124,6 +128,10 @@ type bench struct {
 
 	// scale is the scale scenario's result (scale.go).
 	scale *scaleResult
+	// token reads the operator's metrics; ctrl samples them while the
+	// podset contender runs (scale.go).
+	token string
+	ctrl  *sampler
 
 	// inPlaceProbe is what the cluster lacks for in-place updates ("" when
 	// nothing), once checked.
@@ -238,6 +246,10 @@ func (b *bench) timed(ctx context.Context, budget time.Duration, trigger func(co
 	wctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	cpuBefore := b.c.cpu()
+	var passesBefore float64
+	if b.ctrl != nil {
+		passesBefore = b.ctrl.mark()
+	}
 	start := time.Now()
 	m := &measurement{start: start}
 	if err := trigger(wctx); err != nil {
@@ -255,6 +267,9 @@ func (b *bench) timed(ctx context.Context, budget time.Duration, trigger func(co
 	}
 	m.dur = time.Since(start)
 	time.Sleep(settle)
+	if b.ctrl != nil {
+		m.passes, m.peakHeap = int(b.ctrl.finishedPasses()-passesBefore), b.ctrl.peakHeap()
+	}
 	after, err := b.c.scrape(ctx)
 	if err != nil && m.err == nil {
 		m.err = err

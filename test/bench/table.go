@@ -97,6 +97,11 @@ func (b *bench) timedRows(title, id string, newPods int, requestTargets bool) []
 		r.check = fmt.Sprintf("status writes %d = %.1f%% of N", ps.counts.statusWrites, 100*float64(ps.counts.statusWrites)/float64(newPods))
 		r.target, r.result = "≤ 5% of N", metStr(float64(ps.counts.statusWrites) <= 0.05*float64(newPods))
 		rows = append(rows, r)
+		if ps.peakHeap > 0 {
+			r.check = fmt.Sprintf("operator: %d passes (%.2f per pod), peak heap in use %s (sampled)", ps.passes, float64(ps.passes)/float64(newPods), mib(ps.peakHeap))
+			r.target, r.result = "—", "—"
+			rows = append(rows, r)
+		}
 		if rs != nil && rs.err == nil && ps.cpu.ctrlOK && rs.cpu.ctrlOK && rs.cpu.ctrl > 0 {
 			r.check = fmt.Sprintf("controller CPU: podset-operator %.2f s, kube-controller-manager (ReplicaSet) %.2f s: %.2f",
 				ps.cpu.ctrl.Seconds(), rs.cpu.ctrl.Seconds(), ps.cpu.ctrl.Seconds()/rs.cpu.ctrl.Seconds())
