@@ -79,12 +79,14 @@ type PodSetReconciler struct {
 	expectations *expectations
 	statusWrites *statusWrites
 	held         *heldRevisions
+	passTimes    *passTimes
 }
 
 var _ reconcile.Reconciler = (*PodSetReconciler)(nil)
 
 // SetupWithManager registers the reconciler: PodSets by generation change,
-// and pods they control by the changes that matter (podChanged).
+// and pods they control by the changes that matter (podChanged), spaced by
+// PodEventSpacing (podEvents).
 func (r *PodSetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -95,6 +97,7 @@ func (r *PodSetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	r.expectations = newExpectations(r.Clock.Now)
 	r.statusWrites = newStatusWrites()
 	r.held = newHeldRevisions()
+	r.passTimes = newPassTimes(time.Now)
 	nameLabel := func(o client.Object) []string { return []string{o.GetLabels()[podsetv1alpha1.NameLabel]} }
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, byPodSet, nameLabel); err != nil {
 		return fmt.Errorf("indexing pods by PodSet: %w", err)
@@ -104,7 +107,7 @@ func (r *PodSetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&podsetv1alpha1.PodSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&corev1.Pod{}, builder.WithPredicates(podChanged)).
+		Watches(&corev1.Pod{}, r.podEvents(), builder.WithPredicates(podChanged)).
 		Owns(&appsv1.ControllerRevision{}).
 		WithOptions(opts).
 		Complete(r)
@@ -119,6 +122,7 @@ func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			r.expectations.forget(req.NamespacedName)
 			r.statusWrites.forget(req.NamespacedName)
 			r.held.forget(req.NamespacedName)
+			r.passTimes.forget(req.NamespacedName)
 			forgetMetrics(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -126,6 +130,7 @@ func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if ps.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
 	}
+	defer r.passTimes.ended(req.NamespacedName)
 	// The status clients see, even if the cache has not caught up with the
 	// last status write yet.
 	ps.Status = r.statusWrites.shown(req.NamespacedName, ps)

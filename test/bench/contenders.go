@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -584,7 +585,7 @@ func (p *podSetContender) start(ctx context.Context, namespaces []string) (func(
 		return nil, err
 	}
 	p.b.c.ctrlPID.Store(int32(p.op.cmd.Process.Pid))
-	p.samples = newOperatorMetrics(port, token).sample()
+	p.samples = newOperatorMetrics(port, token).sample(time.Second)
 	p.b.ctrl = p.samples
 	return p.stop, nil
 }

@@ -187,7 +187,7 @@ func (b *bench) restart(ctx context.Context, ns, token string, sets int) *restar
 		}
 		defer func() { _ = op.stop() }()
 		m := newOperatorMetrics(port, token)
-		s := m.sample()
+		s := m.sample(100 * time.Millisecond)
 		defer s.stop()
 		if err := s.waitPass(ctx, op, sets); err != nil {
 			return err
@@ -237,7 +237,7 @@ func (b *bench) leaderChange(ctx context.Context, ns, token string, sets int) *r
 				return err
 			}
 			m := newOperatorMetrics(port, token)
-			replicas = append(replicas, &replica{op: op, m: m, s: m.sample()})
+			replicas = append(replicas, &replica{op: op, m: m, s: m.sample(100 * time.Millisecond)})
 		}
 		var leader, standby *replica
 		select {
@@ -380,8 +380,10 @@ func (m *operatorMetrics) writes(ctx context.Context) (map[string]int, error) {
 	return out, nil
 }
 
-// sampler scrapes an operator every 200 ms: its heap, and whether its
-// first full pass is done.
+// sampler scrapes an operator every interval: its heap, and whether its
+// first full pass is done. A scrape costs the operator CPU (rendering,
+// TLS): the timed scenarios sample once a second, the restart and the
+// leader change, which time a pass, every 100 ms.
 type sampler struct {
 	m      *operatorMetrics
 	cancel context.CancelFunc
@@ -400,12 +402,12 @@ type sampler struct {
 	errs int
 }
 
-func (m *operatorMetrics) sample() *sampler {
+func (m *operatorMetrics) sample(interval time.Duration) *sampler {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &sampler{m: m, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		t := time.NewTicker(200 * time.Millisecond)
+		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			sent := time.Now()
