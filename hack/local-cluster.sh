@@ -63,10 +63,42 @@ up() {
 		fi
 	fi
 	mv "$config.new" "$config"
-	"${kwokctl[@]}" create cluster --config "$config" \
-		--kubeconfig "$kubeconfig" --wait 2m >&2
+	create
+	if ! controllers_run; then
+		# Seen once in CI: a new cluster whose controllers never acted (a
+		# Deployment stayed at 0 of 1 replicas for minutes). Its logs say
+		# why; a second cluster is made instead of failing the caller.
+		echo "the kube-controller-manager of cluster $name does not run its controllers; its log ends:" >&2
+		"${kwokctl[@]}" logs kube-controller-manager 2>&1 | tail -n 20 >&2 || true
+		echo "recreating cluster $name" >&2
+		"${kwokctl[@]}" delete cluster >/dev/null 2>&1 || true
+		create
+		if ! controllers_run; then
+			echo "the kube-controller-manager of cluster $name does not run its controllers" >&2
+			return 1
+		fi
+	fi
 	scale_nodes
 	echo "$kubeconfig"
+}
+
+create() {
+	"${kwokctl[@]}" create cluster --config "$KWOK_WORKDIR/$name.yaml" \
+		--kubeconfig "$kubeconfig" --wait 2m >&2
+}
+
+# controllers_run waits up to a minute for the kube-controller-manager to
+# run its controllers: its service account controller gives every
+# namespace, default included, a ServiceAccount named default.
+controllers_run() {
+	local i
+	for i in $(seq 60); do
+		if "${kubectl[@]}" get serviceaccount default --namespace default >/dev/null 2>&1; then
+			return 0
+		fi
+		sleep 1
+	done
+	return 1
 }
 
 # write_config writes the kwokctl configuration of the cluster to file $1.
