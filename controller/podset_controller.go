@@ -131,6 +131,7 @@ func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, nil
 	}
 	defer r.passTimes.ended(req.NamespacedName)
+	began := r.Clock.Now()
 	// The status clients see, even if the cache has not caught up with the
 	// last status write yet.
 	ps.Status = r.statusWrites.shown(req.NamespacedName, ps)
@@ -165,6 +166,8 @@ func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	// Publish the status; a pass that changed nothing writes nothing.
 	status := computeStatus(ps, pods, revs, &plan, stalled, now)
 	wait, statusErr := r.applyStatus(ctx, ps, status)
+	statusWait := wait
+	defer func() { logPass(ctx, began, r.Clock.Now(), len(pods), &plan, ps.Status, status, statusWait, statusErr) }()
 	if statusErr != nil {
 		return ctrl.Result{}, errors.Join(err, statusErr)
 	}
@@ -276,4 +279,27 @@ func stallError(s *stall) error {
 // keyOf is the expectations key of a PodSet.
 func keyOf(ps *podsetv1alpha1.PodSet) types.NamespacedName {
 	return types.NamespacedName{Namespace: ps.Namespace, Name: ps.Name}
+}
+
+// logPass logs, at debug level (--log-level debug), what one pass did and
+// how long it took: the pass timeline of a PodSet, as the benchmark traces
+// it.
+func logPass(ctx context.Context, began, ended time.Time, pods int, plan *podPlan, shown, status podsetv1alpha1.PodSetStatus, deferred time.Duration, statusErr error) {
+	log := ctrl.LoggerFrom(ctx).V(1)
+	if !log.Enabled() {
+		return
+	}
+	outcome := "unchanged"
+	switch {
+	case statusErr != nil:
+		outcome = "failed"
+	case deferred > 0:
+		outcome = "deferred"
+	case !equality.Semantic.DeepEqual(shown, status):
+		outcome = "written"
+	}
+	log.Info("pass", "began", began.UTC().Format(time.RFC3339Nano), "took", ended.Sub(began).String(), "pods", pods,
+		"create", len(plan.create), "delete", len(plan.prune)+len(plan.rollout), "update", len(plan.update),
+		"repair", len(plan.repair), "gates", len(plan.pause)+len(plan.resume), "status", outcome,
+		"ready", status.ReadyReplicas)
 }

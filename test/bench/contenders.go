@@ -579,8 +579,11 @@ func (p *podSetContender) start(ctx context.Context, namespaces []string) (func(
 	if err != nil {
 		return nil, err
 	}
-	p.op, err = startOperator(ctx, p.b.operatorBin, p.b.c.kubeconfig, logPath(p.b.logDir, "podset-operator"), namespaces,
-		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(port))
+	args := []string{"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(port)}
+	if traceSets {
+		args = append(args, "--log-level=debug")
+	}
+	p.op, err = startOperator(ctx, p.b.operatorBin, p.b.c.kubeconfig, logPath(p.b.logDir, "podset-operator"), namespaces, args...)
 	if err != nil {
 		return nil, err
 	}

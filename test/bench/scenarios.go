@@ -372,6 +372,9 @@ func (b *bench) convergence(ctx context.Context, k, n int32, scale bool, x conte
 		m.pods = int(k * n)
 		m.curve = b.obs.readyCurve(ns, m.start)
 		b.record(id, x.name(), m)
+		if traceSets && contenderKind(x.name()) == "podset" {
+			b.traceSet(id, ns, j.sets[0], logPath(b.logDir, "podset-operator"), m.start)
+		}
 		if m.cutoff && scale {
 			b.record(fmt.Sprintf("scale %d -> %d", n, b.size.scaleTo), x.name(), &measurement{skipped: true,
 				note: fmt.Sprintf("not run: %s did not reach %d ready pods", x.name(), n)})
