@@ -19,12 +19,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
 
 func main() {
 	size := flag.String("size", "full", "tiny (every scenario at a tiny size, about two minutes) or full")
 	out := flag.String("out", "", "also write the table to this file")
 	flag.BoolVar(&traceSets, "trace", false, "run the operator with --log-level debug and print one PodSet's pass timeline after each convergence")
+	policy := flag.String("podset-policy", "", "podUpdatePolicy of the benchmark's PodSets: empty (the default, InPlaceIfPossible, pods with the operator's readiness gate) or Recreate (no gate, as the built-in controllers' pods)")
 	plots := flag.String("plots", "", "write the SVG plots of pods Ready over time into this folder (default: the run's log folder)")
 	keep := flag.Bool("keep-cluster", false, "keep the podset-bench cluster at the end even if this run created it")
 	onlyPhases := flag.String("only", "", "run only these phases, comma-separated (conv, rollout, inplace, reaction, memory; scale, which only runs when named here)")
@@ -70,6 +73,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -scale takes KxN")
 		os.Exit(2)
 	}
+	podUpdatePolicy = podsetv1alpha1.PodUpdatePolicy(*policy)
 	operatorArgs = strings.Fields(*operatorFlags)
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -89,9 +90,16 @@ func imageTemplate(set string) corev1.PodTemplateSpec {
 	return t
 }
 
+// podUpdatePolicy is the podUpdatePolicy of the benchmark's PodSets
+// (-podset-policy): empty for the default, InPlaceIfPossible, whose pods
+// carry the readiness gate the operator opens; Recreate for pods without
+// it, as the built-in controllers' pods are.
+var podUpdatePolicy podsetv1alpha1.PodUpdatePolicy
+
 // newPodSet is a PodSet of the benchmark's template. maxUnavailable, when
 // not empty, sets the rolling update budget, with podUpdatePolicy
-// InPlaceIfPossible (the default, written out).
+// InPlaceIfPossible (the default, written out) unless -podset-policy says
+// otherwise.
 func newPodSet(ns, name string, replicas int32, maxUnavailable string) *podsetv1alpha1.PodSet {
 	ps := &podsetv1alpha1.PodSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -100,10 +108,11 @@ func newPodSet(ns, name string, replicas int32, maxUnavailable string) *podsetv1
 			Template: template(name, 1),
 		},
 	}
+	ps.Spec.UpdateStrategy.PodUpdatePolicy = podUpdatePolicy
 	if maxUnavailable != "" {
 		ps.Spec.UpdateStrategy = podsetv1alpha1.PodSetUpdateStrategy{
 			Type:            podsetv1alpha1.RollingUpdateStrategyType,
-			PodUpdatePolicy: podsetv1alpha1.InPlaceIfPossibleUpdatePolicy,
+			PodUpdatePolicy: cmp.Or(podUpdatePolicy, podsetv1alpha1.InPlaceIfPossibleUpdatePolicy),
 			RollingUpdate:   &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: ptr.To(intstr.Parse(maxUnavailable))},
 		}
 	}
