@@ -74,15 +74,21 @@ func (r *restartResult) totalStateWrites() int {
 }
 
 // stateWrites are the writes of a request diff that change the state of
-// workloads: all but Leases, Nodes, TokenReviews and SubjectAccessReviews.
+// workloads: all but Leases (and the leader election's core/v1 event about
+// one), Nodes, TokenReviews and SubjectAccessReviews.
 func stateWrites(d requests) map[string]int {
 	out := map[string]int{}
 	for k, v := range d {
 		if k.seconds {
 			continue
 		}
-		switch k.resource {
-		case "leases", "nodes", "tokenreviews", "subjectaccessreviews":
+		switch {
+		case k.resource == "leases", k.resource == "nodes", k.resource == "tokenreviews", k.resource == "subjectaccessreviews":
+			continue
+		case k.group == "" && k.resource == "events":
+			// The leader election's event about the Lease ("became
+			// leader"): a core/v1 event, where the operator's own events
+			// about PodSets go through events.k8s.io and are counted.
 			continue
 		}
 		if isWrite(k.verb) && v > 0 {
