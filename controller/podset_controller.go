@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -147,11 +148,19 @@ func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	now := metav1.NewTime(r.Clock.Now()).Rfc3339Copy()
 
 	// Keep the revisions, plan the pass and apply it, unless the template
-	// is refused outright.
+	// is refused outright. The revisions are written beside the pods, not
+	// before them: both plans come from the same snapshot, the pods are
+	// made from templates the PodSet holds (never from a revision object),
+	// and no revision a pod runs or may be recreated from is pruned, so a
+	// new PodSet's first pass waits for one round trip less. A revision
+	// write that fails is retried by the next pass, as before.
 	var plan podPlan
 	stalled := r.checkTemplate(ps)
 	if stalled == nil {
-		err = r.syncRevisions(ctx, ps, planRevisions(ps, revs, pods, r.held.kept(req.NamespacedName)), revs)
+		revPlan := planRevisions(ps, revs, pods, r.held.kept(req.NamespacedName))
+		var revErr error
+		var revWrites sync.WaitGroup
+		revWrites.Go(func() { revErr = r.syncRevisions(ctx, ps, revPlan, revs) })
 		plan = planPods(ps, pods, planInput{
 			revs:       revs,
 			remembered: r.held.remembered(req.NamespacedName),
@@ -160,7 +169,8 @@ func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		})
 		var execErr error
 		stalled, execErr = r.execute(ctx, ps, &plan, revs, now)
-		err = errors.Join(err, execErr)
+		revWrites.Wait()
+		err = errors.Join(revErr, execErr)
 	}
 
 	// Publish the status; a pass that changed nothing writes nothing.
