@@ -82,7 +82,7 @@ func main() {
 	flag.BoolVar(&o.enableHTTP2, "enable-http2", false, "Serve metrics over HTTP/2 too. Off by default: HTTP/1.1 only, against the HTTP/2 Stream Cancellation and Rapid Reset CVEs.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints. \"0\" turns them off.")
 	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address of the Go profiler's /debug/pprof endpoints, unauthenticated: bind it to 127.0.0.1 or a port no one else reaches. \"0\" (the default) turns it off.")
-	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "How many PodSets are reconciled at once.")
+	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "How many PodSets are reconciled at once.")
 	flag.IntVar(&o.workers, "pod-write-workers", controller.DefaultWorkers, "How many pod writes one reconcile sends at once.")
 	flag.StringVar(&o.logLevel, "log-level", "info", "Log level: debug, info or error.")
 	flag.StringVar(&o.logFormat, "log-format", "json", "Log format: json (for clusters) or console (for humans).")

@@ -153,7 +153,8 @@ func (p *operatorProcess) terminate() error {
 }
 
 // inProcessOperator is the operator's manager built in this process the
-// way main.go builds it: controller.CacheOptions, controller.ControllerOptions(4)
+// way main.go builds it: controller.CacheOptions,
+// controller.ControllerOptions(controller.DefaultMaxConcurrentReconciles)
 // (the --max-concurrent-reconciles default), the default pod-write workers,
 // the events recorder of controller.FieldManager. Metrics and probe servers
 // are off, and the manager skips the controller-name uniqueness check so
@@ -190,7 +191,7 @@ func startInProcess(ctx context.Context, c *cluster, namespaces []string, wrap f
 		Workers:   controller.DefaultWorkers,
 	}
 	mctx, cancel := context.WithCancel(context.Background())
-	if err := r.SetupWithManager(mctx, mgr, controller.ControllerOptions(4)); err != nil {
+	if err := r.SetupWithManager(mctx, mgr, controller.ControllerOptions(controller.DefaultMaxConcurrentReconciles)); err != nil {
 		cancel()
 		return nil, err
 	}
