@@ -55,11 +55,9 @@ func CacheOptions(namespaces []string) cache.Options {
 // DefaultMaxConcurrentReconciles is how many PodSets are reconciled at
 // once by default (--max-concurrent-reconciles). A pass spends most of its
 // time waiting for the API server's answers, so more workers bring many
-// small PodSets to Ready sooner (1000 PodSets of 1 pod: 28.0–29.7 s with
-// 8 workers against 33.9–35.2 s with 4), but sets that start together
-// then each take longer and publish their progress more often (status
-// writes at 100 x 10: 213 with 8 against 126–146 with 4; at 10 x 100, 59
-// against 38). Four keeps the writes down; docs/benchmarks.md has the runs.
+// small PodSets to Ready sooner, but sets that start together then each
+// take longer and publish their progress more often. Four keeps the status
+// writes down; docs/benchmarks.md ("More workers") has the measurements.
 const DefaultMaxConcurrentReconciles = 4
 
 // ControllerOptions is the PodSet controller's configuration: concurrency,
