@@ -102,6 +102,9 @@ type measurement struct {
 	// window and its largest heap in use (sampled HeapAlloc); podset only.
 	passes   int
 	peakHeap uint64
+	// apiProfile is kube-apiserver's CPU profile over the measured window
+	// (-profile), or nil.
+	apiProfile []byte
 }
 
 // bench is one run of the benchmark.
@@ -145,6 +148,7 @@ func (b *bench) fail(format string, args ...any) {
 }
 
 func (b *bench) record(scenario, contender string, m *measurement) {
+	b.writeProfile(scenario, contender, m)
 	if b.results[scenario] == nil {
 		b.results[scenario] = map[string]*measurement{}
 	}
@@ -250,6 +254,7 @@ func (b *bench) timed(ctx context.Context, budget time.Duration, trigger func(co
 	if b.ctrl != nil {
 		passesBefore = b.ctrl.mark()
 	}
+	stopProfile := b.c.profileCPU(ctx)
 	start := time.Now()
 	m := &measurement{start: start}
 	if err := trigger(wctx); err != nil {
@@ -258,6 +263,7 @@ func (b *bench) timed(ctx context.Context, budget time.Duration, trigger func(co
 		m.err = err
 	}
 	m.cpu = b.c.cpu().sub(cpuBefore)
+	m.apiProfile = stopProfile()
 	if m.err != nil && wctx.Err() != nil && budget < b.size.timeout && ctx.Err() == nil {
 		// Cut off at its budget: not a failure, a lower bound.
 		m.err, m.cutoff = nil, true
