@@ -103,8 +103,8 @@ type measurement struct {
 	passes   int
 	peakHeap uint64
 	// apiProfile is kube-apiserver's CPU profile over the measured window
-	// (-profile), or nil.
-	apiProfile []byte
+	// (-profile) in back-to-back slices, or nil.
+	apiProfile [][]byte
 }
 
 // bench is one run of the benchmark.
