@@ -66,7 +66,7 @@ func (b *bench) writeProfile(scenario, contender string, m *measurement) {
 	if profileDir == "" || len(m.apiProfile) == 0 {
 		return
 	}
-	clean := strings.NewReplacer(" ", "", "→", "to", "(", "", ")", "", "%", "", "/", "-", "=", "")
+	clean := strings.NewReplacer(" ", "", "->", "to", "→", "to", "(", "", ")", "", "%", "", "/", "-", "=", "")
 	dir := filepath.Join(profileDir, clean.Replace(scenario)+"--"+clean.Replace(contender))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		logf("writing the profile: %v", err)
