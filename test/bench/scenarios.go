@@ -263,7 +263,6 @@ func (b *bench) timed(ctx context.Context, budget time.Duration, trigger func(co
 		m.err = err
 	}
 	m.cpu = b.c.cpu().sub(cpuBefore)
-	m.apiProfile = stopProfile()
 	if m.err != nil && wctx.Err() != nil && budget < b.size.timeout && ctx.Err() == nil {
 		// Cut off at its budget: not a failure, a lower bound.
 		m.err, m.cutoff = nil, true
@@ -272,6 +271,9 @@ func (b *bench) timed(ctx context.Context, budget time.Duration, trigger func(co
 		}
 	}
 	m.dur = time.Since(start)
+	// The profile's last slice ends up to profileSlice later: after the
+	// time is taken, so that it never waits for it.
+	m.apiProfile = stopProfile()
 	time.Sleep(settle)
 	if b.ctrl != nil {
 		m.passes, m.peakHeap = int(b.ctrl.finishedPasses()-passesBefore), b.ctrl.peakHeap()
