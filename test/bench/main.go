@@ -205,9 +205,12 @@ func run(ctx context.Context, s sizes, out, plots string, keep bool) int {
 	table := b.table()
 	fmt.Print(table)
 	if out != "" {
-		if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
-			logf("%v", err)
-			return 1
+		// A folder it names is made, and a table that cannot be written
+		// does not keep the plots from being written.
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			b.fail("-out: %v", err)
+		} else if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
+			b.fail("-out: %v", err)
 		}
 	}
 	if plots == "" {
