@@ -25,8 +25,6 @@
 #                  test/bench/pods.go); the other stages stay
 #   KCM_CONTROLLERS     the kube-controller-manager's --controllers (default:
 #                  all); the benchmark runs only those it measures
-#   APISERVER_FEATURE_GATES  the kube-apiserver's --feature-gates (default:
-#                  none); the benchmark's -cbor allows CBOR bodies
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -119,23 +117,13 @@ options:
   kwokControllerBinary: $KWOK_DIR/kwok
   disableQPSLimits: ${DISABLE_QPS_LIMITS:-false}
 CONFIG
-	if [[ -n ${KCM_CONTROLLERS:-}${APISERVER_FEATURE_GATES:-} ]]; then
-		echo 'componentsPatches:' >>"$1"
-	fi
 	if [[ -n ${KCM_CONTROLLERS:-} ]]; then
 		cat >>"$1" <<CONFIG
+componentsPatches:
 - name: kube-controller-manager
   extraArgs:
   - key: controllers
     value: $KCM_CONTROLLERS
-CONFIG
-	fi
-	if [[ -n ${APISERVER_FEATURE_GATES:-} ]]; then
-		cat >>"$1" <<CONFIG
-- name: kube-apiserver
-  extraArgs:
-  - key: feature-gates
-    value: $APISERVER_FEATURE_GATES
 CONFIG
 	fi
 	# Stages in the configuration replace all of kwok's defaults: the node

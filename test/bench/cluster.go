@@ -115,7 +115,6 @@ func (c *cluster) script(ctx context.Context, nodes int, arg string) (string, er
 		// contenders and what the benchmark's namespaces need, nothing
 		// else: its CPU in a measured window is theirs (cpu.go).
 		"KCM_CONTROLLERS="+kcmControllers,
-		"APISERVER_FEATURE_GATES="+apiserverFeatureGates(),
 	)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -35,7 +35,6 @@ func main() {
 	convFlag := flag.String("conv", "", "replace the convergence scenarios, e.g. 100x10,1x1000 (the scale-down follows a first 1xN): a debugging aid")
 	operatorFlags := flag.String("operator-flags", "", "extra flags for the operator subprocess, e.g. \"--max-concurrent-reconciles=16\": a debugging aid")
 	flag.StringVar(&profileDir, "profile", "", "write a CPU profile of kube-apiserver over every timed scenario into this folder, one file per scenario and contender (go tool pprof reads them)")
-	flag.BoolVar(&cbor, "cbor", false, "an experiment: the cluster's kube-apiserver allows CBOR bodies (its alpha CBORServingAndStorage gate, off by default in Kubernetes 1.37) and the operator prefers them (client-go's ClientsAllowCBOR and ClientsPreferCBOR), so its applies are not parsed as YAML; the other contenders are unchanged")
 	who := flag.String("contenders", "", "run only these contenders, comma-separated (limit, podset, replicaset, statefulset, tutorial): a debugging aid")
 	flag.Parse()
 	for _, c := range strings.Split(*who, ",") {

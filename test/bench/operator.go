@@ -89,7 +89,6 @@ func launchOperator(bin, kubeconfig, logFile string, namespaces []string, extra 
 	)
 	cmd.Args = append(cmd.Args, operatorArgs...)
 	cmd.Args = append(cmd.Args, extra...)
-	cmd.Env = append(os.Environ(), operatorEnv()...)
 	log, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
