@@ -39,8 +39,12 @@ func (c *cluster) profileCPU(ctx context.Context) (stop func() [][]byte) {
 			data, err := c.cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
 				Param("seconds", strconv.Itoa(int(profileSlice/time.Second))).
 				Timeout(profileSlice + time.Minute).DoRaw(ctx)
+			var retry <-chan time.Time // nil: go on at once
 			if err != nil {
+				// An API server that fails at once is not asked again
+				// at once.
 				logf("kube-apiserver CPU profile: %v", err)
+				retry = time.After(profileSlice)
 			} else {
 				slices = append(slices, data)
 			}
@@ -49,6 +53,14 @@ func (c *cluster) profileCPU(ctx context.Context) (stop func() [][]byte) {
 				taken <- slices
 				return
 			default:
+			}
+			if retry != nil {
+				select {
+				case <-done:
+					taken <- slices
+					return
+				case <-retry:
+				}
 			}
 		}
 	}()

@@ -358,12 +358,8 @@ func newOperatorMetrics(port int, token string) *operatorMetrics {
 // it measures little more than a Prometheus scrape every 30 s would.
 func (m *operatorMetrics) read(ctx context.Context, families ...string) (map[string]*dto.MetricFamily, error) {
 	u := m.url
-	for i, f := range families {
-		sep := "&"
-		if i == 0 {
-			sep = "?"
-		}
-		u += sep + url.Values{"name[]": {f}}.Encode()
+	if len(families) > 0 {
+		u += "?" + url.Values{"name[]": families}.Encode()
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
