@@ -35,32 +35,27 @@ func (c *cluster) profileCPU(ctx context.Context) (stop func() [][]byte) {
 	taken := make(chan [][]byte, 1)
 	go func() {
 		var slices [][]byte
+		defer func() { taken <- slices }()
 		for {
 			data, err := c.cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
 				Param("seconds", strconv.Itoa(int(profileSlice/time.Second))).
 				Timeout(profileSlice + time.Minute).DoRaw(ctx)
-			var retry <-chan time.Time // nil: go on at once
-			if err != nil {
+			if err == nil {
+				slices = append(slices, data)
+			} else {
 				// An API server that fails at once is not asked again
 				// at once.
 				logf("kube-apiserver CPU profile: %v", err)
-				retry = time.After(profileSlice)
-			} else {
-				slices = append(slices, data)
+				select {
+				case <-done:
+					return
+				case <-time.After(profileSlice):
+				}
 			}
 			select {
 			case <-done:
-				taken <- slices
 				return
 			default:
-			}
-			if retry != nil {
-				select {
-				case <-done:
-					taken <- slices
-					return
-				case <-retry:
-				}
 			}
 		}
 	}()

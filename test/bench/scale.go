@@ -352,10 +352,11 @@ func newOperatorMetrics(port int, token string) *operatorMetrics {
 }
 
 // read scrapes the endpoint for the named metric families only (the
-// name[] parameter of the Prometheus handler): the operator then encodes
-// a few series instead of every one, most of them per PodSet, so that the
-// benchmark's scrapes, once a second or more, cost the operator whose CPU
-// it measures little more than a Prometheus scrape every 30 s would.
+// name[] parameter of the Prometheus handler), or all of them when none
+// is named: the operator then encodes a few series instead of every one,
+// most of them per PodSet. It still gathers them all first, so the
+// benchmark's scrapes, once a second or more, remain part of the CPU it
+// measures for the operator (docs/benchmarks.md, "The CPU column").
 func (m *operatorMetrics) read(ctx context.Context, families ...string) (map[string]*dto.MetricFamily, error) {
 	u := m.url
 	if len(families) > 0 {
