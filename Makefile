@@ -25,6 +25,7 @@ BIN := $(CURDIR)/bin
 # those files are the one place to bump them.
 K8S_VERSION  := $(shell awk '$$1 == "require" && $$2 == "k8s.io/kubernetes" {print $$3}' hack/controlplane/go.mod)
 ETCD_VERSION := $(shell awk '$$1 == "require" && $$2 == "go.etcd.io/etcd/server/v3" {print $$3}' hack/etcd/go.mod)
+CONTAINERD_VERSION := $(shell awk '$$1 == "require" && $$2 == "github.com/containerd/containerd/v2" {print $$3}' hack/containerd/go.mod)
 KWOK_VERSION := v0.8.0
 CONTROLLER_TOOLS_VERSION := v0.23.0
 KUSTOMIZE_VERSION := v5.8.2# v5.8.3 needs Go 1.27
@@ -37,6 +38,14 @@ ETCD := $(CONTROLPLANE)/etcd
 KUBE_CONTROLLER_MANAGER := $(CONTROLPLANE)/kube-controller-manager
 KUBE_SCHEDULER := $(CONTROLPLANE)/kube-scheduler
 KUBECTL := $(CONTROLPLANE)/kubectl
+# The real node (hack/node.sh): kubelet and kube-proxy from the control
+# plane's module set, containerd from its own tools module, runc and the
+# CNI plugins from Debian's packages.
+KUBELET := $(CONTROLPLANE)/kubelet
+KUBE_PROXY := $(CONTROLPLANE)/kube-proxy
+CONTAINERD_DIR := $(BIN)/containerd-$(CONTAINERD_VERSION)
+NODE_DEBS := runc containernetworking-plugins iptables conntrack openssl curl procps
+NODE_IMAGES := $(BIN)/node-images/images.tar
 KWOK_DIR := $(BIN)/kwok-$(KWOK_VERSION)
 KWOK := $(KWOK_DIR)/kwok
 KWOKCTL := $(KWOK_DIR)/kwokctl
@@ -104,7 +113,7 @@ plugin: ## Build the kubectl plugin into bin/kubectl-podset (VERSION stamped in)
 	go build -ldflags "$(PLUGIN_LDFLAGS)" -o $(BIN)/kubectl-podset ./cmd/kubectl-podset
 
 .PHONY: test
-test: test-unit test-e2e ## Run all tests: unit and envtest suites, then end-to-end on a local kwok cluster.
+test: test-unit test-e2e test-node ## Run all tests: unit and envtest suites, end-to-end on a local kwok cluster, then the real-node suite.
 
 .PHONY: test-unit
 test-unit: $(KUBE_APISERVER) $(ETCD) ## Run the unit and envtest suites (they need only kube-apiserver and etcd).
@@ -114,6 +123,13 @@ test-unit: $(KUBE_APISERVER) $(ETCD) ## Run the unit and envtest suites (they ne
 test-e2e: controlplane $(KUSTOMIZE) $(HELM) ## Run the end-to-end suite (with the Helm chart's checks) and a tiny benchmark (correctness only) on local kwok clusters.
 	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) KUSTOMIZE=$(KUSTOMIZE) HELM=$(HELM) go test -tags e2e ./test/e2e/ -count=1 -v -timeout 30m $(TESTFLAGS)
 	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) go run ./test/bench -size tiny
+
+NODE_ENV = CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) CONTAINERD_DIR=$(CONTAINERD_DIR) NODE_IMAGES=$(NODE_IMAGES)
+
+.PHONY: test-node
+test-node: node-deps node-bins $(NODE_IMAGES) ## Run the real-node suite: a real kubelet, containerd and kube-proxy joined to a local kwok cluster (needs root).
+	@$(NODE_ENV) hack/node.sh check
+	$(NODE_ENV) go test -tags node ./test/node/ -count=1 -v -timeout 30m $(TESTFLAGS)
 
 .PHONY: bench
 bench: controlplane ## Measure podset-operator beside the physical limit, ReplicaSet, Deployment, StatefulSet and the tutorial controller: one markdown table.
@@ -211,6 +227,14 @@ run: build controlplane ## Run the operator with the sample PodSet on a local cl
 cluster-up: controlplane ## Start the local kwok cluster and print its kubeconfig path.
 	@$(CLUSTER_ENV) hack/local-cluster.sh up
 
+.PHONY: node-up
+node-up: node-deps node-bins $(NODE_IMAGES) ## Start a real node (kubelet, containerd, kube-proxy) joined to a local kwok cluster and print its kubeconfig (needs root).
+	@$(NODE_ENV) hack/node.sh up
+
+.PHONY: node-down
+node-down: ## Stop the real node and its cluster, and put back what it changed on the host.
+	@$(NODE_ENV) hack/node.sh down
+
 .PHONY: cluster-down
 cluster-down: ## Stop and delete the local kwok cluster.
 	@$(CLUSTER_ENV) hack/local-cluster.sh down
@@ -245,6 +269,28 @@ $(CONTROLPLANE)/kube-%:
 
 $(KUBECTL):
 	cd hack/controlplane && $(GO_BUILD_TOOL) -ldflags "-s -w $(VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
+
+$(KUBELET):
+	cd hack/controlplane && $(GO_BUILD_TOOL) -ldflags "-s -w $(VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubelet
+
+.PHONY: node-bins
+node-bins: controlplane $(KUBELET) $(KUBE_PROXY) $(CONTAINERD_DIR)/containerd $(CONTAINERD_DIR)/containerd-shim-runc-v2 $(CONTAINERD_DIR)/ctr ## Build the real node's kubelet, kube-proxy and containerd into bin/.
+
+$(CONTAINERD_DIR)/%:
+	cd hack/containerd && $(GO_BUILD_TOOL) -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)" -o $@ github.com/containerd/containerd/v2/cmd/$*
+
+.PHONY: node-deps
+node-deps: ## Install the real node's Debian packages (runc, CNI plugins, iptables, conntrack) when missing.
+	@missing=$$(for p in $(NODE_DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [[ -n $$missing ]]; then \
+		echo "installing $$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+# The test images of the real node, built from the test app's static
+# binary without a registry (test/node/images).
+$(NODE_IMAGES): $(wildcard test/node/app/*.go test/node/pause/*.go test/node/images/*.go)
+	go run ./test/node/images -out $(dir $@)
 
 $(ETCD):
 	cd hack/etcd && $(GO_BUILD_TOOL) -ldflags "-s -w" -o $@ go.etcd.io/etcd/server/v3

@@ -117,9 +117,20 @@ options:
   kwokControllerBinary: $KWOK_DIR/kwok
   disableQPSLimits: ${DISABLE_QPS_LIMITS:-false}
 CONFIG
+	# kwok manages only the nodes it makes (kwokctl marks them
+	# kwok.x-k8s.io/node=fake), so that a real kubelet can join the cluster
+	# (hack/node.sh) without kwok taking its node over.
+	cat >>"$1" <<CONFIG
+componentsPatches:
+- name: kwok-controller
+  extraArgs:
+  - key: manage-all-nodes
+    value: "false"
+  - key: manage-nodes-with-annotation-selector
+    value: kwok.x-k8s.io/node=fake
+CONFIG
 	if [[ -n ${KCM_CONTROLLERS:-} ]]; then
 		cat >>"$1" <<CONFIG
-componentsPatches:
 - name: kube-controller-manager
   extraArgs:
   - key: controllers

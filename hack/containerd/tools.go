@@ -1,0 +1,9 @@
+//go:build tools
+
+// Package containerd pins the containerd commands that the Makefile builds.
+package containerd
+
+import (
+	_ "github.com/containerd/containerd/v2/cmd/containerd"
+	_ "github.com/containerd/containerd/v2/cmd/ctr"
+)

@@ -1,0 +1,427 @@
+#!/usr/bin/env bash
+# One real node beside the kwok nodes: a real kubelet, containerd, runc, the
+# CNI bridge and kube-proxy, joined to a local kwok cluster
+# (hack/local-cluster.sh), for what only a real kubelet and dataplane
+# decide: reported images, restarts, resizes, probes, endpoints, traffic.
+#
+# Everything it starts binds to 127.0.0.1 or to the node's own bridge
+# ($BRIDGE, $NODE_IP), writes under bin/node/, and is stopped by its PID.
+# What it changes on the host is put back by `down`: the sysctls the
+# kubelet rewrites and ip_forward (saved at the first `up`), kube-proxy's
+# iptables rules (kube-proxy --cleanup), the containers and their mounts,
+# the bridge, its route and the kubelet's cgroups.
+#
+# The node is tainted and labelled podset.dev/real-node=true: only pods
+# that tolerate the taint and select the label run on it, and kwok, told
+# to manage only the nodes it made (kwok.x-k8s.io/node=fake), leaves it
+# alone.
+#
+# Usage: hack/node.sh check|up|down|kubeconfig
+# Environment (the Makefile sets the binaries):
+#   CLUSTER_NAME   the kwok cluster to join (default podset-node)
+#   CONTROLPLANE   folder with the control plane, kubectl, kubelet, kube-proxy
+#   KWOK_DIR       folder with kwok and kwokctl
+#   CONTAINERD_DIR folder with containerd, containerd-shim-runc-v2 and ctr
+#   NODE_IMAGES    an OCI archive of images to import (make node-images)
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+name=${CLUSTER_NAME:-podset-node}
+node=podset-node
+dir="$root/bin/node/$name"
+BRIDGE=podset0
+NODE_IP=10.244.0.1
+POD_CIDR=10.244.0.0/24
+CGROUP_ROOT=podset-node
+sock="$dir/containerd/containerd.sock"
+kubectl=("${CONTROLPLANE:-}/kubectl")
+# The sysctls the kubelet sets (kubelet's setupKernelTunables) and the one
+# this script sets for pod traffic: saved before the first start and put
+# back when the node stops.
+SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
+	kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.ip_forward)
+
+die() {
+	echo "hack/node.sh: $*" >&2
+	exit 1
+}
+
+# check fails at once, naming what is missing, on a machine that cannot run
+# the node.
+check() {
+	local missing=()
+	[[ $(id -u) == 0 ]] || missing+=("root (the kubelet and containerd run as root)")
+	local c
+	for c in cpu cpuacct cpuset memory pids devices freezer; do
+		[[ -d /sys/fs/cgroup/$c || -f /sys/fs/cgroup/cgroup.controllers ]] || missing+=("the cgroup v1 controller $c (/sys/fs/cgroup/$c)")
+	done
+	grep -qw overlay /proc/filesystems || missing+=("the overlay filesystem (kernel)")
+	[[ -d /proc/sys/net/bridge ]] || missing+=("bridge netfilter (kernel: br_netfilter)")
+	[[ -e /proc/net/ip_tables_names || -d /proc/sys/net/netfilter ]] || missing+=("netfilter (kernel)")
+	for c in runc iptables iptables-restore conntrack ip openssl; do
+		command -v "$c" >/dev/null || missing+=("the command $c (make node-deps)")
+	done
+	for c in bridge host-local loopback; do
+		[[ -x /usr/lib/cni/$c ]] || missing+=("the CNI plugin /usr/lib/cni/$c (make node-deps)")
+	done
+	for c in kubelet kube-proxy kubectl; do
+		[[ -x ${CONTROLPLANE:-/nonexistent}/$c ]] || missing+=("$c in CONTROLPLANE (make node-bins)")
+	done
+	for c in containerd containerd-shim-runc-v2 ctr; do
+		[[ -x ${CONTAINERD_DIR:-/nonexistent}/$c ]] || missing+=("$c in CONTAINERD_DIR (make node-bins)")
+	done
+	if ((${#missing[@]})); then
+		printf 'hack/node.sh: this machine cannot run the real node; missing:\n' >&2
+		printf '  - %s\n' "${missing[@]}" >&2
+		exit 1
+	fi
+}
+
+# running reports whether the process of pid file $1 runs.
+running() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# start runs a command in the background with its output in log $1.log and
+# its PID in $1.pid.
+start() {
+	local what=$1
+	shift
+	"$@" >"$dir/$what.log" 2>&1 &
+	echo $! >"$dir/$what.pid"
+}
+
+# wait_for runs a command until it succeeds, for up to $1 seconds; on
+# failure it prints the end of log $2 and fails.
+wait_for() {
+	local seconds=$1 log=$2 i
+	shift 2
+	for ((i = 0; i < seconds * 4; i++)); do
+		if "$@" >/dev/null 2>&1; then return 0; fi
+		sleep 0.25
+	done
+	echo "hack/node.sh: timed out after ${seconds}s waiting for: $*; $log ends:" >&2
+	tail -n 30 "$dir/$log" >&2 || true
+	return 1
+}
+
+up() {
+	check
+	if running "$dir/kubelet.pid"; then
+		kubeconfig
+		return
+	fi
+	mkdir -p "$dir"
+	# A node that failed half-way is taken down before a new start.
+	trap 'echo "hack/node.sh: the node did not start; stopping what did" >&2; down >&2' ERR
+	local kubeconfig
+	kubeconfig=$(CLUSTER_NAME=$name NODES=${NODES:-1} "$root/hack/local-cluster.sh" up)
+	kubectl+=(--kubeconfig "$kubeconfig")
+	save_sysctls
+	network
+	start_containerd
+	import_images
+	credentials "$kubeconfig"
+	start_kubelet
+	start_kube_proxy
+	wait_for 120 kubelet.log "${kubectl[@]}" wait --for=condition=Ready "node/$node" --timeout=1s
+	trap - ERR
+	echo "$kubeconfig"
+}
+
+save_sysctls() {
+	[[ -f $dir/sysctl.saved ]] && return
+	local s
+	for s in "${SYSCTLS[@]}"; do
+		echo "$s=$(sysctl -n "$s")"
+	done >"$dir/sysctl.saved.new"
+	mv "$dir/sysctl.saved.new" "$dir/sysctl.saved"
+}
+
+restore_sysctls() {
+	[[ -f $dir/sysctl.saved ]] || return 0
+	local line
+	while read -r line; do
+		sysctl -q -w "$line" >/dev/null || echo "hack/node.sh: could not restore $line" >&2
+	done <"$dir/sysctl.saved"
+	rm -f "$dir/sysctl.saved"
+}
+
+# network makes the node's bridge with its address (the node's InternalIP)
+# and routes the Service range to it, so that Service traffic from the
+# host never leaves the machine, even before kube-proxy has programmed it.
+network() {
+	sysctl -q -w net.ipv4.ip_forward=1
+	if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+		ip link add "$BRIDGE" type bridge
+		ip addr add "$NODE_IP/24" dev "$BRIDGE"
+	fi
+	ip link set "$BRIDGE" up
+	ip route replace "$(service_cidr)" dev "$BRIDGE" src "$NODE_IP"
+	mkdir -p "$dir/cni/net.d" "$dir/cni/networks"
+	cat >"$dir/cni/net.d/10-podset.conflist" <<CNI
+{
+  "cniVersion": "1.0.0",
+  "name": "podset",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$BRIDGE",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "$dir/cni/networks",
+        "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$NODE_IP"}]],
+        "routes": [{"dst": "0.0.0.0/0"}]
+      }
+    },
+    {"type": "loopback"}
+  ]
+}
+CNI
+}
+
+# service_cidr is kube-apiserver's Service range (kwokctl's default).
+service_cidr() { echo 10.0.0.0/24; }
+
+start_containerd() {
+	mkdir -p "$dir/containerd"
+	cat >"$dir/containerd/config.toml" <<TOML
+version = 3
+root = "$dir/containerd/root"
+state = "$dir/containerd/state"
+disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+
+[grpc]
+  address = "$sock"
+
+[ttrpc]
+  address = "$sock.ttrpc"
+
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "localhost/podset-test/pause:3.10"
+
+[plugins.'io.containerd.cri.v1.runtime']
+  netns_mounts_under_state_dir = true
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["/usr/lib/cni"]
+    conf_dir = "$dir/cni/net.d"
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = "runc"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        BinaryName = "$(command -v runc)"
+        SystemdCgroup = false
+
+[plugins.'io.containerd.grpc.v1.cri']
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+TOML
+	# The shim is found on PATH.
+	PATH="$CONTAINERD_DIR:$PATH" start containerd "$CONTAINERD_DIR/containerd" --config "$dir/containerd/config.toml"
+	wait_for 30 containerd.log "$CONTAINERD_DIR/ctr" --address "$sock" version
+}
+
+ctr() { "$CONTAINERD_DIR/ctr" --address "$sock" --namespace k8s.io "$@"; }
+
+import_images() {
+	[[ -n ${NODE_IMAGES:-} ]] || return 0
+	[[ -f $NODE_IMAGES ]] || die "NODE_IMAGES=$NODE_IMAGES does not exist (make node-images)"
+	# --digests also names each image by its digest, as a pull by digest
+	# would; the pause image stays pinned, so garbage collection keeps it.
+	ctr images import --digests "$NODE_IMAGES" >/dev/null
+}
+
+# credentials gives the kubelet and kube-proxy client certificates of their
+# own, signed by the cluster's CA: system:node:<node> in system:nodes (the
+# Node authorizer and NodeRestriction apply) and system:kube-proxy (bound
+# to system:node-proxier).
+credentials() {
+	local kubeconfig=$1 pki server
+	pki="$root/bin/kwok-work/clusters/$name/pki"
+	[[ -f $pki/ca.crt && -f $pki/ca.key ]] || die "cannot find the CA of cluster $name in $pki"
+	server=$("${kubectl[@]}" config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+	local who cn org
+	for who in kubelet kube-proxy; do
+		if [[ $who == kubelet ]]; then cn="system:node:$node" org="/O=system:nodes"; else cn=system:kube-proxy org=""; fi
+		if [[ ! -f $dir/$who.crt ]]; then
+			openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$dir/$who.key" \
+				-subj "$org/CN=$cn" -out "$dir/$who.csr" 2>/dev/null
+			openssl x509 -req -in "$dir/$who.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+				-days 30 -out "$dir/$who.crt" 2>/dev/null
+		fi
+		cat >"$dir/$who.kubeconfig" <<KUBECONFIG
+apiVersion: v1
+kind: Config
+clusters:
+- name: $name
+  cluster: {server: "$server", certificate-authority: "$pki/ca.crt"}
+users:
+- name: $who
+  user: {client-certificate: "$dir/$who.crt", client-key: "$dir/$who.key"}
+contexts:
+- name: $who
+  context: {cluster: $name, user: $who}
+current-context: $who
+KUBECONFIG
+	done
+	cp "$pki/ca.crt" "$dir/ca.crt"
+}
+
+start_kubelet() {
+	local c
+	# The kubelet keeps its pods' cgroups under one root of its own in
+	# every v1 hierarchy, which `down` removes.
+	for c in /sys/fs/cgroup/*/; do
+		[[ -d $c && $c != */unified/ ]] || continue
+		mkdir -p "$c$CGROUP_ROOT"
+		if [[ $c == */cpuset/ ]]; then
+			cat "${c}cpuset.cpus" >"$c$CGROUP_ROOT/cpuset.cpus"
+			cat "${c}cpuset.mems" >"$c$CGROUP_ROOT/cpuset.mems"
+		fi
+	done
+	mkdir -p "$dir/kubelet"
+	grep -v '^nameserver 127\.' /etc/resolv.conf >"$dir/resolv.conf" || true
+	cat >"$dir/kubelet.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# cgroup v1 (these machines' hybrid layout) is refused unless allowed.
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupRoot: /$CGROUP_ROOT
+containerRuntimeEndpoint: unix://$sock
+address: $NODE_IP
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: "$dir/ca.crt"}
+authorization: {mode: Webhook}
+# With no registry a collected image cannot come back (kind does the same).
+imageGCHighThresholdPercent: 100
+evictionHard: {memory.available: "100Mi", nodefs.available: "0%", nodefs.inodesFree: "0%", imagefs.available: "0%"}
+failSwapOn: false
+resolvConf: "$dir/resolv.conf"
+maxPods: 40
+serializeImagePulls: false
+# Status reaches the API server as soon as it changes.
+nodeStatusReportFrequency: 10s
+YAML
+	start kubelet "$CONTROLPLANE/kubelet" --config "$dir/kubelet.yaml" \
+		--kubeconfig "$dir/kubelet.kubeconfig" --root-dir "$dir/kubelet" --cert-dir "$dir/kubelet/pki" \
+		--hostname-override "$node" --node-ip "$NODE_IP" \
+		--node-labels podset.dev/real-node=true --register-with-taints podset.dev/real-node=true:NoSchedule
+	wait_for 60 kubelet.log curl -sf http://127.0.0.1:10248/healthz
+}
+
+start_kube_proxy() {
+	cat >"$dir/kube-proxy.yaml" <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clientConnection: {kubeconfig: "$dir/kube-proxy.kubeconfig"}
+hostnameOverride: $node
+bindAddress: 127.0.0.1
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+clusterCIDR: $POD_CIDR
+nodePortAddresses: ["$NODE_IP/32"]
+# Leave the host's conntrack sysctls and route_localnet alone.
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+iptables: {localhostNodePorts: false}
+YAML
+	start kube-proxy "$CONTROLPLANE/kube-proxy" --config "$dir/kube-proxy.yaml"
+	wait_for 60 kube-proxy.log curl -sf http://127.0.0.1:10256/healthz
+}
+
+# stop sends SIGTERM to the process of pid file $1 and waits for it, then
+# SIGKILL.
+stop() {
+	local pidfile=$1 pid i
+	[[ -f $pidfile ]] || return 0
+	pid=$(cat "$pidfile")
+	if kill -TERM "$pid" 2>/dev/null; then
+		for ((i = 0; i < 40; i++)); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.25
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	rm -f "$pidfile"
+}
+
+down() {
+	set +e
+	local kubeconfig="$root/bin/kwok-work/$name.kubeconfig"
+	if running "$dir/kubelet.pid" && [[ -f $kubeconfig ]]; then
+		# Pods go the kubelet's way first: their sandboxes' networks are
+		# torn down by containerd.
+		"${kubectl[@]}" --kubeconfig "$kubeconfig" delete pods --all-namespaces --field-selector "spec.nodeName=$node" \
+			--grace-period=1 --wait=true --timeout=60s >/dev/null 2>&1
+	fi
+	stop "$dir/kube-proxy.pid"
+	[[ -x ${CONTROLPLANE:-}/kube-proxy ]] && "$CONTROLPLANE/kube-proxy" --cleanup >/dev/null 2>&1
+	stop "$dir/kubelet.pid"
+	if running "$dir/containerd.pid"; then
+		local id
+		for id in $(ctr tasks ls -q 2>/dev/null); do
+			ctr tasks kill --signal SIGKILL "$id" >/dev/null 2>&1
+		done
+		sleep 0.5
+		for id in $(ctr tasks ls -q 2>/dev/null); do
+			ctr tasks delete --force "$id" >/dev/null 2>&1
+		done
+		for id in $(ctr containers ls -q 2>/dev/null); do
+			ctr containers delete "$id" >/dev/null 2>&1
+		done
+	fi
+	stop "$dir/containerd.pid"
+	# Shims outlive containerd by design; theirs are ours.
+	pkill -KILL -f "containerd-shim-runc-v2 .*-address $sock" 2>/dev/null
+	# Mounts under the node's folder (rootfs, netns, kubelet volumes),
+	# deepest first.
+	local m
+	for m in $(awk -v d="$dir/" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r); do
+		umount "$m" 2>/dev/null || umount -l "$m"
+	done
+	if ip link show "$BRIDGE" >/dev/null 2>&1; then
+		ip route del "$(service_cidr)" dev "$BRIDGE" 2>/dev/null
+		for m in $(ip -o link show master "$BRIDGE" | awk -F': ' '{print $2}' | cut -d@ -f1); do
+			ip link del "$m" 2>/dev/null
+		done
+		ip link del "$BRIDGE"
+	fi
+	local c
+	for c in /sys/fs/cgroup/*/"$CGROUP_ROOT"; do
+		[[ -d $c ]] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
+	done
+	restore_sysctls
+	if [[ -f $kubeconfig ]]; then
+		"${kubectl[@]}" --kubeconfig "$kubeconfig" delete node "$node" --ignore-not-found --wait=false >/dev/null 2>&1
+	fi
+	if [[ ${KEEP_CLUSTER:-false} != true ]]; then
+		CLUSTER_NAME=$name "$root/hack/local-cluster.sh" down >/dev/null 2>&1
+	fi
+	rm -rf "$dir/containerd/state" "$dir/cni/networks"
+	set -e
+	return 0
+}
+
+kubeconfig() { CLUSTER_NAME=$name "$root/hack/local-cluster.sh" kubeconfig; }
+
+case "${1:-}" in
+check) check ;;
+up) up ;;
+down) down ;;
+kubeconfig) kubeconfig ;;
+*)
+	echo "usage: $0 check|up|down|kubeconfig" >&2
+	exit 2
+	;;
+esac
