@@ -44,7 +44,12 @@ KUBECTL := $(CONTROLPLANE)/kubectl
 KUBELET := $(CONTROLPLANE)/kubelet
 KUBE_PROXY := $(CONTROLPLANE)/kube-proxy
 CONTAINERD_DIR := $(BIN)/containerd-$(CONTAINERD_VERSION)
-NODE_DEBS := runc containernetworking-plugins iptables conntrack openssl curl procps
+# runc is built here (cgo, with seccomp): Debian 12's runc 1.1.5 fails to
+# start any container on these kernels ("can't get final child's PID from
+# pipe") and its crun 1.8.1 refuses containerd 2's OCI spec version.
+RUNC_VERSION := v1.4.0
+RUNC := $(BIN)/runc-$(RUNC_VERSION)/runc
+NODE_DEBS := containernetworking-plugins iptables conntrack openssl curl procps libseccomp-dev pkg-config
 NODE_IMAGES := $(BIN)/node-images/images.tar
 KWOK_DIR := $(BIN)/kwok-$(KWOK_VERSION)
 KWOK := $(KWOK_DIR)/kwok
@@ -124,7 +129,7 @@ test-e2e: controlplane $(KUSTOMIZE) $(HELM) ## Run the end-to-end suite (with th
 	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) KUSTOMIZE=$(KUSTOMIZE) HELM=$(HELM) go test -tags e2e ./test/e2e/ -count=1 -v -timeout 30m $(TESTFLAGS)
 	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) go run ./test/bench -size tiny
 
-NODE_ENV = CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) CONTAINERD_DIR=$(CONTAINERD_DIR) NODE_IMAGES=$(NODE_IMAGES)
+NODE_ENV = CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) CONTAINERD_DIR=$(CONTAINERD_DIR) RUNC=$(RUNC) NODE_IMAGES=$(NODE_IMAGES)
 
 .PHONY: test-node
 test-node: node-deps node-bins $(NODE_IMAGES) ## Run the real-node suite: a real kubelet, containerd and kube-proxy joined to a local kwok cluster (needs root).
@@ -274,7 +279,10 @@ $(KUBELET):
 	cd hack/controlplane && $(GO_BUILD_TOOL) -ldflags "-s -w $(VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubelet
 
 .PHONY: node-bins
-node-bins: controlplane $(KUBELET) $(KUBE_PROXY) $(CONTAINERD_DIR)/containerd $(CONTAINERD_DIR)/containerd-shim-runc-v2 $(CONTAINERD_DIR)/ctr ## Build the real node's kubelet, kube-proxy and containerd into bin/.
+node-bins: controlplane $(KUBELET) $(KUBE_PROXY) $(CONTAINERD_DIR)/containerd $(CONTAINERD_DIR)/containerd-shim-runc-v2 $(CONTAINERD_DIR)/ctr $(RUNC) ## Build the real node's kubelet, kube-proxy, containerd and runc into bin/.
+
+$(RUNC): | node-deps
+	GOBIN=$(dir $@) CGO_ENABLED=1 go install -trimpath -tags seccomp -ldflags "-X main.version=$(RUNC_VERSION:v%=%)" github.com/opencontainers/runc@$(RUNC_VERSION)
 
 $(CONTAINERD_DIR)/%:
 	cd hack/containerd && $(GO_BUILD_TOOL) -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)" -o $@ github.com/containerd/containerd/v2/cmd/$*

@@ -22,6 +22,7 @@
 #   CONTROLPLANE   folder with the control plane, kubectl, kubelet, kube-proxy
 #   KWOK_DIR       folder with kwok and kwokctl
 #   CONTAINERD_DIR folder with containerd, containerd-shim-runc-v2 and ctr
+#   RUNC           the runc binary
 #   NODE_IMAGES    an OCI archive of images to import (make node-images)
 set -euo pipefail
 
@@ -58,7 +59,7 @@ check() {
 	grep -qw overlay /proc/filesystems || missing+=("the overlay filesystem (kernel)")
 	[[ -d /proc/sys/net/bridge ]] || missing+=("bridge netfilter (kernel: br_netfilter)")
 	[[ -e /proc/net/ip_tables_names || -d /proc/sys/net/netfilter ]] || missing+=("netfilter (kernel)")
-	for c in runc iptables iptables-restore conntrack ip openssl; do
+	for c in iptables iptables-restore conntrack ip openssl; do
 		command -v "$c" >/dev/null || missing+=("the command $c (make node-deps)")
 	done
 	for c in bridge host-local loopback; do
@@ -70,6 +71,7 @@ check() {
 	for c in containerd containerd-shim-runc-v2 ctr; do
 		[[ -x ${CONTAINERD_DIR:-/nonexistent}/$c ]] || missing+=("$c in CONTAINERD_DIR (make node-bins)")
 	done
+	[[ -x ${RUNC:-/nonexistent} ]] || missing+=("runc at RUNC (make node-bins)")
 	if ((${#missing[@]})); then
 		printf 'hack/node.sh: this machine cannot run the real node; missing:\n' >&2
 		printf '  - %s\n' "${missing[@]}" >&2
@@ -184,6 +186,17 @@ CNI
 # service_cidr is kube-apiserver's Service range (kwokctl's default).
 service_cidr() { echo 10.0.0.0/24; }
 
+# restrict_oom is true when this process may not lower an OOM score
+# (these machines drop CAP_SYS_RESOURCE): the kubelet asks for -998 for a
+# pod's sandbox and -997 for Guaranteed pods, which runc then fails to set
+# ("failed to update /proc/self/oom_score_adj: Permission denied");
+# containerd then keeps scores at or above its own, as it does rootless.
+restrict_oom() {
+	local cap
+	cap=$(awk '/^CapEff:/ {print $2}' /proc/self/status)
+	if (((0x$cap >> 24) & 1)); then echo false; else echo true; fi
+}
+
 start_containerd() {
 	mkdir -p "$dir/containerd"
 	cat >"$dir/containerd/config.toml" <<TOML
@@ -205,6 +218,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.tracing.processor
 
 [plugins.'io.containerd.cri.v1.runtime']
   netns_mounts_under_state_dir = true
+  restrict_oom_score_adj = $(restrict_oom)
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ["/usr/lib/cni"]
     conf_dir = "$dir/cni/net.d"
@@ -213,7 +227,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.tracing.processor
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-        BinaryName = "$(command -v runc)"
+        BinaryName = "$RUNC"
         SystemdCgroup = false
 
 [plugins.'io.containerd.grpc.v1.cri']
@@ -247,12 +261,11 @@ credentials() {
 	local who cn org
 	for who in kubelet kube-proxy; do
 		if [[ $who == kubelet ]]; then cn="system:node:$node" org="/O=system:nodes"; else cn=system:kube-proxy org=""; fi
-		if [[ ! -f $dir/$who.crt ]]; then
-			openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$dir/$who.key" \
-				-subj "$org/CN=$cn" -out "$dir/$who.csr" 2>/dev/null
-			openssl x509 -req -in "$dir/$who.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
-				-days 30 -out "$dir/$who.crt" 2>/dev/null
-		fi
+		# New every start: the cluster, and so its CA, may be new.
+		openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$dir/$who.key" \
+			-subj "$org/CN=$cn" -out "$dir/$who.csr" 2>/dev/null
+		openssl x509 -req -in "$dir/$who.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+			-CAserial "$dir/ca.srl" -days 30 -out "$dir/$who.crt" 2>/dev/null
 		cat >"$dir/$who.kubeconfig" <<KUBECONFIG
 apiVersion: v1
 kind: Config
@@ -368,6 +381,7 @@ down() {
 	stop "$dir/kube-proxy.pid"
 	[[ -x ${CONTROLPLANE:-}/kube-proxy ]] && "$CONTROLPLANE/kube-proxy" --cleanup >/dev/null 2>&1
 	stop "$dir/kubelet.pid"
+	kubelet_iptables_cleanup
 	if running "$dir/containerd.pid"; then
 		local id
 		for id in $(ctr tasks ls -q 2>/dev/null); do
@@ -411,6 +425,27 @@ down() {
 	rm -rf "$dir/containerd/state" "$dir/cni/networks"
 	set -e
 	return 0
+}
+
+# kubelet_iptables_cleanup removes the chains the kubelet makes (the
+# localnet firewall and its canaries; kube-proxy --cleanup removes the
+# proxy's own), and the rules that jump to them, in IPv4 and IPv6.
+kubelet_iptables_cleanup() {
+	local cmd table chain
+	for cmd in iptables ip6tables; do
+		command -v "$cmd" >/dev/null || continue
+		for table in filter nat mangle; do
+			for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT; do
+				"$cmd" -w -t "$table" -S "$chain" >/dev/null 2>&1 || continue
+				while read -r rule; do
+					# shellcheck disable=SC2086 # a rule is words
+					"$cmd" -w -t "$table" ${rule/-A/-D}
+				done < <("$cmd" -w -t "$table" -S | grep -E "^-A (INPUT|OUTPUT|FORWARD|PREROUTING|POSTROUTING) .*-j $chain( |$)")
+				"$cmd" -w -t "$table" -F "$chain"
+				"$cmd" -w -t "$table" -X "$chain"
+			done
+		done
+	done
 }
 
 kubeconfig() { CLUSTER_NAME=$name "$root/hack/local-cluster.sh" kubeconfig; }
