@@ -154,6 +154,11 @@ func podUpdate(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, pod *cor
 	}
 	keepResources(ac.Spec.Containers, pod.Spec.Containers)
 	keepResources(ac.Spec.InitContainers, pod.Spec.InitContainers)
+	// The record of the last restart in place stays: an update in flight
+	// finishes by it.
+	if rec, ok := pod.Annotations[restartRecordAnnotation]; ok {
+		ac.WithAnnotations(map[string]string{restartRecordAnnotation: rec})
+	}
 	return ac.WithUID(pod.UID), nil
 }
 

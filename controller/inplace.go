@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
@@ -38,6 +39,9 @@ type updateWay struct {
 	resize bool
 	// images names the containers whose image changes, for events.
 	images []string
+	// restarts names the containers that restart: those whose image
+	// changes and those whose resizePolicy restarts them for the resize.
+	restarts []string
 }
 
 // metadataOnly reports an update that changes only labels and
@@ -126,9 +130,10 @@ func templateDiff(from, to *corev1.PodSpec) (updateWay, bool) {
 			if got.Name != want.Name {
 				return way, false
 			}
+			restarts := false
 			if got.Image != want.Image {
 				got.Image = want.Image
-				way.restart = true
+				restarts = true
 				way.images = append(way.images, want.Name)
 			}
 			if !equality.Semantic.DeepEqual(got.Resources, want.Resources) {
@@ -136,8 +141,12 @@ func templateDiff(from, to *corev1.PodSpec) (updateWay, bool) {
 					return way, false
 				}
 				way.resize = true
-				way.restart = way.restart || resizeRestarts(got.Resources, want)
+				restarts = restarts || resizeRestarts(got.Resources, want)
 				got.Resources = want.Resources
+			}
+			if restarts {
+				way.restart = true
+				way.restarts = append(way.restarts, want.Name)
 			}
 		}
 	}
@@ -224,6 +233,26 @@ func gateOpen(pod *corev1.Pod) bool {
 	return c != nil && c.Status == corev1.ConditionTrue
 }
 
+// drainLeft is how long the containers of a pod whose gate is closed must
+// still wait before they restart: inPlaceDrainSeconds from the kubelet
+// reporting the pod not Ready. Condition times are whole seconds, so a
+// second more is waited than the field says: never less than it.
+func drainLeft(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, now time.Time) time.Duration {
+	seconds := int32(podsetv1alpha1.DefaultInPlaceDrainSeconds)
+	if s := ps.Spec.UpdateStrategy.InPlaceDrainSeconds; s != nil {
+		seconds = max(0, *s)
+	}
+	if seconds == 0 {
+		return 0
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue {
+			return c.LastTransitionTime.Add(time.Duration(seconds+1) * time.Second).Sub(now)
+		}
+	}
+	return 0
+}
+
 // kubeletReady reports whether the pod's Ready condition, the kubelet's
 // own, is True: after the gate closes, the update waits for it to go False.
 func kubeletReady(pod *corev1.Pod) bool {
@@ -233,6 +262,72 @@ func kubeletReady(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// restartRecord is what the operator writes on a pod, in the annotation
+// restartRecordAnnotation, with the apply that restarts its containers in
+// place: the revision it moves the pod to, and the restart count of each
+// container that restarts for it, as the pod's status showed them just
+// before. A kubelet counts every new container of a name as a restart,
+// whatever made it start, so a container has restarted for the update
+// once its count is above the one recorded. Neither the image a runtime
+// reports (containerd reports the first of all the tags that name the
+// same image, or its config digest for an image pulled by digest) nor the
+// image ID (the same for a new tag of the same image) can tell that.
+type restartRecord struct {
+	Revision      string           `json:"revision"`
+	RestartCounts map[string]int32 `json:"restartCounts"`
+}
+
+// restartRecordAnnotation holds a pod's restartRecord.
+const restartRecordAnnotation = "podset.dev/in-place-restart"
+
+// newRestartRecord is the record of an update of pod to revision that
+// restarts the containers named.
+func newRestartRecord(pod *corev1.Pod, revision string, containers []string) (string, error) {
+	rec := restartRecord{Revision: revision, RestartCounts: map[string]int32{}}
+	for _, name := range containers {
+		var count int32
+		for _, list := range [][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
+			if i := slices.IndexFunc(list, func(s corev1.ContainerStatus) bool { return s.Name == name }); i >= 0 {
+				count = list[i].RestartCount
+			}
+		}
+		rec.RestartCounts[name] = count
+	}
+	b, err := json.Marshal(rec)
+	return string(b), err
+}
+
+// podRestartRecord is the pod's restart record for the revision it is
+// labelled with, if it has one.
+func podRestartRecord(pod *corev1.Pod) (restartRecord, bool) {
+	var rec restartRecord
+	v, ok := pod.Annotations[restartRecordAnnotation]
+	if !ok || json.Unmarshal([]byte(v), &rec) != nil || rec.Revision != pod.Labels[podsetv1alpha1.TemplateHashLabel] {
+		return restartRecord{}, false
+	}
+	return rec, true
+}
+
+// restarted reports whether the containers of a pod whose gate is closed
+// have restarted for its update and run: each container the pod's restart
+// record names has restarted since the update was applied, and every
+// container and sidecar runs. A pod without a record for its revision (an
+// update begun by an operator that wrote none) falls back to its
+// containers reporting the images their spec names.
+func restarted(pod *corev1.Pod) bool {
+	rec, ok := podRestartRecord(pod)
+	if !ok {
+		return containersRun(pod)
+	}
+	return everyRunningContainer(pod, func(c *corev1.Container, s *corev1.ContainerStatus) bool {
+		if s == nil || s.State.Running == nil {
+			return false
+		}
+		before, restarts := rec.RestartCounts[c.Name]
+		return !restarts || s.RestartCount > before
+	})
 }
 
 // containersRun reports whether every container of the pod, and every

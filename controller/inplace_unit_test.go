@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -42,7 +43,7 @@ func TestUpdateWayFor(t *testing.T) {
 		},
 		"an image": {
 			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Image = "busybox:1.37" },
-			want:   updateWay{inPlace: true, restart: true, images: []string{"app"}},
+			want:   updateWay{inPlace: true, restart: true, images: []string{"app"}, restarts: []string{"app"}},
 		},
 		"an image, without the gate": {
 			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Image = "busybox:1.37" },
@@ -58,7 +59,7 @@ func TestUpdateWayFor(t *testing.T) {
 				t.Spec.Containers[0].ResizePolicy = []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.RestartContainer}}
 			},
 			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Resources = cpu("2") },
-			want:   updateWay{inPlace: true, resize: true, restart: true},
+			want:   updateWay{inPlace: true, resize: true, restart: true, restarts: []string{"app"}},
 		},
 		"a resize policy": {
 			change: func(t *corev1.PodTemplateSpec) {
@@ -144,7 +145,7 @@ func TestUpdateWayFor(t *testing.T) {
 			}
 			got := updateWayFor(ps, from, to, pod)
 			if got.inPlace != tc.want.inPlace || got.why != tc.want.why || got.restart != tc.want.restart ||
-				got.resize != tc.want.resize || len(got.images) != len(tc.want.images) {
+				got.resize != tc.want.resize || len(got.images) != len(tc.want.images) || !slices.Equal(got.restarts, tc.want.restarts) {
 				t.Errorf("updateWayFor() = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -368,6 +369,99 @@ func TestResizeSettled(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := resizeSettled(tc.pod); got != tc.want {
 				t.Errorf("resizeSettled() = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRestarted is what a real kubelet reports after an in-place image
+// update: containerd names the image by the first of all its tags, or by
+// its config digest, so only the restart counts tell that a container
+// restarted for the update.
+func TestRestarted(t *testing.T) {
+	pod := func(image, reported string, restarts int32, running bool) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{podsetv1alpha1.TemplateHashLabel: "new"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}, {Name: "side", Image: "side:1"}}},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
+				{Name: "app", Image: reported, RestartCount: restarts},
+				{Name: "side", Image: "docker.io/library/side:1", RestartCount: 7, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+			}},
+		}
+		if running {
+			p.Status.ContainerStatuses[0].State.Running = &corev1.ContainerStateRunning{}
+		} else {
+			p.Status.ContainerStatuses[0].State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}
+		}
+		return p
+	}
+	record := func(p *corev1.Pod, revision string, before int32) *corev1.Pod {
+		rec, err := newRestartRecord(&corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", RestartCount: before}}}}, revision, []string{"app"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Annotations = map[string]string{restartRecordAnnotation: rec}
+		return p
+	}
+	cases := map[string]struct {
+		pod  *corev1.Pod
+		want bool
+	}{
+		"restarted on an alias tag, reported by another tag": {
+			pod: record(pod("localhost/app:stable", "localhost/app:1.4.2", 3, true), "new", 2), want: true,
+		},
+		"restarted on a digest, reported by its config digest": {
+			pod: record(pod("localhost/app@sha256:aaaa", "sha256:bbbb", 1, true), "new", 0), want: true,
+		},
+		"not restarted yet, though the reported image matches": {
+			pod: record(pod("app:2", "docker.io/library/app:2", 2, true), "new", 2),
+		},
+		"restarted, not running": {
+			pod: record(pod("app:2", "docker.io/library/app:2", 3, false), "new", 2),
+		},
+		"a record of another revision: the images decide": {
+			pod: record(pod("app:2", "docker.io/library/app:1", 3, true), "old", 2),
+		},
+		"no record, the reported image matches": {
+			pod: pod("app:2", "docker.io/library/app:2", 0, true), want: true,
+		},
+		"no record, an alias reported": {
+			pod: pod("localhost/app:stable", "localhost/app:1.4.2", 3, true),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := restarted(tc.pod); got != tc.want {
+				t.Errorf("restarted() = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDrainLeft(t *testing.T) {
+	now := time.Date(2026, 11, 25, 7, 0, 0, 0, time.UTC)
+	notReadySince := func(ago time.Duration) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
+			Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(now.Add(-ago)),
+		}}}}
+	}
+	cases := map[string]struct {
+		seconds *int32
+		pod     *corev1.Pod
+		want    time.Duration
+	}{
+		"just not Ready, the default":       {pod: notReadySince(0), want: 3 * time.Second},
+		"not Ready for a while":             {pod: notReadySince(time.Minute), want: -57 * time.Second},
+		"5 s asked, not Ready for 2 s":      {seconds: ptr.To[int32](5), pod: notReadySince(2 * time.Second), want: 4 * time.Second},
+		"0: at once":                        {seconds: ptr.To[int32](0), pod: notReadySince(0), want: 0},
+		"still Ready: nothing to count yet": {pod: &corev1.Pod{}, want: 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ps := makePodSet("web").obj()
+			ps.Spec.UpdateStrategy.InPlaceDrainSeconds = tc.seconds
+			if got := drainLeft(ps, tc.pod, now); got != tc.want {
+				t.Errorf("drainLeft() = %v, want %v", got, tc.want)
 			}
 		})
 	}

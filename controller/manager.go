@@ -133,7 +133,7 @@ func slimPod(obj any) (any, error) {
 
 // slimStatuses keeps of container statuses the waiting reasons and the last
 // exits of waiting containers, and with images set, every container's
-// name, image, resources and whether it runs.
+// name, image, restart count, resources and whether it runs.
 func slimStatuses(statuses []corev1.ContainerStatus, images bool) []corev1.ContainerStatus {
 	var slim []corev1.ContainerStatus
 	for _, cs := range statuses {
@@ -143,6 +143,7 @@ func slimStatuses(statuses []corev1.ContainerStatus, images bool) []corev1.Conta
 		s := corev1.ContainerStatus{Name: cs.Name}
 		if images {
 			s.Image = cs.Image
+			s.RestartCount = cs.RestartCount
 			s.Resources = cs.Resources
 			if cs.State.Running != nil {
 				s.State.Running = &corev1.ContainerStateRunning{}

@@ -46,7 +46,8 @@ type podPlan struct {
 	// resume lists pods whose readiness gate opens: new, or their
 	// containers run the new images.
 	resume []*corev1.Pod
-	// wake is how long until a deferred resize counts as stuck, or 0.
+	// wake is how long until something a pass waits for is due (a deferred
+	// resize counts as stuck, a drained pod may restart), or 0.
 	wake time.Duration
 	// conflicts lists names this PodSet needs that pods it does not control
 	// hold. Those pods are never modified or deleted.
@@ -168,9 +169,14 @@ func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in planInput) podPla
 				p.update = append(p.update, podStep{pod: pod, way: way})
 			case way.inPlace && gateClosed(pod):
 				// Started: the containers restart once the kubelet has
-				// taken the pod out of Ready (and so out of endpoints).
+				// taken the pod out of Ready (and so out of endpoints),
+				// and the dataplane has had inPlaceDrainSeconds to follow.
 				if !kubeletReady(pod) {
-					p.update = append(p.update, podStep{pod: pod, way: way})
+					if wait := drainLeft(ps, pod, in.now); wait > 0 {
+						p.wakeIn(wait)
+					} else {
+						p.update = append(p.update, podStep{pod: pod, way: way})
+					}
 				}
 			case way.inPlace && !podReady(pod):
 				// Serves nothing: update it at once, without draining.
@@ -198,7 +204,7 @@ func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in planInput) podPla
 			if ok && drifted(ps, tmpl, pod, ordinal, hash) {
 				p.repair = append(p.repair, pod)
 			}
-			if c := gateCondition(pod); hasGate(pod) && (c == nil || c.Status != corev1.ConditionTrue && containersRun(pod) && resizeSettled(pod)) {
+			if c := gateCondition(pod); hasGate(pod) && (c == nil || c.Status != corev1.ConditionTrue && restarted(pod) && resizeSettled(pod)) {
 				p.resume = append(p.resume, pod)
 			}
 			why, wait := "", time.Duration(0)
@@ -206,8 +212,8 @@ func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in planInput) podPla
 				why, wait = resizeStuck(pod, deadline, in.now)
 			}
 			switch {
-			case wait > 0 && (p.wake == 0 || wait < p.wake):
-				p.wake = wait
+			case wait > 0:
+				p.wakeIn(wait)
 			case why != "" && available:
 				staleReady = append(staleReady, staleUpdate{pod: pod, way: updateWay{why: why}})
 			case why != "":
@@ -247,6 +253,13 @@ type staleUpdate struct {
 type podStep struct {
 	pod *corev1.Pod
 	way updateWay
+}
+
+// wakeIn asks for a pass in d at the latest.
+func (p *podPlan) wakeIn(d time.Duration) {
+	if p.wake == 0 || d < p.wake {
+		p.wake = d
+	}
 }
 
 // recreating records why a pod in the rollout is recreated.

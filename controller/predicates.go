@@ -44,6 +44,7 @@ func podOutcomeChanged(old, cur *corev1.Pod) bool {
 		conditionChanged(old, cur, corev1.PodResizeInProgress) ||
 		!slices.EqualFunc(old.Status.ContainerStatuses, cur.Status.ContainerStatuses, sameStatusImage) ||
 		!slices.EqualFunc(old.Status.InitContainerStatuses, cur.Status.InitContainerStatuses, sameStatusImage) ||
+		gateClosed(cur) && restartsChanged(old, cur) ||
 		(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
 		!maps.Equal(old.Labels, cur.Labels) ||
 		!maps.Equal(old.Annotations, cur.Annotations) ||
@@ -59,6 +60,17 @@ func sameImage(a, b corev1.Container) bool { return a.Image == b.Image }
 func sameStatusImage(a, b corev1.ContainerStatus) bool {
 	return a.Name == b.Name && a.Image == b.Image && (a.State.Running == nil) == (b.State.Running == nil) &&
 		equality.Semantic.DeepEqual(a.Resources, b.Resources)
+}
+
+// restartsChanged reports whether a container's restart count changed:
+// while an in-place update is in flight, that is how a real kubelet shows
+// the container restarted (it may report the new container running in the
+// same status as the old one, under the same image name); otherwise a
+// crash loop's restarts change nothing a pass decides.
+func restartsChanged(old, cur *corev1.Pod) bool {
+	same := func(a, b corev1.ContainerStatus) bool { return a.Name == b.Name && a.RestartCount == b.RestartCount }
+	return !slices.EqualFunc(old.Status.ContainerStatuses, cur.Status.ContainerStatuses, same) ||
+		!slices.EqualFunc(old.Status.InitContainerStatuses, cur.Status.InitContainerStatuses, same)
 }
 
 // conditionChanged reports whether a pod condition's status or reason

@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
 
 // watchedPod is a running, ready pod of PodSet "web" as a watch shows it.
@@ -99,6 +101,7 @@ func TestPodOutcomeChanged(t *testing.T) {
 		"a container restart count": {
 			change: func(p *corev1.Pod) { p.Status.ContainerStatuses[0].RestartCount = 1 },
 		},
+
 		"another condition added": {
 			change: func(p *corev1.Pod) {
 				p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
@@ -153,5 +156,18 @@ func TestPodChangedPassesCreateAndDelete(t *testing.T) {
 	notAPod := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web-0"}}
 	if !podChanged.Update(event.UpdateEvent{ObjectOld: notAPod, ObjectNew: notAPod}) {
 		t.Error("podChanged.Update() on objects that are not pods = false, want true")
+	}
+}
+
+// TestRestartWhileUpdatingInPlace: a real kubelet may report a container
+// that restarted for an in-place update in one status, running before and
+// after under the same image name; only its restart count changes.
+func TestRestartWhileUpdatingInPlace(t *testing.T) {
+	old := watchedPod()
+	old.Status.Conditions = append(old.Status.Conditions, corev1.PodCondition{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionFalse})
+	cur := old.DeepCopy()
+	cur.Status.ContainerStatuses[0].RestartCount = 1
+	if !podChanged.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: cur}) {
+		t.Error("a restart while the gate is closed does not reach the controller")
 	}
 }

@@ -110,6 +110,21 @@ func (r *PodSetReconciler) updateInPlace(ctx context.Context, ps *podsetv1alpha1
 		if err != nil {
 			return err
 		}
+		if len(step.way.restarts) > 0 {
+			// The restart counts the containers have now tell when they
+			// restarted for this update (restarted). The pod's
+			// resourceVersion makes sure they are the pod's latest: an
+			// apply after a restart the cache had not shown yet fails
+			// with a conflict, and the next pass records it again.
+			rec, err := newRestartRecord(pod, revs.update, step.way.restarts)
+			if err != nil {
+				return err
+			}
+			ac.WithAnnotations(map[string]string{restartRecordAnnotation: rec})
+			if !step.way.resize {
+				ac.WithResourceVersion(pod.ResourceVersion)
+			}
+		}
 		err = r.Client.Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
 		countPodWrite(ps, writeUpdateInPlace, err)
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {

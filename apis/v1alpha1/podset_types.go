@@ -42,6 +42,9 @@ const (
 	// DefaultRevisionHistoryLimit is spec.revisionHistoryLimit when it is
 	// not set.
 	DefaultRevisionHistoryLimit = 10
+	// DefaultInPlaceDrainSeconds is spec.updateStrategy.inPlaceDrainSeconds
+	// when it is not set.
+	DefaultInPlaceDrainSeconds = 2
 )
 
 // PodSetUpdateStrategyType is how a PodSet replaces pods after its template
@@ -161,6 +164,22 @@ type PodSetUpdateStrategy struct {
 	// +kubebuilder:default=InPlaceIfPossible
 	// +optional
 	PodUpdatePolicy PodUpdatePolicy `json:"podUpdatePolicy,omitempty"`
+
+	// inPlaceDrainSeconds is how long a pod whose containers restart in
+	// place stays out of Service endpoints before they restart: the time
+	// from the kubelet reporting the pod not Ready (which takes it out of
+	// EndpointSlices) until its new image is applied. Dataplanes program
+	// an EndpointSlice change later than it is written (kube-proxy within
+	// about a second, external load balancers and service meshes often
+	// later); new connections routed to the pod meanwhile would meet a
+	// restarting container. Raise it for slower dataplanes; 0 restarts the
+	// containers as soon as the kubelet reports the pod not Ready. Only
+	// under podUpdatePolicy InPlaceIfPossible. Defaults to 2.
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=300
+	// +optional
+	InPlaceDrainSeconds *int32 `json:"inPlaceDrainSeconds,omitempty"`
 
 	// rollingUpdate tunes the RollingUpdate strategy.
 	// +optional

@@ -117,6 +117,10 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetUpdateStrategy
   map:
     fields:
+    - name: inPlaceDrainSeconds
+      type:
+        scalar: numeric
+      default: 2
     - name: podUpdatePolicy
       type:
         namedType: com.github.podset-dev.podset-operator.apis.v1alpha1.PodUpdatePolicy

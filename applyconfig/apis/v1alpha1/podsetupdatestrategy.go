@@ -21,6 +21,17 @@ type PodSetUpdateStrategyApplyConfiguration struct {
 	// deletes and recreates it. Pods made under InPlaceIfPossible carry the
 	// readiness gate podset.dev/InPlaceUpdateReady.
 	PodUpdatePolicy *apisv1alpha1.PodUpdatePolicy `json:"podUpdatePolicy,omitempty"`
+	// inPlaceDrainSeconds is how long a pod whose containers restart in
+	// place stays out of Service endpoints before they restart: the time
+	// from the kubelet reporting the pod not Ready (which takes it out of
+	// EndpointSlices) until its new image is applied. Dataplanes program
+	// an EndpointSlice change later than it is written (kube-proxy within
+	// about a second, external load balancers and service meshes often
+	// later); new connections routed to the pod meanwhile would meet a
+	// restarting container. Raise it for slower dataplanes; 0 restarts the
+	// containers as soon as the kubelet reports the pod not Ready. Only
+	// under podUpdatePolicy InPlaceIfPossible. Defaults to 2.
+	InPlaceDrainSeconds *int32 `json:"inPlaceDrainSeconds,omitempty"`
 	// rollingUpdate tunes the RollingUpdate strategy.
 	RollingUpdate *RollingUpdatePodSetApplyConfiguration `json:"rollingUpdate,omitempty"`
 }
@@ -44,6 +55,14 @@ func (b *PodSetUpdateStrategyApplyConfiguration) WithType(value apisv1alpha1.Pod
 // If called multiple times, the PodUpdatePolicy field is set to the value of the last call.
 func (b *PodSetUpdateStrategyApplyConfiguration) WithPodUpdatePolicy(value apisv1alpha1.PodUpdatePolicy) *PodSetUpdateStrategyApplyConfiguration {
 	b.PodUpdatePolicy = &value
+	return b
+}
+
+// WithInPlaceDrainSeconds sets the InPlaceDrainSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the InPlaceDrainSeconds field is set to the value of the last call.
+func (b *PodSetUpdateStrategyApplyConfiguration) WithInPlaceDrainSeconds(value int32) *PodSetUpdateStrategyApplyConfiguration {
+	b.InPlaceDrainSeconds = &value
 	return b
 }
 
