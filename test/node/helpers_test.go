@@ -1,0 +1,322 @@
+//go:build node
+
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// app is a reference to a test image (test/node/images) by tag.
+func app(tag string) string { return "localhost/podset-test/app:" + tag }
+
+// appByDigest is the reference by digest of the test image of tag.
+func appByDigest(t *testing.T, tag string) string {
+	t.Helper()
+	digest, ok := suite.images[app(tag)]
+	if !ok {
+		t.Fatalf("images.json has no %s", app(tag))
+	}
+	return "localhost/podset-test/app@" + digest
+}
+
+// newNamespace makes a namespace enforcing Pod Security "restricted",
+// deleted when the test ends.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		GenerateName: "node-",
+		Labels:       map[string]string{"pod-security.kubernetes.io/enforce": "restricted"},
+	}}
+	if err := suite.client.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(describe(ns.Name))
+		}
+		_ = suite.client.Delete(context.Background(), ns)
+	})
+	return ns.Name
+}
+
+// describe is what a person debugging a failed test would look at.
+func describe(ns string) string {
+	out, _ := execKubectl("get", "podsets,pods,endpointslices,events", "-n", ns, "-o", "wide")
+	pods, _ := execKubectl("get", "pods", "-n", ns, "-o", "yaml")
+	return out + "\n" + pods
+}
+
+// appPodSet is a PodSet of the test app on the real node: a readiness
+// probe on /healthz every second, small cpu and memory, and a memory
+// resize that restarts the container.
+func appPodSet(ns, name string, replicas int32, image string) *podsetv1alpha1.PodSet {
+	labels := map[string]string{"app": name}
+	return &podsetv1alpha1.PodSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: podsetv1alpha1.PodSetSpec{
+			Replicas:                ptr.To(replicas),
+			ProgressDeadlineSeconds: ptr.To[int32](20),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector:                  map[string]string{"podset.dev/real-node": "true"},
+					Tolerations:                   []corev1.Toleration{{Key: "podset.dev/real-node", Operator: corev1.TolerationOpExists}},
+					TerminationGracePeriodSeconds: ptr.To[int64](10),
+					Containers: []corev1.Container{{
+						Name:            "app",
+						Image:           image,
+						ImagePullPolicy: corev1.PullNever,
+						Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}},
+							PeriodSeconds:    1,
+							FailureThreshold: 1,
+						},
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+							Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+						},
+						ResizePolicy: []corev1.ContainerResizePolicy{
+							{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired},
+							{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.RestartContainer},
+						},
+					}},
+				},
+			},
+		},
+	}
+}
+
+func create(t *testing.T, ps *podsetv1alpha1.PodSet) {
+	t.Helper()
+	if err := suite.client.Create(t.Context(), ps); err != nil {
+		t.Fatalf("creating PodSet %s: %v", ps.Name, err)
+	}
+}
+
+// update changes a PodSet's spec, retrying on conflicts.
+func update(t *testing.T, ps *podsetv1alpha1.PodSet, change func(*podsetv1alpha1.PodSet)) {
+	t.Helper()
+	for {
+		if err := suite.client.Get(t.Context(), client.ObjectKeyFromObject(ps), ps); err != nil {
+			t.Fatal(err)
+		}
+		change(ps)
+		err := suite.client.Update(t.Context(), ps)
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			t.Fatalf("updating PodSet %s: %v", ps.Name, err)
+		}
+	}
+}
+
+// setImage sets the image of the PodSet's container.
+func setImage(t *testing.T, ps *podsetv1alpha1.PodSet, image string) {
+	t.Helper()
+	update(t, ps, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Containers[0].Image = image })
+}
+
+// waitReady waits until the PodSet reports its current generation rolled
+// out: Ready, every pod updated and ready.
+func waitReady(t *testing.T, ps *podsetv1alpha1.PodSet) {
+	t.Helper()
+	eventually(t, "PodSet "+ps.Name+" is Ready", func(ctx context.Context) error {
+		cur := &podsetv1alpha1.PodSet{}
+		if err := suite.client.Get(ctx, client.ObjectKeyFromObject(ps), cur); err != nil {
+			return err
+		}
+		want := ptr.Deref(cur.Spec.Replicas, 1)
+		s := cur.Status
+		switch {
+		case s.ObservedGeneration != cur.Generation:
+			return fmt.Errorf("observedGeneration %d, generation %d", s.ObservedGeneration, cur.Generation)
+		case !meta.IsStatusConditionTrue(s.Conditions, "Ready"):
+			return fmt.Errorf("not Ready: %v", s.Conditions)
+		case s.UpdatedReplicas != want || s.ReadyReplicas != want || s.Replicas != want:
+			return fmt.Errorf("replicas %d, updated %d, ready %d, want %d", s.Replicas, s.UpdatedReplicas, s.ReadyReplicas, want)
+		}
+		return nil
+	})
+}
+
+// waitStalled waits until the PodSet is Stalled for reason, with a
+// message that names every one of words.
+func waitStalled(t *testing.T, ps *podsetv1alpha1.PodSet, reason string, words ...string) *metav1.Condition {
+	t.Helper()
+	var stalled *metav1.Condition
+	eventually(t, "PodSet "+ps.Name+" is Stalled with "+reason, func(ctx context.Context) error {
+		cur := &podsetv1alpha1.PodSet{}
+		if err := suite.client.Get(ctx, client.ObjectKeyFromObject(ps), cur); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(cur.Status.Conditions, "Stalled")
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason {
+			return fmt.Errorf("Stalled is %+v", c)
+		}
+		for _, w := range words {
+			if !strings.Contains(c.Message, w) {
+				return fmt.Errorf("the Stalled message does not name %q: %s", w, c.Message)
+			}
+		}
+		stalled = c
+		return nil
+	})
+	return stalled
+}
+
+// pods returns the PodSet's pods by name.
+func pods(t *testing.T, ps *podsetv1alpha1.PodSet) map[string]*corev1.Pod {
+	t.Helper()
+	var list corev1.PodList
+	if err := suite.client.List(t.Context(), &list, client.InNamespace(ps.Namespace), client.MatchingLabels{podsetv1alpha1.NameLabel: ps.Name}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*corev1.Pod{}
+	for i := range list.Items {
+		out[list.Items[i].Name] = &list.Items[i]
+	}
+	return out
+}
+
+// identity is what an in-place update keeps of a pod.
+type identity struct {
+	uid  string
+	ip   string
+	node string
+}
+
+func identities(t *testing.T, ps *podsetv1alpha1.PodSet) map[string]identity {
+	t.Helper()
+	out := map[string]identity{}
+	for name, p := range pods(t, ps) {
+		out[name] = identity{string(p.UID), p.Status.PodIP, p.Spec.NodeName}
+	}
+	return out
+}
+
+// restartCounts is each pod's app container's restart count, as the
+// kubelet reports it.
+func restartCounts(t *testing.T, ps *podsetv1alpha1.PodSet) map[string]int32 {
+	t.Helper()
+	out := map[string]int32{}
+	for name, p := range pods(t, ps) {
+		for _, s := range p.Status.ContainerStatuses {
+			if s.Name == "app" {
+				out[name] = s.RestartCount
+			}
+		}
+	}
+	return out
+}
+
+// checkAnswers fails unless every pod of the PodSet answers version on
+// its own IP.
+func checkAnswers(t *testing.T, ps *podsetv1alpha1.PodSet, version string) {
+	t.Helper()
+	for name, p := range pods(t, ps) {
+		got, err := get("http://" + p.Status.PodIP + ":8080/")
+		if err != nil || got != version {
+			t.Errorf("pod %s at %s answers %q (%v), want %q", name, p.Status.PodIP, got, err, version)
+		}
+	}
+}
+
+// httpClient opens a new connection for every request, as a new client of
+// a Service does: the dataplane routes each connection by the rules it has
+// when the connection opens.
+var httpClient = &http.Client{
+	Timeout:   2 * time.Second,
+	Transport: &http.Transport{DisableKeepAlives: true},
+}
+
+func get(url string) (string, error) {
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", resp.Status, body)
+	}
+	return strings.TrimSpace(string(body)), nil
+}
+
+// traffic sends requests to a URL one after the other until stopped, at
+// most maxRequests, and counts the answers by body and the failures.
+type traffic struct {
+	mu       sync.Mutex
+	answers  map[string]int
+	failures []string
+	total    int
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+const maxRequests = 20000
+
+func startTraffic(url string) *traffic {
+	tr := &traffic{answers: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(tr.done)
+		for range maxRequests {
+			select {
+			case <-tr.stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			body, err := get(url)
+			tr.mu.Lock()
+			tr.total++
+			if err != nil {
+				tr.failures = append(tr.failures, fmt.Sprintf("%s: %v", time.Now().Format("15:04:05.000"), err))
+			} else {
+				tr.answers[body]++
+			}
+			tr.mu.Unlock()
+		}
+	}()
+	return tr
+}
+
+// finish stops the traffic and returns the count of requests, of failures
+// and the answers.
+func (tr *traffic) finish() (total int, failures []string, answers map[string]int) {
+	close(tr.stop)
+	<-tr.done
+	return tr.total, tr.failures, tr.answers
+}
+
+// checkOnly fails unless every answer is one of versions.
+func checkOnly(t *testing.T, answers map[string]int, versions ...string) {
+	t.Helper()
+	for body, n := range answers {
+		if !slices.Contains(versions, body) {
+			t.Errorf("%d answers %q, want only %v", n, body, versions)
+		}
+	}
+}

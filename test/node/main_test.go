@@ -1,0 +1,238 @@
+//go:build node
+
+// Package node is the real-node suite: PodSets on a real kubelet,
+// containerd, runc, CNI bridge and kube-proxy (hack/node.sh) joined to a
+// local kwok cluster, for what only they decide: the images a runtime
+// reports, restarts and their counts, resizes, readiness probes, pods that
+// keep their UID, IP and node, and traffic through a Service during
+// rollouts. Run it with `make test-node` (root; it changes the host's
+// network and cgroups while it runs and puts them back).
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
+)
+
+// suite is what TestMain sets up for every test.
+var suite struct {
+	root, kubectl, kubeconfig, plugin string
+	client                            client.Client
+	// images maps each test image reference to its manifest digest.
+	images map[string]string
+}
+
+// nodeName is the real node's name (hack/node.sh).
+const nodeName = "podset-node"
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "node:", err)
+		return 1
+	}
+	var missing []string
+	for _, v := range []string{"CONTROLPLANE", "KWOK_DIR", "CONTAINERD_DIR", "NODE_IMAGES"} {
+		if os.Getenv(v) == "" {
+			missing = append(missing, v)
+		}
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(os.Stderr, "node: set %s; run the suite with `make test-node`\n", strings.Join(missing, ", "))
+		return 2
+	}
+	var err error
+	if suite.root, err = testenv.RepoRoot(); err != nil {
+		return fail(err)
+	}
+	suite.kubectl = filepath.Join(os.Getenv("CONTROLPLANE"), "kubectl")
+	images, err := os.ReadFile(filepath.Join(filepath.Dir(os.Getenv("NODE_IMAGES")), "images.json"))
+	if err != nil {
+		return fail(err)
+	}
+	if err := json.Unmarshal(images, &suite.images); err != nil {
+		return fail(err)
+	}
+
+	// A node left by an interrupted run is taken down first.
+	if _, err := nodeScript("down"); err != nil {
+		return fail(err)
+	}
+	defer func() {
+		if out, err := nodeScript("down"); err != nil {
+			fmt.Fprintln(os.Stderr, "node: stopping the node:", err, out)
+		}
+	}()
+	start := time.Now()
+	out, err := nodeScript("up")
+	if err != nil {
+		return fail(err)
+	}
+	suite.kubeconfig = lastLine(out)
+	fmt.Printf("node: the real node is up in %v, kubeconfig %s\n", time.Since(start).Round(time.Millisecond), suite.kubeconfig)
+	if suite.client, err = newClient(suite.kubeconfig); err != nil {
+		return fail(err)
+	}
+
+	tmp, err := os.MkdirTemp("", "podset-node-")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(tmp)
+	stop, err := startOperator(tmp)
+	if err != nil {
+		return fail(err)
+	}
+	defer stop()
+	suite.plugin = filepath.Join(tmp, "kubectl-podset")
+	if out, err := goCommand("build", "-o", suite.plugin, "./cmd/kubectl-podset"); err != nil {
+		return fail(fmt.Errorf("building the kubectl plugin: %w\n%s", err, out))
+	}
+	return m.Run()
+}
+
+// nodeScript runs hack/node.sh with the suite's environment and returns
+// its standard output; its standard error is in the error when it fails.
+func nodeScript(action string) (string, error) {
+	cmd := exec.Command(filepath.Join(suite.root, "hack", "node.sh"), action)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("hack/node.sh %s: %w\n%s", action, err, stderr.Bytes())
+	}
+	return stdout.String(), nil
+}
+
+func goCommand(args ...string) ([]byte, error) {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = suite.root
+	return cmd.CombinedOutput()
+}
+
+// startOperator installs the CRD and the admission policies, builds the
+// operator and runs it against the cluster, and returns what stops it.
+func startOperator(dir string) (func(), error) {
+	for _, path := range []string{"config/crd/bases", "config/policy/hardening.yaml", "config/policy/pod-validity.yaml"} {
+		cmd := exec.Command(suite.kubectl, "--kubeconfig", suite.kubeconfig, "apply", "--server-side", "-f", filepath.Join(suite.root, path))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("kubectl apply -f %s: %w\n%s", path, err, out)
+		}
+	}
+	cmd := exec.Command(suite.kubectl, "--kubeconfig", suite.kubeconfig, "wait", "--for=condition=Established", "crd/podsets.podset.dev", "--timeout=60s")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("waiting for the CRD: %w\n%s", err, out)
+	}
+	bin := filepath.Join(dir, "podset-operator")
+	if out, err := goCommand("build", "-o", bin, "."); err != nil {
+		return nil, fmt.Errorf("building the operator: %w\n%s", err, out)
+	}
+	logPath := filepath.Join(suite.root, "bin", "node", "operator.log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	op := exec.Command(bin, "--kubeconfig", suite.kubeconfig, "--metrics-bind-address=0",
+		"--health-probe-bind-address=0", "--log-format=console", "--log-level=debug")
+	op.Stdout, op.Stderr = log, log
+	if err := op.Start(); err != nil {
+		return nil, err
+	}
+	fmt.Println("node: the operator runs, its log is", logPath)
+	return func() {
+		_ = op.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- op.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = op.Process.Kill()
+			<-done
+		}
+		log.Close()
+	}, nil
+}
+
+func newClient(kubeconfig string) (client.Client, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), podsetv1alpha1.AddToScheme(scheme)); err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// kubectl runs kubectl against the cluster and returns its output.
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.CommandContext(t.Context(), suite.kubectl, append([]string{"--kubeconfig", suite.kubeconfig}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// waitTimeout bounds every wait of the suite: a real kubelet starts a
+// container in about a second; a deadline of progressDeadlineSeconds is
+// the longest a test waits for.
+const waitTimeout = 2 * time.Minute
+
+// eventually calls check until it returns nil, or fails the test with its
+// last error after waitTimeout.
+func eventually(t *testing.T, what string, check func(ctx context.Context) error) {
+	t.Helper()
+	start := time.Now()
+	for {
+		err := check(t.Context())
+		if err == nil {
+			t.Logf("%s (waited %v)", what, time.Since(start).Round(time.Millisecond))
+			return
+		}
+		if time.Since(start) > waitTimeout {
+			t.Fatalf("%s: still not so after %v: %v", what, waitTimeout, err)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("%s: %v", what, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// execKubectl runs kubectl against the cluster.
+func execKubectl(args ...string) (string, error) {
+	out, err := exec.Command(suite.kubectl, append([]string{"--kubeconfig", suite.kubeconfig}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// runPlugin runs the kubectl plugin against the cluster.
+func runPlugin(t *testing.T, args ...string) (string, error) {
+	out, err := exec.CommandContext(t.Context(), suite.plugin, append([]string{"--kubeconfig", suite.kubeconfig}, args...)...).CombinedOutput()
+	return string(out), err
+}
