@@ -137,8 +137,17 @@ test-node: node-deps node-bins $(NODE_IMAGES) ## Run the real-node suite: a real
 	$(NODE_ENV) go test -tags node ./test/node/ -count=1 -v -timeout 30m $(TESTFLAGS)
 
 .PHONY: bench
-bench: controlplane ## Measure podset-operator beside the physical limit, ReplicaSet, Deployment, StatefulSet and the tutorial controller: one markdown table.
+bench: controlplane ## Measure podset-operator beside the physical limit, ReplicaSet, Deployment, StatefulSet and the tutorial controller: one markdown table; then, as root, the real node's rollout (bench-node).
 	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) go run ./test/bench -size full $(BENCHFLAGS)
+	@if [[ $$(id -u) == 0 ]]; then $(MAKE) --no-print-directory bench-node; else echo "bench-node skipped: the real node needs root"; fi
+
+# NODE_BENCH_PODS is how many pods bench-node rolls out.
+NODE_BENCH_PODS ?= 20
+
+.PHONY: bench-node
+bench-node: node-deps node-bins $(NODE_IMAGES) ## On the real node: an image change across NODE_BENCH_PODS pods by a PodSet in place, a Deployment and a StatefulSet (needs root).
+	@$(NODE_ENV) hack/node.sh check
+	$(NODE_ENV) NODE_BENCH=1 NODE_BENCH_PODS=$(NODE_BENCH_PODS) go test -tags node ./test/node/ -run TestRolloutBenchmark -count=1 -v -timeout 30m
 
 # SCALE is K x N of make bench-scale.
 SCALE ?= 1000x10

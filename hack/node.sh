@@ -244,9 +244,17 @@ ctr() { "$CONTAINERD_DIR/ctr" --address "$sock" --namespace k8s.io "$@"; }
 import_images() {
 	[[ -n ${NODE_IMAGES:-} ]] || return 0
 	[[ -f $NODE_IMAGES ]] || die "NODE_IMAGES=$NODE_IMAGES does not exist (make node-images)"
-	# --digests also names each image by its digest, as a pull by digest
-	# would; the pause image stays pinned, so garbage collection keeps it.
-	ctr images import --digests "$NODE_IMAGES" >/dev/null
+	ctr images import "$NODE_IMAGES" >/dev/null
+	# Each image is also named by its digest, as a pull by digest names it
+	# (ctr's --digests names only the archive's index): images.json, beside
+	# the archive, maps every reference to its manifest digest.
+	local ref digest src
+	while read -r ref digest; do
+		[[ $ref == *@* ]] || continue
+		src=$(sed -n 's/^ *"\([^"@]*\)": "'"$digest"'",\{0,1\}$/\1/p' "$(dirname "$NODE_IMAGES")/images.json" | head -n 1)
+		[[ -n $src ]] || die "images.json names no tag for $ref"
+		ctr images tag --force "$src" "$ref" >/dev/null
+	done < <(sed -n 's/^ *"\([^"]*\)": "\([^"]*\)",\{0,1\}$/\1 \2/p' "$(dirname "$NODE_IMAGES")/images.json")
 }
 
 # credentials gives the kubelet and kube-proxy client certificates of their

@@ -161,7 +161,8 @@ func waitReady(t *testing.T, ps *podsetv1alpha1.PodSet) {
 }
 
 // waitStalled waits until the PodSet is Stalled for reason, with a
-// message that names every one of words.
+// message that names every one of words (each of them, "a|b", one of
+// several).
 func waitStalled(t *testing.T, ps *podsetv1alpha1.PodSet, reason string, words ...string) *metav1.Condition {
 	t.Helper()
 	var stalled *metav1.Condition
@@ -175,7 +176,10 @@ func waitStalled(t *testing.T, ps *podsetv1alpha1.PodSet, reason string, words .
 			return fmt.Errorf("Stalled is %+v", c)
 		}
 		for _, w := range words {
-			if !strings.Contains(c.Message, w) {
+			// A word may be alternatives, "a|b": the kubelet's reason
+			// for a container that cannot start alternates between the
+			// cause and CrashLoopBackOff while it backs off.
+			if !slices.ContainsFunc(strings.Split(w, "|"), func(w string) bool { return strings.Contains(c.Message, w) }) {
 				return fmt.Errorf("the Stalled message does not name %q: %s", w, c.Message)
 			}
 		}

@@ -21,6 +21,7 @@ import (
 // TestCreateScaleDelete: pods of a PodSet start on the real node, answer,
 // follow scaling and go with the PodSet.
 func TestCreateScaleDelete(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	ps := appPodSet(ns, "web", 2, app("v1"))
 	create(t, ps)
@@ -60,6 +61,7 @@ func TestCreateScaleDelete(t *testing.T) {
 // image name containerd reports, and keep each pod's UID, IP and node; the
 // containers restart once each.
 func TestInPlaceImageUpdates(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	ps := appPodSet(ns, "web", 2, app("v1"))
 	create(t, ps)
@@ -102,6 +104,7 @@ func TestInPlaceImageUpdates(t *testing.T) {
 // loops, each stall the rollout with the kubelet's reason, and a rollback
 // recovers without recreating the pod.
 func TestBrokenImages(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	ps := appPodSet(ns, "web", 1, app("v1"))
 	create(t, ps)
@@ -109,7 +112,10 @@ func TestBrokenImages(t *testing.T) {
 	before := identities(t, ps)
 
 	for _, broken := range []struct{ image, reason string }{
-		{app("missing"), "ErrImageNeverPull"},
+		// After an in-place change, the kubelet backs off starting the
+		// container (the old one exited), so it reports the missing image
+		// and CrashLoopBackOff in turn.
+		{app("missing"), "ErrImageNeverPull|CrashLoopBackOff"},
 		{app("crash"), "CrashLoopBackOff"},
 	} {
 		setImage(t, ps, broken.image)
@@ -129,6 +135,7 @@ func TestBrokenImages(t *testing.T) {
 // pod, and a resize by another writer survives the operator's repair of
 // the pod.
 func TestResizes(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	ps := appPodSet(ns, "web", 1, app("v1"))
 	create(t, ps)
@@ -140,7 +147,11 @@ func TestResizes(t *testing.T) {
 		return func(ps *podsetv1alpha1.PodSet) {
 			r := &ps.Spec.Template.Spec.Containers[0].Resources
 			r.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("32Mi")}
-			r.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse(memory)}
+			limit := resource.MustParse("100m")
+			if q := resource.MustParse(cpu); q.Cmp(limit) > 0 {
+				limit = q
+			}
+			r.Limits = corev1.ResourceList{corev1.ResourceCPU: limit, corev1.ResourceMemory: resource.MustParse(memory)}
 		}
 	}
 	runs := func(cpu, memory string) func(context.Context) error {
@@ -211,6 +222,7 @@ func TestResizes(t *testing.T) {
 // Service during each kind of rollout gets an answer to every one, from
 // the old or the new version.
 func TestZeroDroppedRequests(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	ps := appPodSet(ns, "web", 3, app("v1"))
 	// Pods that are deleted (Recreate, a restart) leave endpoints as they
