@@ -224,9 +224,14 @@ func changeTemplate(t *testing.T, ps *podsetv1alpha1.PodSet, change func(*corev1
 // a note that contains want.
 func wantEvent(t *testing.T, ps *podsetv1alpha1.PodSet, reason, want, problem string) {
 	t.Helper()
-	if notes := strings.Join(normalEvents(t, ps, reason), "\n"); !strings.Contains(notes, want) {
-		t.Errorf("%s; events:\n%s", problem, notes)
-	}
+	// Events are written by the recorder's broadcaster after the pass
+	// that emits them, so a loaded machine may show them later.
+	eventually(t, "an event "+reason+" saying "+want, func() error {
+		if notes := strings.Join(normalEvents(t, ps, reason), "\n"); !strings.Contains(notes, want) {
+			return fmt.Errorf("%s; events:\n%s", problem, notes)
+		}
+		return nil
+	})
 }
 
 // normalEvents lists the notes of Normal events about a PodSet with a reason.

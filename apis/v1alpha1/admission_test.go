@@ -96,9 +96,12 @@ func TestSampleIsAcceptedWithSchemaDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := podsetv1alpha1.PodSetSpec{
-		Replicas:                ptr.To[int32](1),
-		Template:                minimal.Spec.Template,
-		UpdateStrategy:          podsetv1alpha1.PodSetUpdateStrategy{Type: podsetv1alpha1.RollingUpdateStrategyType, PodUpdatePolicy: podsetv1alpha1.InPlaceIfPossibleUpdatePolicy},
+		Replicas: ptr.To[int32](1),
+		Template: minimal.Spec.Template,
+		UpdateStrategy: podsetv1alpha1.PodSetUpdateStrategy{
+			Type: podsetv1alpha1.RollingUpdateStrategyType, PodUpdatePolicy: podsetv1alpha1.InPlaceIfPossibleUpdatePolicy,
+			InPlaceDrainSeconds: ptr.To[int32](podsetv1alpha1.DefaultInPlaceDrainSeconds),
+		},
 		MinReadySeconds:         0,
 		ProgressDeadlineSeconds: ptr.To[int32](600),
 		RevisionHistoryLimit:    ptr.To[int32](10),
@@ -204,6 +207,14 @@ func TestAdmissionRefusals(t *testing.T) {
 				ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{Partition: ptr.To[int32](podsetv1alpha1.MaxReplicas + 1)}
 			},
 			wantField: "spec.updateStrategy.rollingUpdate.partition",
+		},
+		"negative inPlaceDrainSeconds": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.UpdateStrategy.InPlaceDrainSeconds = ptr.To[int32](-1) },
+			wantField: "spec.updateStrategy.inPlaceDrainSeconds",
+		},
+		"inPlaceDrainSeconds over five minutes": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.UpdateStrategy.InPlaceDrainSeconds = ptr.To[int32](301) },
+			wantField: "spec.updateStrategy.inPlaceDrainSeconds",
 		},
 		"unknown update strategy": {
 			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.UpdateStrategy.Type = "Recreate" },

@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // TestHelmInstallUpgradeUninstall installs the chart the way the README
@@ -119,7 +121,7 @@ func useNewCluster(t *testing.T, name string) {
 		t.Fatal(err)
 	}
 	kubeconfig := lastLine(out)
-	c, err := newClient(kubeconfig)
+	c, err := testenv.NewClient(kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}

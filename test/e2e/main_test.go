@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"cmp"
 	"debug/elf"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,12 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -101,7 +96,7 @@ func run(m *testing.M) int {
 	}
 	suite.cluster, suite.kubeconfig = clusterName, lastLine(out)
 	fmt.Printf("e2e: cluster %s is up, kubeconfig %s\n", clusterName, suite.kubeconfig)
-	if suite.client, err = newClient(suite.kubeconfig); err != nil {
+	if suite.client, err = testenv.NewClient(suite.kubeconfig); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
@@ -242,20 +237,6 @@ func localCluster(env suiteEnv, name, action string) (string, error) {
 		return "", fmt.Errorf("CLUSTER_NAME=%s NODES=2 hack/local-cluster.sh %s: %w\n%s", name, action, err, stderr.Bytes())
 	}
 	return stdout.String(), nil
-}
-
-// newClient is a client for the cluster of kubeconfig with the core and
-// PodSet types registered.
-func newClient(kubeconfig string) (client.Client, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("loading %s: %w", kubeconfig, err)
-	}
-	scheme := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(scheme), podsetv1alpha1.AddToScheme(scheme)); err != nil {
-		return nil, err
-	}
-	return client.New(cfg, client.Options{Scheme: scheme})
 }
 
 // lastLine is the last non-empty line of s.

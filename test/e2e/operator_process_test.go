@@ -18,6 +18,8 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // operatorUser is the shipped service account: config/rbac grants it the
@@ -148,7 +150,7 @@ func impersonatingKubeconfig(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 
-	c, err := newClient(path)
+	c, err := testenv.NewClient(path)
 	if err != nil {
 		t.Fatal(err)
 	}

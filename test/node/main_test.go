@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,12 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -89,7 +84,7 @@ func run(m *testing.M) int {
 	}
 	suite.kubeconfig = lastLine(out)
 	fmt.Printf("node: the real node is up in %v, kubeconfig %s\n", time.Since(start).Round(time.Millisecond), suite.kubeconfig)
-	if suite.client, err = newClient(suite.kubeconfig); err != nil {
+	if suite.client, err = testenv.NewClient(suite.kubeconfig); err != nil {
 		return fail(err)
 	}
 
@@ -169,18 +164,6 @@ func startOperator(dir string) (func(), error) {
 		}
 		log.Close()
 	}, nil
-}
-
-func newClient(kubeconfig string) (client.Client, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	scheme := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(scheme), podsetv1alpha1.AddToScheme(scheme)); err != nil {
-		return nil, err
-	}
-	return client.New(cfg, client.Options{Scheme: scheme})
 }
 
 func lastLine(s string) string {

@@ -23,6 +23,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,6 +48,29 @@ type Env struct {
 	restarted *exec.Cmd
 }
 
+// NewScheme is a scheme with the core Kubernetes types and the PodSet API.
+func NewScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), podsetv1alpha1.AddToScheme(scheme)); err != nil {
+		return nil, err
+	}
+	return scheme, nil
+}
+
+// NewClient is a client of the cluster of a kubeconfig file, with
+// NewScheme's types.
+func NewClient(kubeconfig string) (client.Client, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading %s: %w", kubeconfig, err)
+	}
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
+}
+
 // Start starts kube-apiserver and etcd, installs config/crd and
 // config/policy, and waits until the policies are enforced.
 func Start() (*Env, error) {
@@ -64,11 +88,8 @@ func Start() (*Env, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, or export the path `make envtest-assets` prints")
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := podsetv1alpha1.AddToScheme(scheme); err != nil {
+	scheme, err := NewScheme()
+	if err != nil {
 		return nil, err
 	}
 	env := &envtest.Environment{
