@@ -132,7 +132,7 @@ test-e2e: controlplane $(KUSTOMIZE) $(HELM) ## Run the end-to-end suite (with th
 NODE_ENV = CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) CONTAINERD_DIR=$(CONTAINERD_DIR) RUNC=$(RUNC) NODE_IMAGES=$(NODE_IMAGES)
 
 .PHONY: test-node
-test-node: node-deps node-bins $(NODE_IMAGES) ## Run the real-node suite: a real kubelet, containerd and kube-proxy joined to a local kwok cluster (needs root).
+test-node: node-host node-deps node-bins $(NODE_IMAGES) ## Run the real-node suite: a real kubelet, containerd and kube-proxy joined to a local kwok cluster (needs root).
 	@$(NODE_ENV) hack/node.sh check
 	$(NODE_ENV) go test -tags node ./test/node/ -count=1 -v -timeout 30m $(TESTFLAGS)
 
@@ -145,7 +145,7 @@ bench: controlplane ## Measure podset-operator beside the physical limit, Replic
 NODE_BENCH_PODS ?= 20
 
 .PHONY: bench-node
-bench-node: node-deps node-bins $(NODE_IMAGES) ## On the real node: an image change across NODE_BENCH_PODS pods by a PodSet in place, a Deployment and a StatefulSet (needs root).
+bench-node: node-host node-deps node-bins $(NODE_IMAGES) ## On the real node: an image change across NODE_BENCH_PODS pods by a PodSet in place, a Deployment and a StatefulSet (needs root).
 	@$(NODE_ENV) hack/node.sh check
 	$(NODE_ENV) NODE_BENCH=1 NODE_BENCH_PODS=$(NODE_BENCH_PODS) go test -tags node ./test/node/ -run TestRolloutBenchmark -count=1 -v -timeout 30m
 
@@ -242,7 +242,7 @@ cluster-up: controlplane ## Start the local kwok cluster and print its kubeconfi
 	@$(CLUSTER_ENV) hack/local-cluster.sh up
 
 .PHONY: node-up
-node-up: node-deps node-bins $(NODE_IMAGES) ## Start a real node (kubelet, containerd, kube-proxy) joined to a local kwok cluster and print its kubeconfig (needs root).
+node-up: node-host node-deps node-bins $(NODE_IMAGES) ## Start a real node (kubelet, containerd, kube-proxy) joined to a local kwok cluster and print its kubeconfig (needs root).
 	@$(NODE_ENV) hack/node.sh up
 
 .PHONY: node-down
@@ -295,6 +295,10 @@ $(RUNC): | node-deps
 
 $(CONTAINERD_DIR)/%:
 	cd hack/containerd && $(GO_BUILD_TOOL) -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)" -o $@ github.com/containerd/containerd/v2/cmd/$*
+
+.PHONY: node-host
+node-host: ## Fail at once, naming what is missing, on a machine that cannot run the real node (not root, no cgroups, a kernel without overlay or netfilter).
+	@hack/node.sh check-host
 
 .PHONY: node-deps
 node-deps: ## Install the real node's Debian packages (runc, CNI plugins, iptables, conntrack) when missing.

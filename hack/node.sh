@@ -16,7 +16,7 @@
 # to manage only the nodes it made (kwok.x-k8s.io/node=fake), leaves it
 # alone.
 #
-# Usage: hack/node.sh check|up|down|kubeconfig
+# Usage: hack/node.sh check-host|check|up|down|kubeconfig
 # Environment (the Makefile sets the binaries):
 #   CLUSTER_NAME   the kwok cluster to join (default podset-node)
 #   CONTROLPLANE   folder with the control plane, kubectl, kubelet, kube-proxy
@@ -47,18 +47,40 @@ die() {
 	exit 1
 }
 
+# host_missing lists what this machine lacks to run the node at all,
+# before anything is installed or built.
+host_missing() {
+	[[ $(uname -s) == Linux ]] || echo "Linux"
+	[[ $(id -u) == 0 ]] || echo "root (the kubelet and containerd run as root)"
+	command -v apt-get >/dev/null || command -v runc >/dev/null || echo "apt-get (Debian's packages: make node-deps)"
+	local c
+	for c in cpu cpuacct cpuset memory pids devices freezer; do
+		[[ -d /sys/fs/cgroup/$c || -f /sys/fs/cgroup/cgroup.controllers ]] || echo "the cgroup v1 controller $c (/sys/fs/cgroup/$c)"
+	done
+	grep -qw overlay /proc/filesystems || echo "the overlay filesystem (kernel)"
+	[[ -d /proc/sys/net/bridge ]] || echo "bridge netfilter (kernel: br_netfilter)"
+	[[ -e /proc/net/ip_tables_names || -d /proc/sys/net/netfilter ]] || echo "netfilter (kernel)"
+	return 0
+}
+
+# check_host fails at once, naming what is missing, on a machine that
+# cannot run the node, before anything is installed or built.
+check_host() {
+	local missing
+	mapfile -t missing < <(host_missing)
+	if ((${#missing[@]})); then
+		printf 'hack/node.sh: this machine cannot run the real node; missing:\n' >&2
+		printf '  - %s\n' "${missing[@]}" >&2
+		exit 1
+	fi
+}
+
 # check fails at once, naming what is missing, on a machine that cannot run
 # the node.
 check() {
 	local missing=()
-	[[ $(id -u) == 0 ]] || missing+=("root (the kubelet and containerd run as root)")
+	mapfile -t missing < <(host_missing)
 	local c
-	for c in cpu cpuacct cpuset memory pids devices freezer; do
-		[[ -d /sys/fs/cgroup/$c || -f /sys/fs/cgroup/cgroup.controllers ]] || missing+=("the cgroup v1 controller $c (/sys/fs/cgroup/$c)")
-	done
-	grep -qw overlay /proc/filesystems || missing+=("the overlay filesystem (kernel)")
-	[[ -d /proc/sys/net/bridge ]] || missing+=("bridge netfilter (kernel: br_netfilter)")
-	[[ -e /proc/net/ip_tables_names || -d /proc/sys/net/netfilter ]] || missing+=("netfilter (kernel)")
 	for c in iptables iptables-restore conntrack ip openssl; do
 		command -v "$c" >/dev/null || missing+=("the command $c (make node-deps)")
 	done
@@ -459,12 +481,13 @@ kubelet_iptables_cleanup() {
 kubeconfig() { CLUSTER_NAME=$name "$root/hack/local-cluster.sh" kubeconfig; }
 
 case "${1:-}" in
+check-host) check_host ;;
 check) check ;;
 up) up ;;
 down) down ;;
 kubeconfig) kubeconfig ;;
 *)
-	echo "usage: $0 check|up|down|kubeconfig" >&2
+	echo "usage: $0 check-host|check|up|down|kubeconfig" >&2
 	exit 2
 	;;
 esac
