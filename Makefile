@@ -134,7 +134,10 @@ NODE_ENV = CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) CONTAINERD_DIR=$(CO
 .PHONY: test-node
 test-node: node-host node-deps node-bins $(NODE_IMAGES) ## Run the real-node suite: a real kubelet, containerd and kube-proxy joined to a local kwok cluster (needs root).
 	@$(NODE_ENV) hack/node.sh check
-	$(NODE_ENV) go test -tags node ./test/node/ -count=1 -v -timeout 30m $(TESTFLAGS)
+	@# The suite stops the node itself; a timeout kills it before it can,
+	@# so the node is stopped here too, whatever the suite did.
+	rc=0; $(NODE_ENV) go test -tags node ./test/node/ -count=1 -v -timeout 30m $(TESTFLAGS) || rc=$$?; \
+	$(NODE_ENV) hack/node.sh down; exit $$rc
 
 .PHONY: bench
 bench: controlplane ## Measure podset-operator beside the physical limit, ReplicaSet, Deployment, StatefulSet and the tutorial controller: one markdown table; then, as root, the real node's rollout (bench-node).
@@ -147,7 +150,8 @@ NODE_BENCH_PODS ?= 20
 .PHONY: bench-node
 bench-node: node-host node-deps node-bins $(NODE_IMAGES) ## On the real node: an image change across NODE_BENCH_PODS pods by a PodSet in place, a Deployment and a StatefulSet (needs root).
 	@$(NODE_ENV) hack/node.sh check
-	$(NODE_ENV) NODE_BENCH=1 NODE_BENCH_PODS=$(NODE_BENCH_PODS) go test -tags node ./test/node/ -run TestRolloutBenchmark -count=1 -v -timeout 30m
+	rc=0; $(NODE_ENV) NODE_BENCH=1 NODE_BENCH_PODS=$(NODE_BENCH_PODS) go test -tags node ./test/node/ -run TestRolloutBenchmark -count=1 -v -timeout 30m || rc=$$?; \
+	$(NODE_ENV) hack/node.sh down; exit $$rc
 
 # SCALE is K x N of make bench-scale.
 SCALE ?= 1000x10

@@ -77,3 +77,29 @@ func TestSlimPodKeepsWhatTheOperatorReads(t *testing.T) {
 		t.Errorf("slimPod(tombstone) = %v, %v; want it unchanged", got, err)
 	}
 }
+
+// TestSlimPodKeepsRestartCountsWhileUpdating: an in-place update finishes
+// by the restart counts the kubelet reports (restarted), so the cache
+// must keep them while the pod's gate is closed.
+func TestSlimPodKeepsRestartCountsWhileUpdating(t *testing.T) {
+	pod := makePod("web-0").hash("new").ready().obj()
+	pod.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: podsetv1alpha1.InPlaceUpdateReadyCondition}}
+	pod.Spec.Containers = []corev1.Container{{Name: "app", Image: "localhost/app:v2"}}
+	pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionFalse})
+	rec, err := newRestartRecord(&pod, "new", []string{"app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Annotations = map[string]string{restartRecordAnnotation: rec}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: "app", Image: "localhost/app:stable", RestartCount: 1,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+	}}
+	slim, err := slimPod(pod.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !restarted(&pod) || !restarted(slim.(*corev1.Pod)) {
+		t.Errorf("restarted() = %v for the pod, %v for the cached pod; want true for both", restarted(&pod), restarted(slim.(*corev1.Pod)))
+	}
+}
