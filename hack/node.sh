@@ -24,7 +24,7 @@
 #   CONTAINERD_DIR folder with containerd, containerd-shim-runc-v2 and ctr
 #   RUNC           the runc binary
 #   NODE_IMAGES    an OCI archive of images to import (make node-images)
-set -euo pipefail
+set -Eeuo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 name=${CLUSTER_NAME:-podset-node}
@@ -114,12 +114,19 @@ start() {
 }
 
 # wait_for runs a command until it succeeds, for up to $1 seconds; on
-# failure it prints the end of log $2 and fails.
+# failure, or at once when the process of log $2 (started by start) has
+# exited, it prints the end of that log and fails.
 wait_for() {
-	local seconds=$1 log=$2 i
+	local seconds=$1 log=$2 i pidfile
 	shift 2
+	pidfile="$dir/${log%.log}.pid"
 	for ((i = 0; i < seconds * 4; i++)); do
 		if "$@" >/dev/null 2>&1; then return 0; fi
+		if [[ -f $pidfile ]] && ! running "$pidfile"; then
+			echo "hack/node.sh: ${log%.log} exited; $log ends:" >&2
+			tail -n 30 "$dir/$log" >&2 || true
+			return 1
+		fi
 		sleep 0.25
 	done
 	echo "hack/node.sh: timed out after ${seconds}s waiting for: $*; $log ends:" >&2
@@ -135,7 +142,8 @@ up() {
 	fi
 	mkdir -p "$dir"
 	# A node that failed half-way is taken down before a new start.
-	trap 'echo "hack/node.sh: the node did not start; stopping what did" >&2; down >&2' ERR
+	# (set -E: the trap also fires for a failure inside a function.)
+	trap 'trap - ERR; echo "hack/node.sh: the node did not start; stopping what did" >&2; down >&2; exit 1' ERR
 	local kubeconfig
 	kubeconfig=$(CLUSTER_NAME=$name NODES=${NODES:-1} "$root/hack/local-cluster.sh" up)
 	kubectl+=(--kubeconfig "$kubeconfig")
