@@ -106,6 +106,17 @@ func appPodSet(ns, name string, replicas int32, image string) *podsetv1alpha1.Po
 	}
 }
 
+// startApp makes a PodSet of replicas pods of the test app v1 in a new
+// namespace, waits until it is Ready, and returns it with its pods'
+// identities and restart counts.
+func startApp(t *testing.T, replicas int32) (*podsetv1alpha1.PodSet, map[string]identity, map[string]int32) {
+	t.Helper()
+	ps := appPodSet(newNamespace(t), "web", replicas, app("v1"))
+	create(t, ps)
+	waitReady(t, ps)
+	return ps, identities(t, ps), restartCounts(t, ps)
+}
+
 func create(t *testing.T, ps *podsetv1alpha1.PodSet) {
 	t.Helper()
 	if err := suite.client.Create(t.Context(), ps); err != nil {
