@@ -714,7 +714,7 @@ func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *revisi
 		if step.way.resize {
 			checkResize(step.pod)
 		}
-		if step.way.restart && kubeletReady(step.pod) {
+		if step.way.restart() && kubeletReady(step.pod) {
 			t.Errorf("update restarts the containers of %s while the kubelet still has it Ready (in endpoints)", step.pod.Name)
 		}
 	}

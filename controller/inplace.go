@@ -31,22 +31,23 @@ type updateWay struct {
 	// inPlace is false when the pod is recreated; why then says why.
 	inPlace bool
 	why     string
-	// restart: containers restart (a new image, or a resize their
-	// resizePolicy restarts them for); the gate goes False first, and the
-	// update counts against maxUnavailable.
-	restart bool
 	// resize: cpu or memory change, through pods/resize.
 	resize bool
 	// images names the containers whose image changes, for events.
 	images []string
 	// restarts names the containers that restart: those whose image
 	// changes and those whose resizePolicy restarts them for the resize.
+	// A pod whose containers restart is drained first (its gate goes
+	// False), and the update counts against maxUnavailable.
 	restarts []string
 }
 
+// restart reports an update that restarts containers.
+func (w updateWay) restart() bool { return len(w.restarts) > 0 }
+
 // metadataOnly reports an update that changes only labels and
 // annotations: one apply, nothing restarts, outside maxUnavailable.
-func (w updateWay) metadataOnly() bool { return w.inPlace && !w.restart && !w.resize }
+func (w updateWay) metadataOnly() bool { return w.inPlace && !w.restart() && !w.resize }
 
 // Why a pod is recreated rather than updated in place.
 const (
@@ -85,7 +86,7 @@ func updateWayFor(ps *podsetv1alpha1.PodSet, from, to *corev1.PodTemplateSpec, p
 	switch {
 	case !ok:
 		return updateWay{why: whyTemplate}
-	case way.restart && !hasGate(pod):
+	case way.restart() && !hasGate(pod):
 		return updateWay{why: whyNoGate}
 	}
 	way.inPlace = true
@@ -145,7 +146,6 @@ func templateDiff(from, to *corev1.PodSpec) (updateWay, bool) {
 				got.Resources = want.Resources
 			}
 			if restarts {
-				way.restart = true
 				way.restarts = append(way.restarts, want.Name)
 			}
 		}

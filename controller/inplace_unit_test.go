@@ -43,7 +43,7 @@ func TestUpdateWayFor(t *testing.T) {
 		},
 		"an image": {
 			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Image = "busybox:1.37" },
-			want:   updateWay{inPlace: true, restart: true, images: []string{"app"}, restarts: []string{"app"}},
+			want:   updateWay{inPlace: true, images: []string{"app"}, restarts: []string{"app"}},
 		},
 		"an image, without the gate": {
 			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Image = "busybox:1.37" },
@@ -59,7 +59,7 @@ func TestUpdateWayFor(t *testing.T) {
 				t.Spec.Containers[0].ResizePolicy = []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.RestartContainer}}
 			},
 			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Resources = cpu("2") },
-			want:   updateWay{inPlace: true, resize: true, restart: true, restarts: []string{"app"}},
+			want:   updateWay{inPlace: true, resize: true, restarts: []string{"app"}},
 		},
 		"a resize policy": {
 			change: func(t *corev1.PodTemplateSpec) {
@@ -144,7 +144,7 @@ func TestUpdateWayFor(t *testing.T) {
 				pod = tc.pod
 			}
 			got := updateWayFor(ps, from, to, pod)
-			if got.inPlace != tc.want.inPlace || got.why != tc.want.why || got.restart != tc.want.restart ||
+			if got.inPlace != tc.want.inPlace || got.why != tc.want.why || got.restart() != tc.want.restart() ||
 				got.resize != tc.want.resize || len(got.images) != len(tc.want.images) || !slices.Equal(got.restarts, tc.want.restarts) {
 				t.Errorf("updateWayFor() = %+v, want %+v", got, tc.want)
 			}

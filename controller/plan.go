@@ -230,7 +230,7 @@ func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in planInput) podPla
 	budget := maxUnavailable(ps) - unavailable
 	for i := len(staleReady) - 1; i >= 0 && budget > 0; i-- {
 		switch s := staleReady[i]; {
-		case s.way.inPlace && s.way.restart && hasGate(s.pod):
+		case s.way.inPlace && s.way.restart() && hasGate(s.pod):
 			p.pause = append(p.pause, s.pod)
 		case s.way.inPlace:
 			p.update = append(p.update, podStep{pod: s.pod, way: s.way})

@@ -110,7 +110,7 @@ func (r *PodSetReconciler) updateInPlace(ctx context.Context, ps *podsetv1alpha1
 		if err != nil {
 			return err
 		}
-		if len(step.way.restarts) > 0 {
+		if step.way.restart() {
 			// The restart counts the containers have now tell when they
 			// restarted for this update (restarted). The pod's
 			// resourceVersion makes sure they are the pod's latest: an
