@@ -49,26 +49,24 @@ func TestRolloutBenchmark(t *testing.T) {
 		kept   int
 	}
 	var results []result
+	// podSet makes the PodSet contender, with the drain given (nil: the
+	// default).
+	podSet := func(drain *int32) func(ns string) client.Object {
+		return func(ns string) client.Object {
+			ps := appPodSet(ns, "web", n, app("v1"))
+			ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: &maxUnavailable}
+			ps.Spec.UpdateStrategy.InPlaceDrainSeconds = drain
+			return ps
+		}
+	}
+	setPodSetImage := func(obj client.Object) { setImage(t, obj.(*podsetv1alpha1.PodSet), app("v2")) }
 	for _, c := range []struct {
 		name   string
 		create func(ns string) client.Object
 		change func(obj client.Object)
 	}{
-		{"podset (in place)", func(ns string) client.Object {
-			ps := appPodSet(ns, "web", n, app("v1"))
-			ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: &maxUnavailable}
-			return ps
-		}, func(obj client.Object) {
-			setImage(t, obj.(*podsetv1alpha1.PodSet), app("v2"))
-		}},
-		{"podset (in place, inPlaceDrainSeconds 0)", func(ns string) client.Object {
-			ps := appPodSet(ns, "web", n, app("v1"))
-			ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: &maxUnavailable}
-			ps.Spec.UpdateStrategy.InPlaceDrainSeconds = ptr.To[int32](0)
-			return ps
-		}, func(obj client.Object) {
-			setImage(t, obj.(*podsetv1alpha1.PodSet), app("v2"))
-		}},
+		{"podset (in place)", podSet(nil), setPodSetImage},
+		{"podset (in place, inPlaceDrainSeconds 0)", podSet(ptr.To[int32](0)), setPodSetImage},
 		{"Deployment", func(ns string) client.Object {
 			return &appsv1.Deployment{
 				ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
