@@ -17,8 +17,6 @@ import (
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
@@ -27,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/controller"
 )
 
@@ -111,13 +108,6 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("loading the kubeconfig: %w", err)
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := podsetv1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
 	var namespaces []string
 	for ns := range strings.SplitSeq(o.namespaces, ",") {
 		if ns = strings.TrimSpace(ns); ns != "" {
@@ -129,9 +119,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
-		Scheme:                        scheme,
-		Cache:                         controller.CacheOptions(namespaces),
+	mgr, err := controller.NewManager(ctx, cfg, manager.Options{
 		Metrics:                       metrics,
 		HealthProbeBindAddress:        o.probeAddr,
 		PprofBindAddress:              o.pprofAddr,
@@ -140,18 +128,13 @@ func run(ctx context.Context, o options) error {
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       ptrTo(30 * time.Second),
+	}, controller.Options{
+		Namespaces:              namespaces,
+		MaxConcurrentReconciles: o.maxConcurrentReconciles,
+		Workers:                 o.workers,
 	})
 	if err != nil {
-		return fmt.Errorf("creating the manager: %w", err)
-	}
-	r := &controller.PodSetReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder(controller.FieldManager),
-		Workers:   o.workers,
-	}
-	if err := r.SetupWithManager(ctx, mgr, controller.ControllerOptions(o.maxConcurrentReconciles)); err != nil {
-		return fmt.Errorf("setting up the PodSet controller: %w", err)
+		return err
 	}
 	if certWatcher != nil {
 		// The watcher re-reads the mounted certificate when it changes (a

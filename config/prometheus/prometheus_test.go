@@ -23,7 +23,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -238,18 +237,12 @@ func scrapeAfterAReconcile(t *testing.T) map[string]map[string]map[string]bool {
 	}
 	endpoint := "http://" + listener.Addr().String() + "/metrics"
 	listener.Close()
-	mgr, err := ctrl.NewManager(env.Config, manager.Options{
-		Scheme:                 env.Scheme,
-		Cache:                  controller.CacheOptions(nil),
+	mgr, err := controller.NewManager(ctx, env.Config, manager.Options{
 		Metrics:                metricsserver.Options{BindAddress: strings.TrimSuffix(strings.TrimPrefix(endpoint, "http://"), "/metrics")},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	}, controller.Options{MaxConcurrentReconciles: 1})
 	if err != nil {
-		t.Fatal(err)
-	}
-	r := &controller.PodSetReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(controller.FieldManager)}
-	if err := r.SetupWithManager(ctx, mgr, controller.ControllerOptions(1)); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

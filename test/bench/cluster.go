@@ -26,12 +26,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/controller"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -149,11 +149,8 @@ func (c *cluster) up(ctx context.Context, nodes int) error {
 	if c.cfg, err = ctrl.GetConfig(); err != nil {
 		return err
 	}
-	c.scheme = runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, podsetv1alpha1.AddToScheme} {
-		if err := add(c.scheme); err != nil {
-			return err
-		}
+	if c.scheme, err = controller.NewScheme(); err != nil {
+		return err
 	}
 	if c.cs, err = kubernetes.NewForConfig(c.cfg); err != nil {
 		return err

@@ -152,11 +152,9 @@ func (p *operatorProcess) terminate() error {
 	}
 }
 
-// inProcessOperator is the operator's manager built in this process the
-// way main.go builds it: controller.CacheOptions,
-// controller.ControllerOptions(controller.DefaultMaxConcurrentReconciles)
-// (the --max-concurrent-reconciles default), the default pod-write workers,
-// the events recorder of controller.FieldManager. Metrics and probe servers
+// inProcessOperator is the operator's manager built in this process by
+// controller.NewManager, as main.go builds it, with the flags' defaults.
+// Metrics and probe servers
 // are off, and the manager skips the controller-name uniqueness check so
 // that it can be built more than once per process. wrap, when set, wraps
 // the manager's HTTP transport (the benchmark counts and timestamps
@@ -172,26 +170,15 @@ func startInProcess(ctx context.Context, c *cluster, namespaces []string, wrap f
 	if wrap != nil {
 		cfg.Wrap(wrap)
 	}
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
-		Scheme:                  c.scheme,
-		Cache:                   controller.CacheOptions(namespaces),
+	mctx, cancel := context.WithCancel(context.Background())
+	mgr, err := controller.NewManager(mctx, cfg, manager.Options{
 		Metrics:                 metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:  "0",
 		LeaderElection:          false,
 		GracefulShutdownTimeout: ptrTo(30 * time.Second),
 		Controller:              config.Controller{SkipNameValidation: ptrTo(true)},
-	})
+	}, controller.Options{Namespaces: namespaces})
 	if err != nil {
-		return nil, err
-	}
-	r := &controller.PodSetReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder(controller.FieldManager),
-		Workers:   controller.DefaultWorkers,
-	}
-	mctx, cancel := context.WithCancel(context.Background())
-	if err := r.SetupWithManager(mctx, mgr, controller.ControllerOptions(controller.DefaultMaxConcurrentReconciles)); err != nil {
 		cancel()
 		return nil, err
 	}

@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -94,8 +93,6 @@ func startOperator(t *testing.T, ns string, o operatorOptions) *operator {
 		metrics = metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization}
 	}
 	opts := manager.Options{
-		Scheme:                 env.Scheme,
-		Cache:                  controller.CacheOptions([]string{ns}),
 		Metrics:                metrics,
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
@@ -109,18 +106,11 @@ func startOperator(t *testing.T, ns string, o operatorOptions) *operator {
 		opts.RetryPeriod = ptr.To(200 * time.Millisecond)
 		cfg.UserAgent = o.identity
 	}
-	mgr, err := ctrl.NewManager(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	op.cancel = cancel
-	r := &controller.PodSetReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder(controller.FieldManager),
-	}
-	if err := r.SetupWithManager(ctx, mgr, controller.ControllerOptions(4)); err != nil {
+	mgr, err := controller.NewManager(ctx, cfg, opts, controller.Options{Namespaces: []string{ns}})
+	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	go func() { op.done <- mgr.Start(ctx) }()

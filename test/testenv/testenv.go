@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -31,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/controller"
 )
 
 // Env is a running API server with the project's CRD and policies.
@@ -48,15 +48,6 @@ type Env struct {
 	restarted *exec.Cmd
 }
 
-// NewScheme is a scheme with the core Kubernetes types and the PodSet API.
-func NewScheme() (*runtime.Scheme, error) {
-	scheme := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(scheme), podsetv1alpha1.AddToScheme(scheme)); err != nil {
-		return nil, err
-	}
-	return scheme, nil
-}
-
 // NewClient is a client of the cluster of a kubeconfig file, with
 // NewScheme's types.
 func NewClient(kubeconfig string) (client.Client, error) {
@@ -64,7 +55,7 @@ func NewClient(kubeconfig string) (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", kubeconfig, err)
 	}
-	scheme, err := NewScheme()
+	scheme, err := controller.NewScheme()
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +79,7 @@ func Start() (*Env, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, or export the path `make envtest-assets` prints")
 	}
-	scheme, err := NewScheme()
+	scheme, err := controller.NewScheme()
 	if err != nil {
 		return nil, err
 	}

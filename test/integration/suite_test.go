@@ -1,4 +1,4 @@
-package controller_test
+package integration
 
 import (
 	"context"
@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -70,23 +69,12 @@ func run(m *testing.M) int {
 	cfg.QPS, cfg.Burst = -1, -1
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
-		Scheme:                 env.Scheme,
-		Cache:                  controller.CacheOptions(nil),
+	mgr, err := controller.NewManager(ctx, cfg, manager.Options{
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	}, controller.Options{})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	r := &controller.PodSetReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder(controller.FieldManager),
-	}
-	if err := r.SetupWithManager(ctx, mgr, controller.ControllerOptions(4)); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

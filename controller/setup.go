@@ -1,0 +1,73 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// Options are what may differ between two instances of the operator; the
+// rest (its scheme, cache, field manager, backoff) is the same everywhere.
+type Options struct {
+	// Namespaces the operator watches; all when empty (--namespaces).
+	Namespaces []string
+	// MaxConcurrentReconciles is how many PodSets are reconciled at once
+	// (--max-concurrent-reconciles); DefaultMaxConcurrentReconciles when 0.
+	MaxConcurrentReconciles int
+	// Workers bounds the pod writes one pass sends at once
+	// (--pod-write-workers); DefaultWorkers when 0.
+	Workers int
+	// Clock is the time every pass reads; the real clock when nil.
+	Clock clock.PassiveClock
+}
+
+// NewScheme is the operator's scheme: the core Kubernetes types and the
+// PodSet API.
+func NewScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), podsetv1alpha1.AddToScheme(scheme)); err != nil {
+		return nil, err
+	}
+	return scheme, nil
+}
+
+// NewManager is the one way the operator is built, by main.go, the test
+// suites and the benchmark alike: a manager with the operator's scheme and
+// cache, and the PodSet controller registered. mo carries what the caller
+// decides (metrics, probes, leader election); its Scheme and Cache are
+// replaced. Start the manager to run the operator.
+func NewManager(ctx context.Context, cfg *rest.Config, mo manager.Options, o Options) (manager.Manager, error) {
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	mo.Scheme = scheme
+	mo.Cache = CacheOptions(o.Namespaces)
+	mgr, err := ctrl.NewManager(cfg, mo)
+	if err != nil {
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	if o.MaxConcurrentReconciles < 1 {
+		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	r := &PodSetReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder(FieldManager),
+		Clock:     o.Clock,
+		Workers:   o.Workers,
+	}
+	if err := r.SetupWithManager(ctx, mgr, ControllerOptions(o.MaxConcurrentReconciles)); err != nil {
+		return nil, fmt.Errorf("setting up the PodSet controller: %w", err)
+	}
+	return mgr, nil
+}
