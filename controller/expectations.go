@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,18 +21,14 @@ const expectationTTL = time.Minute
 // created twice.
 const createTTL = 5 * time.Second
 
-// expectations remembers the pod writes of each PodSet that the cache has
-// not shown yet. Until it does, a pass leaves those names alone: a cache a
+// Expectations: the operator remembers the pod writes of each PodSet that
+// the cache has not shown yet. Until it does, a pass leaves those names alone: a cache a
 // moment behind would otherwise show a deleted pod as still running (and a
 // rollout would take more pods than maxUnavailable allows, or delete the
 // same pod twice), or a created pod as missing (and the pass would send a
 // create that can only fail). It is the ReplicaSet controller's idea, keyed
-// by pod name.
-type expectations struct {
-	mu      sync.Mutex
-	pending map[types.NamespacedName]map[string]expectation
-	now     func() time.Time
-}
+// by pod name. The writes in flight are kept in each PodSet's record of
+// the operator's memory.
 
 // expectation is one pod write the cache has not shown yet.
 type expectation struct {
@@ -46,53 +41,50 @@ type expectation struct {
 	at              time.Time
 }
 
-func newExpectations(now func() time.Time) *expectations {
-	return &expectations{pending: map[types.NamespacedName]map[string]expectation{}, now: now}
-}
-
 // expectDeleted records that the pod with the given UID is being deleted.
-func (e *expectations) expectDeleted(podSet types.NamespacedName, name string, uid types.UID) {
-	e.expect(podSet, name, expectation{uid: uid})
+func (m *memory) expectDeleted(podSet types.NamespacedName, name string, uid types.UID) {
+	m.expect(podSet, name, expectation{uid: uid})
 }
 
 // expectCreated records that a pod was created under the given name.
-func (e *expectations) expectCreated(podSet types.NamespacedName, name string, uid types.UID) {
-	e.expect(podSet, name, expectation{uid: uid, created: true})
+func (m *memory) expectCreated(podSet types.NamespacedName, name string, uid types.UID) {
+	m.expect(podSet, name, expectation{uid: uid, created: true})
 }
 
 // expectCreatedAt records that a pod was created under the given name and
 // written again since, to resourceVersion.
-func (e *expectations) expectCreatedAt(podSet types.NamespacedName, name string, uid types.UID, resourceVersion string) {
-	e.expect(podSet, name, expectation{uid: uid, created: true, resourceVersion: resourceVersion})
+func (m *memory) expectCreatedAt(podSet types.NamespacedName, name string, uid types.UID, resourceVersion string) {
+	m.expect(podSet, name, expectation{uid: uid, created: true, resourceVersion: resourceVersion})
 }
 
 // expectUpdated records that the pod with the given UID was written in
 // place (its gate, its spec, its resize) and is at resourceVersion now.
-func (e *expectations) expectUpdated(podSet types.NamespacedName, name string, uid types.UID, resourceVersion string) {
-	e.expect(podSet, name, expectation{uid: uid, resourceVersion: resourceVersion})
+func (m *memory) expectUpdated(podSet types.NamespacedName, name string, uid types.UID, resourceVersion string) {
+	m.expect(podSet, name, expectation{uid: uid, resourceVersion: resourceVersion})
 }
 
-func (e *expectations) expect(podSet types.NamespacedName, name string, exp expectation) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.pending[podSet] == nil {
-		e.pending[podSet] = map[string]expectation{}
+func (m *memory) expect(podSet types.NamespacedName, name string, exp expectation) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.recordOf(podSet)
+	if r.writes == nil {
+		r.writes = map[string]expectation{}
 	}
-	exp.at = e.now()
-	e.pending[podSet][name] = exp
+	exp.at = m.clock.Now()
+	r.writes[name] = exp
 }
 
-// observe drops the expectations the cache's pods satisfy or that expired,
+// inFlight drops the expectations the cache's pods satisfy or that expired,
 // and returns whether a pod name still has a write in flight.
 //
 // A deletion is satisfied once the cache shows the pod gone, terminating,
 // or replaced by another UID; a creation once the cache shows any pod
 // under the name; an update once it shows the pod at the version written
 // or a later one, or the pod gone.
-func (e *expectations) observe(podSet types.NamespacedName, pods []corev1.Pod) func(name string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	pending := e.pending[podSet]
+func (m *memory) inFlight(podSet types.NamespacedName, pods []corev1.Pod) func(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pending := m.recordOf(podSet).writes
 	if len(pending) == 0 {
 		return func(string) bool { return false }
 	}
@@ -106,7 +98,7 @@ func (e *expectations) observe(podSet types.NamespacedName, pods []corev1.Pod) f
 			versions[pods[i].Name] = pods[i].ResourceVersion
 		}
 	}
-	now := e.now()
+	now := m.clock.Now()
 	inFlight := map[string]bool{}
 	for name, exp := range pending {
 		ttl, satisfied := expectationTTL, live[name] != exp.uid
@@ -122,9 +114,6 @@ func (e *expectations) observe(podSet types.NamespacedName, pods []corev1.Pod) f
 		}
 		inFlight[name] = true
 	}
-	if len(pending) == 0 {
-		delete(e.pending, podSet)
-	}
 	return func(name string) bool { return inFlight[name] }
 }
 
@@ -138,12 +127,12 @@ func atLeast(a, b string) bool {
 // recheck is how long until the first creation of a PodSet that the cache
 // has not shown yet expires, or 0 if none is pending. A creation the cache
 // never shows raises no event, so the PodSet must be looked at again then.
-func (e *expectations) recheck(podSet types.NamespacedName) time.Duration {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now := e.now()
+func (m *memory) recheck(podSet types.NamespacedName) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock.Now()
 	var soonest time.Duration
-	for _, exp := range e.pending[podSet] {
+	for _, exp := range m.recordOf(podSet).writes {
 		if !exp.created {
 			continue
 		}
@@ -153,11 +142,4 @@ func (e *expectations) recheck(podSet types.NamespacedName) time.Duration {
 		}
 	}
 	return soonest
-}
-
-// forget drops every expectation of a PodSet that is gone.
-func (e *expectations) forget(podSet types.NamespacedName) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.pending, podSet)
 }

@@ -5,27 +5,28 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// fakeClock is a settable clock for expectations.
+// fakeClock is a settable clock.
 type fakeClock struct{ t time.Time }
 
-func (c *fakeClock) now() time.Time          { return c.t }
-func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+func (c *fakeClock) Now() time.Time                  { return c.t }
+func (c *fakeClock) Since(t time.Time) time.Duration { return c.t.Sub(t) }
+func (c *fakeClock) advance(d time.Duration)         { c.t = c.t.Add(d) }
 
-func newTestExpectations() (*expectations, *fakeClock) {
+// newTestMemory is an empty memory on a fake clock.
+func newTestMemory() (*memory, *fakeClock) {
 	clock := &fakeClock{t: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}
-	return newExpectations(clock.now), clock
+	return newMemory(clock), clock
 }
 
-var webKey = types.NamespacedName{Namespace: testNamespace, Name: "web"}
+var webKey = types.NamespacedName{Namespace: "default", Name: "web"}
 
 // cachedPod is a live pod as the cache shows it.
 func cachedPod(name string, uid types.UID) corev1.Pod {
-	p := makePod(name).obj()
-	p.UID = uid
-	return p
+	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: webKey.Namespace, UID: uid}}
 }
 
 func TestExpectationsDelete(t *testing.T) {
@@ -42,11 +43,7 @@ func TestExpectationsDelete(t *testing.T) {
 		},
 		"the cache is empty": {},
 		"the pod is terminating": {
-			cache: []corev1.Pod{func() corev1.Pod {
-				p := makePod("web-0").terminating().obj()
-				p.UID = "doomed"
-				return p
-			}()},
+			cache: []corev1.Pod{terminating(cachedPod("web-0", "doomed"))},
 		},
 		"the pod was replaced by another UID": {
 			cache: []corev1.Pod{cachedPod("web-0", "replacement")},
@@ -54,9 +51,9 @@ func TestExpectationsDelete(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			e, _ := newTestExpectations()
+			e, _ := newTestMemory()
 			e.expectDeleted(webKey, "web-0", "doomed")
-			inFlight := e.observe(webKey, tc.cache)
+			inFlight := e.inFlight(webKey, tc.cache)
 			if got := inFlight("web-0"); got != tc.wantInFlight {
 				t.Errorf("inFlight(web-0) = %v, want %v", got, tc.wantInFlight)
 			}
@@ -66,7 +63,7 @@ func TestExpectationsDelete(t *testing.T) {
 			// Once satisfied, the old pod reappearing (a cache that went
 			// back in time) does not bring the expectation back; a pending
 			// one stays.
-			if got := e.observe(webKey, []corev1.Pod{cachedPod("web-0", "doomed")})("web-0"); got != tc.wantInFlight {
+			if got := e.inFlight(webKey, []corev1.Pod{cachedPod("web-0", "doomed")})("web-0"); got != tc.wantInFlight {
 				t.Errorf("inFlight(web-0) on the next pass = %v, want %v", got, tc.wantInFlight)
 			}
 		})
@@ -74,7 +71,7 @@ func TestExpectationsDelete(t *testing.T) {
 }
 
 func TestExpectationsExpire(t *testing.T) {
-	e, clock := newTestExpectations()
+	e, clock := newTestMemory()
 	e.expectDeleted(webKey, "web-0", "never-gone-0")
 	e.expectDeleted(webKey, "web-1", "never-gone-1")
 	clock.advance(expectationTTL / 2)
@@ -83,7 +80,7 @@ func TestExpectationsExpire(t *testing.T) {
 	cache := []corev1.Pod{cachedPod("web-0", "never-gone-0"), cachedPod("web-1", "never-gone-1"), cachedPod("web-2", "never-gone-2")}
 
 	clock.advance(expectationTTL / 2)
-	inFlight := e.observe(webKey, cache)
+	inFlight := e.inFlight(webKey, cache)
 	for _, name := range []string{"web-0", "web-1", "web-2"} {
 		if !inFlight(name) {
 			t.Errorf("after exactly expectationTTL: inFlight(%s) = false, want true", name)
@@ -91,7 +88,7 @@ func TestExpectationsExpire(t *testing.T) {
 	}
 
 	clock.advance(time.Nanosecond)
-	inFlight = e.observe(webKey, cache)
+	inFlight = e.inFlight(webKey, cache)
 	for name, want := range map[string]bool{"web-0": false, "web-1": false, "web-2": true} {
 		if got := inFlight(name); got != want {
 			t.Errorf("after expectationTTL: inFlight(%s) = %v, want %v", name, got, want)
@@ -99,43 +96,43 @@ func TestExpectationsExpire(t *testing.T) {
 	}
 
 	clock.advance(expectationTTL)
-	if e.observe(webKey, cache)("web-2") {
+	if e.inFlight(webKey, cache)("web-2") {
 		t.Error("inFlight(web-2) = true after its own expectationTTL, want false")
 	}
-	if len(e.pending) != 0 {
-		t.Errorf("pending = %v after every expectation expired, want none", e.pending)
+	if w := e.records[webKey].writes; len(w) != 0 {
+		t.Errorf("writes in flight = %v after every expectation expired, want none", w)
 	}
 }
 
 func TestExpectationsAreKeptPerPodSet(t *testing.T) {
-	e, _ := newTestExpectations()
+	e, _ := newTestMemory()
 	other := types.NamespacedName{Namespace: "other", Name: "web"}
 	e.expectDeleted(webKey, "web-0", "a")
 	e.expectDeleted(other, "web-0", "b")
 
 	// The other PodSet's pod going satisfies its own expectation only.
-	if e.observe(other, nil)("web-0") {
+	if e.inFlight(other, nil)("web-0") {
 		t.Error("observe(other) without its pod: inFlight(web-0) = true, want false")
 	}
-	if !e.observe(webKey, []corev1.Pod{cachedPod("web-0", "a")})("web-0") {
+	if !e.inFlight(webKey, []corev1.Pod{cachedPod("web-0", "a")})("web-0") {
 		t.Error("observe(web) with its pod still live: inFlight(web-0) = false, want true")
 	}
 }
 
 func TestExpectationsForget(t *testing.T) {
-	e, _ := newTestExpectations()
-	other := types.NamespacedName{Namespace: testNamespace, Name: "api"}
+	e, _ := newTestMemory()
+	other := types.NamespacedName{Namespace: webKey.Namespace, Name: "api"}
 	e.expectDeleted(webKey, "web-0", "a")
 	e.expectDeleted(webKey, "web-1", "b")
 	e.expectDeleted(other, "api-0", "c")
 
 	e.forget(webKey)
 
-	inFlight := e.observe(webKey, []corev1.Pod{cachedPod("web-0", "a"), cachedPod("web-1", "b")})
+	inFlight := e.inFlight(webKey, []corev1.Pod{cachedPod("web-0", "a"), cachedPod("web-1", "b")})
 	if inFlight("web-0") || inFlight("web-1") {
 		t.Error("a forgotten PodSet still has deletions in flight")
 	}
-	if !e.observe(other, []corev1.Pod{cachedPod("api-0", "c")})("api-0") {
+	if !e.inFlight(other, []corev1.Pod{cachedPod("api-0", "c")})("api-0") {
 		t.Error("forget(web) dropped the expectations of another PodSet")
 	}
 }
@@ -143,13 +140,13 @@ func TestExpectationsForget(t *testing.T) {
 // TestExpectationsLatestWins checks that a second deletion of a name (the
 // replacement pod, deleted in turn) replaces the expectation of the first.
 func TestExpectationsLatestWins(t *testing.T) {
-	e, _ := newTestExpectations()
+	e, _ := newTestMemory()
 	e.expectDeleted(webKey, "web-0", "first")
 	e.expectDeleted(webKey, "web-0", "second")
-	if !e.observe(webKey, []corev1.Pod{cachedPod("web-0", "second")})("web-0") {
+	if !e.inFlight(webKey, []corev1.Pod{cachedPod("web-0", "second")})("web-0") {
 		t.Error("inFlight(web-0) = false while the second pod is still live, want true")
 	}
-	if e.observe(webKey, nil)("web-0") {
+	if e.inFlight(webKey, nil)("web-0") {
 		t.Error("inFlight(web-0) = true once the second pod is gone, want false")
 	}
 }
@@ -159,26 +156,22 @@ func TestExpectationsCreate(t *testing.T) {
 		cache        []corev1.Pod
 		wantInFlight bool
 	}{
-		"the cache is empty":          {wantInFlight: true},
-		"the cache shows other pods":  {cache: []corev1.Pod{cachedPod("web-1", "other")}, wantInFlight: true},
-		"the cache shows the new pod": {cache: []corev1.Pod{cachedPod("web-0", "new")}},
-		"the cache shows another UID": {cache: []corev1.Pod{cachedPod("web-0", "someone-elses")}},
-		"the new pod is terminating already": {cache: []corev1.Pod{func() corev1.Pod {
-			p := makePod("web-0").terminating().obj()
-			p.UID = "new"
-			return p
-		}()}},
+		"the cache is empty":                 {wantInFlight: true},
+		"the cache shows other pods":         {cache: []corev1.Pod{cachedPod("web-1", "other")}, wantInFlight: true},
+		"the cache shows the new pod":        {cache: []corev1.Pod{cachedPod("web-0", "new")}},
+		"the cache shows another UID":        {cache: []corev1.Pod{cachedPod("web-0", "someone-elses")}},
+		"the new pod is terminating already": {cache: []corev1.Pod{terminating(cachedPod("web-0", "new"))}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			e, _ := newTestExpectations()
+			e, _ := newTestMemory()
 			e.expectCreated(webKey, "web-0", "new")
-			if got := e.observe(webKey, tc.cache)("web-0"); got != tc.wantInFlight {
+			if got := e.inFlight(webKey, tc.cache)("web-0"); got != tc.wantInFlight {
 				t.Errorf("inFlight(web-0) = %v, want %v", got, tc.wantInFlight)
 			}
 			// Once seen, the pod leaving the cache (deleted, or its label
 			// removed) does not bring the expectation back.
-			if got := e.observe(webKey, nil)("web-0"); got != tc.wantInFlight {
+			if got := e.inFlight(webKey, nil)("web-0"); got != tc.wantInFlight {
 				t.Errorf("inFlight(web-0) on the next pass, cache empty = %v, want %v", got, tc.wantInFlight)
 			}
 		})
@@ -189,7 +182,7 @@ func TestExpectationsCreate(t *testing.T) {
 // shows (its label was removed at once) is waited for createTTL at most,
 // and that the PodSet is told when to look again.
 func TestExpectationsCreateRecheck(t *testing.T) {
-	e, clock := newTestExpectations()
+	e, clock := newTestMemory()
 	if got := e.recheck(webKey); got != 0 {
 		t.Errorf("recheck() with nothing pending = %v, want 0", got)
 	}
@@ -204,19 +197,26 @@ func TestExpectationsCreateRecheck(t *testing.T) {
 		t.Errorf("recheck() = %v, want %v (when web-0's wait is over)", got, want)
 	}
 	clock.advance(createTTL / 2)
-	if inFlight := e.observe(webKey, nil); !inFlight("web-0") || !inFlight("web-1") {
+	if inFlight := e.inFlight(webKey, nil); !inFlight("web-0") || !inFlight("web-1") {
 		t.Error("after exactly createTTL: a creation is no longer in flight, want both")
 	}
 	clock.advance(time.Nanosecond)
-	inFlight := e.observe(webKey, nil)
+	inFlight := e.inFlight(webKey, nil)
 	if inFlight("web-0") || !inFlight("web-1") {
 		t.Errorf("after createTTL: inFlight(web-0) = %v, inFlight(web-1) = %v; want false, true", inFlight("web-0"), inFlight("web-1"))
 	}
 	clock.advance(createTTL)
-	if e.observe(webKey, []corev1.Pod{cachedPod("web-5", "doomed")})("web-1") {
+	if e.inFlight(webKey, []corev1.Pod{cachedPod("web-5", "doomed")})("web-1") {
 		t.Error("inFlight(web-1) = true after its own createTTL, want false")
 	}
 	if got := e.recheck(webKey); got != 0 {
 		t.Errorf("recheck() once every creation expired = %v, want 0", got)
 	}
+}
+
+// terminating is a pod with a deletion timestamp.
+func terminating(pod corev1.Pod) corev1.Pod {
+	now := metav1.Now()
+	pod.DeletionTimestamp = &now
+	return pod
 }

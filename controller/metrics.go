@@ -104,20 +104,38 @@ func writeOutcome(err error) string {
 	return "success"
 }
 
-// observeStatus records the status clients now see for a PodSet (what the
+// showStatus records the status clients now see for a PodSet (what the
 // pass applied, or what they saw before when the write was deferred), and
-// the end of a rollout: its spec observed and Ready=True.
-func observeStatus(ps *podsetv1alpha1.PodSet, shown podsetv1alpha1.PodSetStatus, now time.Time) {
-	key := keyOf(ps)
-	started, done := podSetStatus.observe(key, ps, shown, now)
-	if done {
-		rolloutDuration.WithLabelValues(ps.Namespace, ps.Name).Observe(now.Sub(started).Seconds())
+// times its rollout: from its first pass over a new generation to the
+// status showing that generation Ready.
+func (m *memory) showStatus(ps *podsetv1alpha1.PodSet, shown podsetv1alpha1.PodSetStatus) {
+	if started, done := m.rolloutEnded(ps, shown); done {
+		rolloutDuration.WithLabelValues(ps.Namespace, ps.Name).Observe(m.clock.Since(started).Seconds())
 	}
 }
 
-// forgetMetrics removes every series of a PodSet that is gone.
-func forgetMetrics(key types.NamespacedName) {
-	podSetStatus.forget(key)
+// rolloutEnded stores the status shown for a PodSet. It starts timing a
+// rollout when the PodSet's generation is one its status has not observed
+// yet, and reports its start once the status shows that generation Ready.
+func (m *memory) rolloutEnded(ps *podsetv1alpha1.PodSet, shown podsetv1alpha1.PodSetStatus) (started time.Time, done bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.recordOf(keyOf(ps))
+	r.shown = &shownStatus{specReplicas: ptr.Deref(ps.Spec.Replicas, 1), status: shown}
+	if ps.Generation != ps.Status.ObservedGeneration && (r.rollout == nil || r.rollout.generation != ps.Generation) {
+		r.rollout = &rollout{generation: ps.Generation, since: m.clock.Now()}
+	}
+	if r.rollout != nil && shown.ObservedGeneration >= r.rollout.generation && meta.IsStatusConditionTrue(shown.Conditions, podsetv1alpha1.ReadyCondition) {
+		started = r.rollout.since
+		r.rollout = nil
+		return started, true
+	}
+	return time.Time{}, false
+}
+
+// forgetSeries removes the counter series of a PodSet that is gone; its
+// gauges went with its record.
+func forgetSeries(key types.NamespacedName) {
 	labels := prometheus.Labels{"namespace": key.Namespace, "podset": key.Name}
 	podWrites.DeletePartialMatch(labels)
 	statusWriteCount.DeletePartialMatch(labels)
@@ -125,13 +143,14 @@ func forgetMetrics(key types.NamespacedName) {
 }
 
 // statusCollector reports the status gauges of every PodSet from the last
-// status each pass showed. A collector, rather than gauge vectors, because
-// the revision and condition series change labels as the status moves: a
-// scrape sees one consistent status per PodSet, never a half-updated one.
+// status each pass showed, as the operator's memory holds it. A collector,
+// rather than gauge vectors, because the revision and condition series
+// change labels as the status moves: a scrape sees one consistent status per
+// PodSet, never a half-updated one. It reads every memory made in the
+// process (one per reconciler; the test suites make several).
 type statusCollector struct {
 	mu       sync.Mutex
-	podSets  map[types.NamespacedName]shownStatus
-	rollouts map[types.NamespacedName]rollout
+	memories []*memory
 
 	specReplicas, replicas, ready, available, updated *prometheus.Desc
 	condition, currentRevision, updateRevision        *prometheus.Desc
@@ -158,8 +177,6 @@ func newStatusCollector() *statusCollector {
 		return prometheus.NewDesc(name, help, append(keys, extra...), nil)
 	}
 	return &statusCollector{
-		podSets:         map[types.NamespacedName]shownStatus{},
-		rollouts:        map[types.NamespacedName]rollout{},
 		specReplicas:    desc(metricSpecReplicas, "Number of desired pods of a PodSet (spec.replicas)."),
 		replicas:        desc(metricReplicas, "Number of pods the PodSet controls (status.replicas)."),
 		ready:           desc(metricReadyReplicas, "Number of the PodSet's pods that are Ready (status.readyReplicas)."),
@@ -172,31 +189,11 @@ func newStatusCollector() *statusCollector {
 	}
 }
 
-// observe stores the status shown for a PodSet. It starts timing a rollout
-// when the PodSet's generation is one its status has not observed yet, and
-// reports its start once the status shows that generation Ready.
-func (c *statusCollector) observe(key types.NamespacedName, ps *podsetv1alpha1.PodSet, shown podsetv1alpha1.PodSetStatus, now time.Time) (started time.Time, done bool) {
+// add makes the collector report the PodSets of a memory.
+func (c *statusCollector) add(m *memory) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.podSets[key] = shownStatus{specReplicas: ptr.Deref(ps.Spec.Replicas, 1), status: shown}
-	r, ok := c.rollouts[key]
-	if ps.Generation != ps.Status.ObservedGeneration && (!ok || r.generation != ps.Generation) {
-		r, ok = rollout{generation: ps.Generation, since: now}, true
-		c.rollouts[key] = r
-	}
-	if ok && shown.ObservedGeneration >= r.generation && meta.IsStatusConditionTrue(shown.Conditions, podsetv1alpha1.ReadyCondition) {
-		delete(c.rollouts, key)
-		return r.since, true
-	}
-	return time.Time{}, false
-}
-
-// forget drops a PodSet's status and any rollout being timed.
-func (c *statusCollector) forget(key types.NamespacedName) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.podSets, key)
-	delete(c.rollouts, key)
+	c.memories = append(c.memories, m)
 }
 
 // Describe sends the descriptors of the status gauges.
@@ -209,8 +206,22 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect sends the status gauges of every PodSet the operator knows.
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	for key, s := range c.podSets {
+	memories := c.memories
+	c.mu.Unlock()
+	for _, m := range memories {
+		m.mu.Lock()
+		for key, r := range m.records {
+			if r.shown != nil {
+				c.collect(ch, key, *r.shown)
+			}
+		}
+		m.mu.Unlock()
+	}
+}
+
+// collect sends the status gauges of one PodSet.
+func (c *statusCollector) collect(ch chan<- prometheus.Metric, key types.NamespacedName, s shownStatus) {
+	{
 		gauge := func(d *prometheus.Desc, v float64, extra ...string) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{key.Namespace, key.Name}, extra...)...)
 		}

@@ -11,9 +11,9 @@ import (
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
 
-// pass is one Reconcile as observeStatus sees it: the PodSet's generation,
+// statusPass is one Reconcile as the rollout timing sees it: the PodSet's generation,
 // the status clients saw before the pass, and the one they see after it.
-type pass struct {
+type statusPass struct {
 	at                    time.Duration
 	generation            int64
 	seenGen, shownGen     int64
@@ -23,11 +23,11 @@ type pass struct {
 func TestRolloutTiming(t *testing.T) {
 	start := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	for name, tc := range map[string]struct {
-		passes []pass
+		passes []statusPass
 		want   []time.Duration
 	}{
 		"a new PodSet is timed from its first pass to Ready": {
-			passes: []pass{
+			passes: []statusPass{
 				{at: 0, generation: 1, seenGen: 0, shownGen: 1},
 				{at: 5 * time.Second, generation: 1, seenGen: 1, shownGen: 1},
 				{at: 9 * time.Second, generation: 1, seenGen: 1, shownGen: 1, shownReady: true},
@@ -36,13 +36,13 @@ func TestRolloutTiming(t *testing.T) {
 			want: []time.Duration{9 * time.Second},
 		},
 		"a spec change that keeps the PodSet Ready counts as a rollout of no time": {
-			passes: []pass{
+			passes: []statusPass{
 				{at: 0, generation: 2, seenGen: 1, shownGen: 2, seenReady: true, shownReady: true},
 			},
 			want: []time.Duration{0},
 		},
 		"a deferred status write: the rollout ends when Ready is shown for the new generation": {
-			passes: []pass{
+			passes: []statusPass{
 				{at: 0, generation: 2, seenGen: 1, shownGen: 1, seenReady: true, shownReady: true},
 				{at: time.Second, generation: 2, seenGen: 1, shownGen: 2, seenReady: true},
 				{at: 30 * time.Second, generation: 2, seenGen: 2, shownGen: 2, shownReady: true},
@@ -50,7 +50,7 @@ func TestRolloutTiming(t *testing.T) {
 			want: []time.Duration{30 * time.Second},
 		},
 		"a newer spec mid-rollout restarts the clock": {
-			passes: []pass{
+			passes: []statusPass{
 				{at: 0, generation: 2, seenGen: 1, shownGen: 2, seenReady: true},
 				{at: 10 * time.Second, generation: 3, seenGen: 2, shownGen: 3},
 				{at: 25 * time.Second, generation: 3, seenGen: 3, shownGen: 3, shownReady: true},
@@ -58,22 +58,22 @@ func TestRolloutTiming(t *testing.T) {
 			want: []time.Duration{15 * time.Second},
 		},
 		"no spec change, no rollout": {
-			passes: []pass{
+			passes: []statusPass{
 				{at: 0, generation: 1, seenGen: 1, shownGen: 1, seenReady: true, shownReady: true},
 				{at: time.Second, generation: 1, seenGen: 1, shownGen: 1, seenReady: false, shownReady: true},
 			},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c := newStatusCollector()
+			m, clock := newTestMemory()
 			key := types.NamespacedName{Namespace: "demo", Name: "web"}
 			var got []time.Duration
 			for _, p := range tc.passes {
 				ps := &podsetv1alpha1.PodSet{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Generation: p.generation}}
 				ps.Status = statusAt(p.seenGen, p.seenReady)
-				now := start.Add(p.at)
-				if since, done := c.observe(key, ps, statusAt(p.shownGen, p.shownReady), now); done {
-					got = append(got, now.Sub(since))
+				clock.t = start.Add(p.at)
+				if since, done := m.rolloutEnded(ps, statusAt(p.shownGen, p.shownReady)); done {
+					got = append(got, clock.t.Sub(since))
 				}
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {

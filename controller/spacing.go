@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,46 +26,28 @@ import (
 // PodSet itself (its spec) are never held back.
 const PodEventSpacing = 100 * time.Millisecond
 
-// passTimes remembers when the last pass over each PodSet ended.
-type passTimes struct {
-	mu   sync.Mutex
-	last map[types.NamespacedName]time.Time
-	now  func() time.Time
+// passEnded records the end of a pass over key.
+func (m *memory) passEnded(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.recordOf(key).passEnded = m.clock.Now()
 }
 
-func newPassTimes(now func() time.Time) *passTimes {
-	return &passTimes{last: map[types.NamespacedName]time.Time{}, now: now}
-}
-
-// ended records the end of a pass over key.
-func (p *passTimes) ended(key types.NamespacedName) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.last[key] = p.now()
-}
-
-// forget drops a PodSet that is gone.
-func (p *passTimes) forget(key types.NamespacedName) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.last, key)
-}
-
-// wait is how long a pod event must wait before the pass it starts over
-// key: what is left of PodEventSpacing since the last pass ended.
-func (p *passTimes) wait(key types.NamespacedName) time.Duration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	last, ok := p.last[key]
-	if !ok {
+// passWait is how long a pod event must wait before the pass it starts
+// over key: what is left of PodEventSpacing since the last pass ended.
+func (m *memory) passWait(key types.NamespacedName) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.records[key]
+	if !ok || r.passEnded.IsZero() {
 		return 0
 	}
-	return max(0, last.Add(PodEventSpacing).Sub(p.now()))
+	return max(0, r.passEnded.Add(PodEventSpacing).Sub(m.clock.Now()))
 }
 
 // podEvents enqueues the PodSet that controls a pod, as
 // handler.EnqueueRequestForOwner with OnlyControllerOwner does (both the old
-// and the new owner of an update), after what passTimes.wait says.
+// and the new owner of an update), after what memory.passWait says.
 func (r *PodSetReconciler) podEvents() handler.TypedEventHandler[client.Object, reconcile.Request] {
 	add := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		ref := metav1.GetControllerOfNoCopy(obj)
@@ -77,7 +58,7 @@ func (r *PodSetReconciler) podEvents() handler.TypedEventHandler[client.Object, 
 			return
 		}
 		req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}
-		if d := r.passTimes.wait(req.NamespacedName); d > 0 {
+		if d := r.memory.passWait(req.NamespacedName); d > 0 {
 			q.AddAfter(req, d)
 		} else {
 			q.Add(req)

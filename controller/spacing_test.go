@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -18,30 +19,29 @@ import (
 )
 
 func TestPassTimesSpacePodEvents(t *testing.T) {
-	clock := &fakeClock{t: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}
-	p := newPassTimes(clock.now)
+	p, clock := newTestMemory()
 	key := types.NamespacedName{Namespace: "ns", Name: "web"}
-	if d := p.wait(key); d != 0 {
+	if d := p.passWait(key); d != 0 {
 		t.Errorf("before any pass: wait %v, want 0", d)
 	}
-	p.ended(key)
-	if d := p.wait(key); d != PodEventSpacing {
+	p.passEnded(key)
+	if d := p.passWait(key); d != PodEventSpacing {
 		t.Errorf("right after a pass: wait %v, want %v", d, PodEventSpacing)
 	}
 	clock.advance(PodEventSpacing / 4)
-	if d := p.wait(key); d != PodEventSpacing*3/4 {
+	if d := p.passWait(key); d != PodEventSpacing*3/4 {
 		t.Errorf("a quarter of the spacing after a pass: wait %v, want %v", d, PodEventSpacing*3/4)
 	}
-	if d := p.wait(types.NamespacedName{Namespace: "ns", Name: "other"}); d != 0 {
+	if d := p.passWait(types.NamespacedName{Namespace: "ns", Name: "other"}); d != 0 {
 		t.Errorf("another PodSet: wait %v, want 0", d)
 	}
 	clock.advance(PodEventSpacing)
-	if d := p.wait(key); d != 0 {
+	if d := p.passWait(key); d != 0 {
 		t.Errorf("after the spacing: wait %v, want 0", d)
 	}
-	p.ended(key)
+	p.passEnded(key)
 	p.forget(key)
-	if d := p.wait(key); d != 0 {
+	if d := p.passWait(key); d != 0 {
 		t.Errorf("a forgotten PodSet: wait %v, want 0", d)
 	}
 }
@@ -50,8 +50,7 @@ func TestPassTimesSpacePodEvents(t *testing.T) {
 // that controls the pod, at once after a quiet spell and after the rest of
 // the spacing right after a pass; pods of other owners enqueue nothing.
 func TestPodEventsEnqueueTheControllingPodSet(t *testing.T) {
-	clock := &fakeClock{t: time.Now()}
-	r := &PodSetReconciler{passTimes: newPassTimes(clock.now)}
+	r := &PodSetReconciler{memory: newMemory(clock.RealClock{})}
 	h := r.podEvents()
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	defer q.ShutDown()
@@ -78,7 +77,7 @@ func TestPodEventsEnqueueTheControllingPodSet(t *testing.T) {
 	}
 	q.Done(web)
 
-	r.passTimes.ended(web.NamespacedName)
+	r.memory.passEnded(web.NamespacedName)
 	h.Update(ctx, event.TypedUpdateEvent[client.Object]{
 		ObjectOld: pod("web-0", podsetv1alpha1.GroupVersion.String(), "PodSet", "web"),
 		ObjectNew: pod("web-0", podsetv1alpha1.GroupVersion.String(), "PodSet", "web"),

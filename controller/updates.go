@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,9 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/internal/podset"
 )
 
 // The writes of in-place updates: the readiness gate through pods/status,
@@ -23,20 +22,18 @@ import (
 // pod that sends nothing a running pod cannot change (podUpdate). Each is a
 // server-side apply with the operator's field manager and the pod's UID.
 
-// Reasons of the readiness gate condition and of events.
+// Reasons of the readiness gate condition.
 const (
 	// gateUpdating is the reason of a closed gate: the pod's containers
 	// are about to restart for a new revision.
 	gateUpdating = "InPlaceUpdate"
 	// gateReady is the reason of an open gate.
 	gateReady = "NoUpdateInProgress"
-	// UpdatedInPlaceReason is the event of pods updated where they run.
-	UpdatedInPlaceReason = "UpdatedInPlace"
 )
 
 // setGate applies the pod's InPlaceUpdateReady condition through the status
 // subresource, and returns the pod's resourceVersion after the write.
-func (r *PodSetReconciler) setGate(ctx context.Context, ps *podsetv1alpha1.PodSet, pod *corev1.Pod, open bool, now metav1.Time) (string, error) {
+func (r *PodSetReconciler) setGate(ctx context.Context, ps *podsetv1alpha1.PodSet, pod *corev1.Pod, open bool, now metav1.Time, expect expectWrite) (string, error) {
 	cond := corev1ac.PodCondition().
 		WithType(podsetv1alpha1.InPlaceUpdateReadyCondition).
 		WithLastTransitionTime(now)
@@ -44,12 +41,10 @@ func (r *PodSetReconciler) setGate(ctx context.Context, ps *podsetv1alpha1.PodSe
 		cond.WithStatus(corev1.ConditionTrue).WithReason(gateReady)
 	} else {
 		cond.WithStatus(corev1.ConditionFalse).WithReason(gateUpdating).
-			WithMessage("its containers restart for revision " + revisionName(ps, templateHash(ps)) + " once the pod is out of Service endpoints")
+			WithMessage("its containers restart for revision " + podset.RevisionName(ps, podset.TemplateHash(ps)) + " once the pod is out of Service endpoints")
 	}
 	ac := corev1ac.Pod(pod.Name, pod.Namespace).WithUID(pod.UID).WithStatus(corev1ac.PodStatus().WithConditions(cond))
-	err := r.Client.Status().Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
-	countPodWrite(ps, writeGate, err)
-	if err != nil {
+	if err := r.sendPod(ctx, ps, writeGate, "status", ac, expect); err != nil {
 		return "", fmt.Errorf("setting the %s condition of pod %s: %w", podsetv1alpha1.InPlaceUpdateReadyCondition, pod.Name, err)
 	}
 	return ptr.Deref(ac.ResourceVersion, ""), nil
@@ -60,14 +55,13 @@ func (r *PodSetReconciler) gates(ctx context.Context, ps *podsetv1alpha1.PodSet,
 	var mu sync.Mutex
 	var done []string
 	err := parallel(len(pods), r.Workers, func(i int) error {
-		rv, err := r.setGate(ctx, ps, pods[i], open, now)
+		_, err := r.setGate(ctx, ps, pods[i], open, now, expectUpdated)
 		switch {
 		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 			return nil
 		case err != nil:
 			return err
 		}
-		r.expectations.expectUpdated(keyOf(ps), pods[i].Name, pods[i].UID, rv)
 		mu.Lock()
 		done = append(done, pods[i].Name)
 		mu.Unlock()
@@ -84,14 +78,14 @@ func (r *PodSetReconciler) gates(ctx context.Context, ps *podsetv1alpha1.PodSet,
 // recreates the pod instead), then the apply of the pod's metadata and
 // images. It returns the pods updated, by what changed, and the pods the
 // API server refused a resize for.
-func (r *PodSetReconciler) updateInPlace(ctx context.Context, ps *podsetv1alpha1.PodSet, steps []podStep, revs *revisionSet, errs *[]error) (updated map[string][]string, denied []*corev1.Pod) {
+func (r *PodSetReconciler) updateInPlace(ctx context.Context, ps *podsetv1alpha1.PodSet, steps []podset.Step, revs *podset.Revisions, errs *[]error) (updated map[string][]string, denied []*corev1.Pod) {
 	var mu sync.Mutex
 	updated = map[string][]string{}
-	tmpl := revs.templates[revs.update]
+	tmpl := revs.Templates[revs.Update]
 	err := parallel(len(steps), r.Workers, func(i int) error {
 		step := steps[i]
-		pod := step.pod
-		if from := revs.templates[pod.Labels[podsetv1alpha1.TemplateHashLabel]]; step.way.resize && from != nil {
+		pod := step.Pod
+		if from := revs.Templates[pod.Labels[podsetv1alpha1.TemplateHashLabel]]; step.Way.Resize && from != nil {
 			resized, err := r.resize(ctx, ps, from, tmpl, pod)
 			switch {
 			case isRejection(err):
@@ -106,35 +100,33 @@ func (r *PodSetReconciler) updateInPlace(ctx context.Context, ps *podsetv1alpha1
 			}
 			pod = resized
 		}
-		ac, err := podUpdate(ps, tmpl, pod, revs.update)
+		ac, err := podset.PodUpdate(ps, tmpl, pod, revs.Update)
 		if err != nil {
 			return err
 		}
-		if step.way.restart() {
+		if step.Way.Restart() {
 			// The restart counts the containers have now tell when they
 			// restarted for this update (restarted). The pod's
 			// resourceVersion makes sure they are the pod's latest: an
 			// apply after a restart the cache had not shown yet fails
 			// with a conflict, and the next pass records it again.
-			rec, err := newRestartRecord(pod, revs.update, step.way.restarts)
+			rec, err := podset.NewRestartRecord(pod, revs.Update, step.Way.Restarts)
 			if err != nil {
 				return err
 			}
-			ac.WithAnnotations(map[string]string{restartRecordAnnotation: rec})
-			if !step.way.resize {
+			ac.WithAnnotations(map[string]string{podset.RestartRecordAnnotation: rec})
+			if !step.Way.Resize {
 				ac.WithResourceVersion(pod.ResourceVersion)
 			}
 		}
-		err = r.Client.Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
-		countPodWrite(ps, writeUpdateInPlace, err)
+		err = r.sendPod(ctx, ps, writeUpdateInPlace, "", ac, expectUpdated)
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return nil
 		} else if err != nil {
 			return fmt.Errorf("updating pod %s in place: %w", pod.Name, err)
 		}
-		r.expectations.expectUpdated(keyOf(ps), pod.Name, pod.UID, ptr.Deref(ac.ResourceVersion, ""))
 		mu.Lock()
-		what := step.way.describe()
+		what := step.Way.Describe()
 		updated[what] = append(updated[what], pod.Name)
 		mu.Unlock()
 		return nil
@@ -150,13 +142,11 @@ func (r *PodSetReconciler) updateInPlace(ctx context.Context, ps *podsetv1alpha1
 // the resources it now has. A resize an earlier pass sent already (the
 // apply to the pod did not follow) has nothing left to send.
 func (r *PodSetReconciler) resize(ctx context.Context, ps *podsetv1alpha1.PodSet, from, to *corev1.PodTemplateSpec, pod *corev1.Pod) (*corev1.Pod, error) {
-	resize := podResize(ps, from, to, pod)
+	resize := podset.PodResize(ps, from, to, pod)
 	if resize == nil {
 		return pod, nil
 	}
-	err := r.Client.SubResource("resize").Apply(ctx, resize, client.FieldOwner(FieldManager), client.ForceOwnership)
-	countPodWrite(ps, writeUpdateInPlace, err)
-	if err != nil {
+	if err := r.sendPod(ctx, ps, writeUpdateInPlace, "resize", resize, expectNothing); err != nil {
 		return nil, fmt.Errorf("resizing pod %s: %w", pod.Name, err)
 	}
 	// The apply that follows keeps the resources the pod now has.
@@ -185,21 +175,6 @@ func keepResized(containers []corev1.Container, c *corev1ac.ContainerApplyConfig
 	}
 }
 
-// describe says what an in-place update changes, for events.
-func (w updateWay) describe() string {
-	var parts []string
-	if len(w.images) > 0 {
-		parts = append(parts, "new image for "+strings.Join(w.images, ", "))
-	}
-	if w.resize {
-		parts = append(parts, "resized")
-	}
-	if len(parts) == 0 {
-		return "labels and annotations"
-	}
-	return strings.Join(parts, ", ")
-}
-
 // recreateEvents records one event per reason pods of a rollout were
 // recreated rather than updated in place.
 func (r *PodSetReconciler) recreateEvents(ps *podsetv1alpha1.PodSet, deleted []string, why map[string]string) {
@@ -207,12 +182,12 @@ func (r *PodSetReconciler) recreateEvents(ps *podsetv1alpha1.PodSet, deleted []s
 	for _, name := range deleted {
 		w := why[name]
 		if w == "" {
-			w = whyPolicy
+			w = podset.WhyPolicy
 		}
 		byWhy[w] = append(byWhy[w], name)
 	}
 	for _, w := range slices.Sorted(maps.Keys(byWhy)) {
-		r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, podsetv1alpha1.RollingOutReason, "Delete",
-			"deleted out-of-date pods %s to recreate them: %s", summarize(byWhy[w]), w)
+		r.note(ps, podsetv1alpha1.RollingOutReason, "Delete",
+			"deleted out-of-date pods %s to recreate them: %s", podset.Summarize(byWhy[w]), w)
 	}
 }

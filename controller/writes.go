@@ -6,60 +6,143 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/internal/podset"
 )
+
+// Every write the operator sends goes through send, sendPod or deletePod:
+// one field manager, ownership of every field it applies (ForceOwnership),
+// a count by kind and outcome, and, for pods, the expectation that keeps a
+// pass from acting on a cache that does not show the write yet. A pod apply
+// names the pod's UID (an update of that pod only) or a createOnly
+// resourceVersion (a create only); a delete carries the UID as a
+// precondition.
+
+// The kinds of writes that are not pod writes (see metrics.go for those).
+const (
+	// writeStatus is the apply of a PodSet's status.
+	writeStatus = "status"
+	// writeRevision is the apply of a ControllerRevision; not counted.
+	writeRevision = "revision"
+)
+
+// expectWrite is what a pod write leaves the operator expecting to see in
+// its cache.
+type expectWrite int
+
+const (
+	// expectNothing: a write the next one follows in the same pass (a
+	// resize), or that changes nothing a pass decides on (a repair).
+	expectNothing expectWrite = iota
+	// expectCreated: a pod under the name, with the UID created.
+	expectCreated
+	// expectCreatedAt: the pod created and written again since, at the
+	// resourceVersion after this write.
+	expectCreatedAt
+	// expectUpdated: the pod at the resourceVersion after this write.
+	expectUpdated
+)
+
+// send applies ac, to the object or to a subresource of it ("status",
+// "resize"), as the operator's field manager, and counts it by kind.
+func (r *PodSetReconciler) send(ctx context.Context, ps *podsetv1alpha1.PodSet, kind, subresource string, ac runtime.ApplyConfiguration) error {
+	var err error
+	if subresource == "" {
+		err = r.Client.Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
+	} else {
+		err = r.Client.SubResource(subresource).Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
+	}
+	switch kind {
+	case writeStatus:
+		countStatusWrite(ps, err)
+	case writeRevision:
+	default:
+		countPodWrite(ps, kind, err)
+	}
+	return err
+}
+
+// sendPod sends a pod apply and, once it is through, remembers what it
+// expects the cache to show.
+func (r *PodSetReconciler) sendPod(ctx context.Context, ps *podsetv1alpha1.PodSet, kind, subresource string, ac *corev1ac.PodApplyConfiguration, expect expectWrite) error {
+	if err := r.send(ctx, ps, kind, subresource, ac); err != nil {
+		return err
+	}
+	name, uid, rv := ptr.Deref(ac.Name, ""), ptr.Deref(ac.UID, ""), ptr.Deref(ac.ResourceVersion, "")
+	switch expect {
+	case expectCreated:
+		r.memory.expectCreated(keyOf(ps), name, uid)
+	case expectCreatedAt:
+		r.memory.expectCreatedAt(keyOf(ps), name, uid, rv)
+	case expectUpdated:
+		r.memory.expectUpdated(keyOf(ps), name, uid, rv)
+	}
+	return nil
+}
+
+// deletePod deletes a pod with its UID as a precondition, so a newer pod of
+// the same name is never deleted by mistake, counts it, and expects the
+// cache to show the pod gone.
+func (r *PodSetReconciler) deletePod(ctx context.Context, ps *podsetv1alpha1.PodSet, pod *corev1.Pod) error {
+	err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
+	countPodWrite(ps, writeDelete, err)
+	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		r.memory.expectDeleted(keyOf(ps), pod.Name, pod.UID)
+	}
+	return err
+}
 
 // execute sends the plan's writes: deletions with UID preconditions, then
 // creations in slow-start batches (so a template the API server refuses
 // costs one request, not replicas of them), then repairs. It returns what
 // stalls the PodSet, if anything, and the errors worth a retry.
-func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSet, plan *podPlan, revs *revisionSet, now metav1.Time) (*stall, error) {
+func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSet, plan *podset.Plan, revs *podset.Revisions, now metav1.Time) (*podset.Stall, error) {
 	var errs []error
-	if deleted := r.deletePods(ctx, ps, plan.prune, &errs); len(deleted) > 0 {
-		r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, "ScalingDown", "Delete", "deleted surplus pods %s", summarize(deleted))
+	if deleted := r.deletePods(ctx, ps, plan.Prune, &errs); len(deleted) > 0 {
+		r.note(ps, podsetv1alpha1.ScalingDownReason, "Delete", "deleted surplus pods %s", podset.Summarize(deleted))
 	}
-	if deleted := r.deletePods(ctx, ps, plan.replaceFinished, &errs); len(deleted) > 0 {
-		r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, "ReplacingFinished", "Delete", "deleted finished pods to replace them: %s", summarize(deleted))
+	if deleted := r.deletePods(ctx, ps, plan.ReplaceFinished, &errs); len(deleted) > 0 {
+		r.note(ps, podsetv1alpha1.ReplacingFinishedReason, "Delete", "deleted finished pods to replace them: %s", podset.Summarize(deleted))
 	}
 
 	// The rollout: pods recreated, pods whose containers restart in place
 	// taken out of Ready first, pods updated where they run (a resize the
 	// API server refuses recreates its pod), and gates opened again.
-	r.recreateEvents(ps, r.deletePods(ctx, ps, plan.rollout, &errs), plan.why)
-	if paused := r.gates(ctx, ps, plan.pause, false, now, &errs); len(paused) > 0 {
-		r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, UpdatedInPlaceReason, "Drain",
-			"took pods %s out of Ready to restart their containers in place for revision %s", summarize(paused), revisionName(ps, revs.update))
+	r.recreateEvents(ps, r.deletePods(ctx, ps, plan.Rollout, &errs), plan.Why)
+	if paused := r.gates(ctx, ps, plan.Pause, false, now, &errs); len(paused) > 0 {
+		r.note(ps, podsetv1alpha1.UpdatedInPlaceReason, "Drain",
+			"took pods %s out of Ready to restart their containers in place for revision %s", podset.Summarize(paused), podset.RevisionName(ps, revs.Update))
 	}
-	updated, denied := r.updateInPlace(ctx, ps, plan.update, revs, &errs)
+	updated, denied := r.updateInPlace(ctx, ps, plan.Update, revs, &errs)
 	for _, what := range slices.Sorted(maps.Keys(updated)) {
-		r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, UpdatedInPlaceReason, "Update",
-			"updated pods %s in place to revision %s: %s", summarize(updated[what]), revisionName(ps, revs.update), what)
+		r.note(ps, podsetv1alpha1.UpdatedInPlaceReason, "Update",
+			"updated pods %s in place to revision %s: %s", podset.Summarize(updated[what]), podset.RevisionName(ps, revs.Update), what)
 	}
 	why := map[string]string{}
 	for _, pod := range denied {
-		why[pod.Name] = whyResizeDenied
+		why[pod.Name] = podset.WhyResizeDenied
 	}
 	r.recreateEvents(ps, r.deletePods(ctx, ps, denied, &errs), why)
-	r.gates(ctx, ps, plan.resume, true, now, &errs)
+	r.gates(ctx, ps, plan.Resume, true, now, &errs)
 
-	conflicts := plan.conflicts
+	conflicts := plan.Conflicts
 	var rejected error
 	created, taken, err := r.createPods(ctx, ps, plan, revs, now, &errs)
 	conflicts = append(conflicts, taken...)
 	if len(created) > 0 {
-		r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, podsetv1alpha1.ScalingUpReason, "Create", "created pods %s", summarize(created))
+		r.note(ps, podsetv1alpha1.ScalingUpReason, "Create", "created pods %s", podset.Summarize(created))
 	}
 	if isRejection(err) {
 		rejected = err
@@ -68,9 +151,9 @@ func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSe
 	}
 
 	var repaired []string
-	for _, pod := range plan.repair {
+	for _, pod := range plan.Repair {
 		hash := pod.Labels[podsetv1alpha1.TemplateHashLabel]
-		if err := r.applyExisting(ctx, ps, revs.templates[hash], pod, hash); isRejection(err) {
+		if err := r.applyExisting(ctx, ps, revs.Templates[hash], pod, hash); isRejection(err) {
 			rejected = err
 		} else if err != nil {
 			errs = append(errs, err)
@@ -79,23 +162,21 @@ func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSe
 		}
 	}
 	if len(repaired) > 0 {
-		r.Recorder.Eventf(ps, nil, corev1.EventTypeNormal, "Repaired", "Apply", "restored operator-owned fields of pods %s", summarize(repaired))
+		r.note(ps, podsetv1alpha1.RepairedReason, "Apply", "restored operator-owned fields of pods %s", podset.Summarize(repaired))
 	}
 
 	switch {
 	case len(conflicts) > 0:
-		s := conflictStall(conflicts)
-		r.Recorder.Eventf(ps, nil, corev1.EventTypeWarning, s.reason, "Create", "%s", eventNote(s.message))
+		s := podset.ConflictStall(conflicts)
 		return s, errors.Join(errs...)
 	case rejected != nil:
-		s := &stall{reason: podsetv1alpha1.PodRejectedReason, message: "the API server refused a pod made from the template: " + string(apierrors.ReasonForError(rejected)) + ": " + rejectionMessage(rejected)}
-		r.Recorder.Eventf(ps, nil, corev1.EventTypeWarning, s.reason, "Create", "%s", eventNote(s.message))
+		s := &podset.Stall{Reason: podsetv1alpha1.PodRejectedReason, Message: "the API server refused a pod made from the template: " + string(apierrors.ReasonForError(rejected)) + ": " + rejectionMessage(rejected)}
 		return s, errors.Join(errs...)
 	}
-	if len(plan.strays) > 0 {
-		r.Recorder.Eventf(ps, nil, corev1.EventTypeWarning, "StrayPods", "Observe",
+	if len(plan.Strays) > 0 {
+		r.warn(ps, podsetv1alpha1.StrayPodsReason, "Observe", fmt.Sprintf(
 			"pods %s carry the label %s=%s but are not controlled by this PodSet; they are neither counted nor touched",
-			summarize(plan.strays), podsetv1alpha1.NameLabel, ps.Name)
+			podset.Summarize(plan.Strays), podsetv1alpha1.NameLabel, ps.Name))
 	}
 	return nil, errors.Join(errs...)
 }
@@ -111,39 +192,36 @@ func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSe
 // A new pod's gate is opened beside the creates, not in their slow-start
 // batch: a batch waits for its creates only (they are what a refused
 // template fails), so the next batch does not wait for the gates.
-func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.PodSet, plan *podPlan, revs *revisionSet, now metav1.Time, errs *[]error) (created, taken []string, err error) {
+func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.PodSet, plan *podset.Plan, revs *podset.Revisions, now metav1.Time, errs *[]error) (created, taken []string, err error) {
 	var mu sync.Mutex
 	var gates sync.WaitGroup
 	gateSlots := make(chan struct{}, max(1, r.Workers))
 	defer func() {
 		gates.Wait()
 	}()
-	err = slowStart(len(plan.create), r.Workers, func(i int) error {
-		ordinal := plan.create[i]
-		name := podName(ps.Name, ordinal)
-		hash := plan.revisionOf(ordinal, revs)
-		tmpl := revs.templates[hash]
+	err = slowStart(len(plan.Create), r.Workers, func(i int) error {
+		ordinal := plan.Create[i]
+		name := podset.PodName(ps.Name, ordinal)
+		hash := plan.RevisionOf(ordinal, revs)
+		tmpl := revs.Templates[hash]
 		uid, err := r.createPod(ctx, ps, tmpl, ordinal, hash)
 		switch {
 		case err == nil:
-			r.expectations.expectCreated(keyOf(ps), name, uid)
-			if inPlacePolicy(ps) {
+			if podset.InPlacePolicy(ps) {
 				// Its gate opens at once: it is not being updated. A pod
 				// with a gate and no condition is not Ready.
 				gateSlots <- struct{}{}
 				gates.Go(func() {
 					defer func() { <-gateSlots }()
 					pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ps.Namespace, UID: uid}}
-					rv, err := r.setGate(ctx, ps, pod, true, now)
+					_, err := r.setGate(ctx, ps, pod, true, now, expectCreatedAt)
 					if err != nil {
 						if !apierrors.IsNotFound(err) {
 							mu.Lock()
 							*errs = append(*errs, err)
 							mu.Unlock()
 						}
-						return
 					}
-					r.expectations.expectCreatedAt(keyOf(ps), name, uid, rv)
 				})
 			}
 			mu.Lock()
@@ -167,14 +245,14 @@ func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.Po
 			// or someone removed the label the cache selects on, so the
 			// cache cannot see it: then restore it in place.
 			if existing.Labels[podsetv1alpha1.NameLabel] != ps.Name {
-				if h := existing.Labels[podsetv1alpha1.TemplateHashLabel]; revs.known(h) {
-					hash, tmpl = h, revs.templates[h]
+				if h := existing.Labels[podsetv1alpha1.TemplateHashLabel]; revs.Known(h) {
+					hash, tmpl = h, revs.Templates[h]
 				}
 				if err := r.applyExisting(ctx, ps, tmpl, existing, hash); err != nil {
 					return err
 				}
 			}
-			r.expectations.expectCreated(keyOf(ps), name, existing.UID)
+			r.memory.expectCreated(keyOf(ps), name, existing.UID)
 			return nil
 		default:
 			mu.Lock()
@@ -198,14 +276,12 @@ const createOnly = "1"
 // precondition makes it fail with a conflict if any pod holds the name.
 // It returns the UID of the pod created.
 func (r *PodSetReconciler) createPod(ctx context.Context, ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, ordinal int, hash string) (types.UID, error) {
-	pod, err := desiredPod(ps, tmpl, ordinal, hash)
+	pod, err := podset.PodFromTemplate(ps, tmpl, ordinal, hash)
 	if err != nil {
 		return "", err
 	}
 	pod.WithResourceVersion(createOnly)
-	err = r.Client.Apply(ctx, pod, client.FieldOwner(FieldManager), client.ForceOwnership)
-	countPodWrite(ps, writeCreate, err)
-	if err != nil {
+	if err := r.sendPod(ctx, ps, writeCreate, "", pod, expectCreated); err != nil {
 		return "", fmt.Errorf("applying pod %s: %w", *pod.Name, err)
 	}
 	return ptr.Deref(pod.UID, ""), nil
@@ -215,13 +291,11 @@ func (r *PodSetReconciler) createPod(ctx context.Context, ps *podsetv1alpha1.Pod
 // from the template of the revision hash, and nothing a running pod
 // cannot change (podUpdate); its UID makes it an update of that pod only.
 func (r *PodSetReconciler) applyExisting(ctx context.Context, ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, pod *corev1.Pod, hash string) error {
-	ac, err := podUpdate(ps, tmpl, pod, hash)
+	ac, err := podset.PodUpdate(ps, tmpl, pod, hash)
 	if err != nil {
 		return err
 	}
-	err = r.Client.Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
-	countPodWrite(ps, writeRepair, err)
-	if err != nil {
+	if err := r.sendPod(ctx, ps, writeRepair, "", ac, expectNothing); err != nil {
 		return fmt.Errorf("applying pod %s: %w", pod.Name, err)
 	}
 	return nil
@@ -233,23 +307,23 @@ func (r *PodSetReconciler) applyExisting(ctx context.Context, ps *podsetv1alpha1
 // with an apply that can only create; if its name is taken, the cache has
 // not shown the revision yet (its event brings the next pass) or someone
 // else holds the name, and the pods do not need it either way.
-func (r *PodSetReconciler) syncRevisions(ctx context.Context, ps *podsetv1alpha1.PodSet, plan revisionPlan, revs *revisionSet) error {
-	if cr := plan.apply; cr != nil {
+func (r *PodSetReconciler) syncRevisions(ctx context.Context, ps *podsetv1alpha1.PodSet, plan podset.RevisionPlan, revs *podset.Revisions) error {
+	if cr := plan.Apply; cr != nil {
 		ac := appsv1ac.ControllerRevision(cr.Name, cr.Namespace).
 			WithLabels(cr.Labels).
-			WithOwnerReferences(controllerReference(ps)).
+			WithOwnerReferences(podset.ControllerReference(ps)).
 			WithData(cr.Data).
 			WithRevision(cr.Revision)
-		if existing, ok := revs.objects[revs.update]; ok {
+		if existing, ok := revs.Objects[revs.Update]; ok {
 			ac.WithUID(existing.UID)
 		} else {
 			ac.WithResourceVersion(createOnly)
 		}
-		if err := r.Client.Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil && !apierrors.IsConflict(err) {
+		if err := r.send(ctx, ps, writeRevision, "", ac); err != nil && !apierrors.IsConflict(err) {
 			return fmt.Errorf("applying ControllerRevision %s: %w", cr.Name, err)
 		}
 	}
-	for _, cr := range plan.prune {
+	for _, cr := range plan.Prune {
 		if err := r.Client.Delete(ctx, cr, client.Preconditions{UID: &cr.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return fmt.Errorf("deleting ControllerRevision %s: %w", cr.Name, err)
 		}
@@ -268,12 +342,9 @@ func (r *PodSetReconciler) deletePods(ctx context.Context, ps *podsetv1alpha1.Po
 	var deleted []string
 	err := parallel(len(pods), r.Workers, func(i int) error {
 		pod := pods[i]
-		err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
-		countPodWrite(ps, writeDelete, err)
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		if err := r.deletePod(ctx, ps, pod); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return fmt.Errorf("deleting pod %s: %w", pod.Name, err)
 		}
-		r.expectations.expectDeleted(keyOf(ps), pod.Name, pod.UID)
 		mu.Lock()
 		deleted = append(deleted, pod.Name)
 		mu.Unlock()
@@ -300,33 +371,6 @@ func rejectionMessage(err error) string {
 		return status.Status().Message
 	}
 	return err.Error()
-}
-
-// maxEventNote is the longest note the events.k8s.io API accepts, in bytes.
-const maxEventNote = 1024
-
-// eventNote is a message as an event's note: whole if it fits, else cut at
-// a character boundary with an ellipsis. The API server refuses a longer
-// note, and the event would be lost; the condition keeps the whole message.
-func eventNote(message string) string {
-	if len(message) <= maxEventNote {
-		return message
-	}
-	const ellipsis = "…"
-	cut := maxEventNote - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(message[cut]) {
-		cut--
-	}
-	return message[:cut] + ellipsis
-}
-
-// summarize lists pod names in a short, stable form for events.
-func summarize(names []string) string {
-	const most = 5
-	if len(names) <= most {
-		return strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
 }
 
 // slowStart calls fn for 0..n-1 in batches of 1, 2, 4, ... (each batch at

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 // TestSlowStartBatches checks that slowStart sends batches of 1, 2, 4, ...
@@ -243,37 +241,6 @@ func TestParallelJoinsErrors(t *testing.T) {
 	}
 	if err := parallel(0, 2, func(int) error { t.Error("fn called for n = 0"); return nil }); err != nil {
 		t.Errorf("parallel(0) error = %v, want nil", err)
-	}
-}
-
-func TestSummarize(t *testing.T) {
-	names := func(n int) []string {
-		var out []string
-		for i := range n {
-			out = append(out, podName("web", i))
-		}
-		return out
-	}
-	cases := map[string]struct {
-		names []string
-		want  string
-	}{
-		"none":      {want: ""},
-		"one":       {names: names(1), want: "web-0"},
-		"five":      {names: names(5), want: "web-0, web-1, web-2, web-3, web-4"},
-		"six":       {names: names(6), want: "web-0, web-1, web-2, web-3, web-4 and 1 more"},
-		"a hundred": {names: names(100), want: "web-0, web-1, web-2, web-3, web-4 and 95 more"},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			before := append([]string(nil), tc.names...)
-			if diff := cmp.Diff(tc.want, summarize(tc.names)); diff != "" {
-				t.Errorf("summarize() (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(before, tc.names); diff != "" {
-				t.Errorf("summarize() changed its argument (-before +after):\n%s", diff)
-			}
-		})
 	}
 }
 

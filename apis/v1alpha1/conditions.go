@@ -61,3 +61,24 @@ const (
 	// working, and the condition clears once progress resumes.
 	ProgressDeadlineExceededReason = "ProgressDeadlineExceeded"
 )
+
+// Event reasons besides the condition reasons above, which events use too
+// (ScalingUp, RollingOut, InvalidTemplate, PodRejected, PodConflict,
+// ProgressDeadlineExceeded).
+const (
+	// ReplacingFinishedReason: Failed or Succeeded pods were deleted to be
+	// created again.
+	ReplacingFinishedReason = "ReplacingFinished"
+
+	// UpdatedInPlaceReason: pods were updated where they run, or taken out
+	// of Ready to restart their containers in place.
+	UpdatedInPlaceReason = "UpdatedInPlace"
+
+	// RepairedReason: fields the operator owns on pods had drifted and were
+	// restored.
+	RepairedReason = "Repaired"
+
+	// StrayPodsReason: pods carry the PodSet's name label but are not
+	// controlled by it; they are neither counted nor touched.
+	StrayPodsReason = "StrayPods"
+)

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
-	"github.com/podset-dev/podset-operator/controller"
+	"github.com/podset-dev/podset-operator/internal/podset"
 )
 
 // Labels the benchmark puts in every pod template, so that one pod watch
@@ -130,7 +130,7 @@ func podName(set string, ordinal int) string { return set + "-" + strconv.Itoa(o
 // desiredPod is the pod the operator applies for an ordinal: the limit
 // applies the operator's own pods.
 func desiredPod(ps *podsetv1alpha1.PodSet, ordinal int) *corev1ac.PodApplyConfiguration {
-	pod, err := controller.DesiredPod(ps, ordinal)
+	pod, err := podset.DesiredPod(ps, ordinal)
 	if err != nil {
 		panic(fmt.Sprintf("building pod %d of %s: %v", ordinal, ps.Name, err))
 	}

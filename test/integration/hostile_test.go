@@ -15,6 +15,7 @@ import (
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/controller"
+	"github.com/podset-dev/podset-operator/internal/podset"
 )
 
 // hostileEdits are ways a PodSet template can be wrong or odd. Each is
@@ -112,7 +113,7 @@ func TestHostileTemplatesAreRefusedOrYieldValidPods(t *testing.T) {
 		}
 		accepted++
 		ps.UID = "00000000-0000-0000-0000-000000000001"
-		pod, err := controller.DesiredPod(ps, 0)
+		pod, err := podset.DesiredPod(ps, 0)
 		if err != nil {
 			t.Errorf("%v: building the pod: %v", applied, err)
 			continue

@@ -1,4 +1,4 @@
-package controller
+package podset
 
 import (
 	"encoding/json"
@@ -18,15 +18,15 @@ import (
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
 
-// podName is the name of the pod with the given ordinal.
-func podName(podSetName string, ordinal int) string {
+// PodName is the name of the pod with the given ordinal.
+func PodName(podSetName string, ordinal int) string {
 	return podSetName + "-" + strconv.Itoa(ordinal)
 }
 
-// podOrdinal parses the ordinal out of a pod name "<podSetName>-<ordinal>".
+// PodOrdinal parses the ordinal out of a pod name "<podSetName>-<ordinal>".
 // It reports false for any other name, including ordinals with leading
 // zeros, which podName never makes.
-func podOrdinal(podSetName, name string) (int, bool) {
+func PodOrdinal(podSetName, name string) (int, bool) {
 	rest, ok := strings.CutPrefix(name, podSetName)
 	suffix, dash := strings.CutPrefix(rest, "-")
 	if !ok || !dash || suffix == "" || len(suffix) > 1 && suffix[0] == '0' {
@@ -44,9 +44,9 @@ func podOrdinal(podSetName, name string) (int, bool) {
 	return n, true
 }
 
-// templateHash identifies a pod template: pods labelled with another hash
+// TemplateHash identifies a pod template: pods labelled with another hash
 // were made from an older template and are rolled out.
-func templateHash(ps *podsetv1alpha1.PodSet) string {
+func TemplateHash(ps *podsetv1alpha1.PodSet) string {
 	data, err := json.Marshal(ps.Spec.Template)
 	if err != nil {
 		// A PodTemplateSpec always marshals; this is unreachable.
@@ -66,27 +66,27 @@ func selectorString(ps *podsetv1alpha1.PodSet) string {
 // exactly as a pass builds it: for tools that must make the operator's pods
 // byte for byte (the benchmark's client-go limit applies them).
 func DesiredPod(ps *podsetv1alpha1.PodSet, ordinal int) (*corev1ac.PodApplyConfiguration, error) {
-	return desiredPod(ps, &ps.Spec.Template, ordinal, templateHash(ps))
+	return PodFromTemplate(ps, &ps.Spec.Template, ordinal, TemplateHash(ps))
 }
 
-// desiredPod is the whole pod the PodSet wants at an ordinal, made from the
+// PodFromTemplate is the whole pod the PodSet wants at an ordinal, made from the
 // template of one of its revisions (hash): because the pod is written with
 // server-side apply, every field the operator owns must be in it, every
 // time. It is the template plus the operator's labels, the controller owner
 // reference and the hardening of hardenPodSpec.
-func desiredPod(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, ordinal int, hash string) (*corev1ac.PodApplyConfiguration, error) {
+func PodFromTemplate(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, ordinal int, hash string) (*corev1ac.PodApplyConfiguration, error) {
 	spec := &corev1ac.PodSpecApplyConfiguration{}
-	if err := convert(tmpl.Spec, spec); err != nil {
+	if err := Convert(tmpl.Spec, spec); err != nil {
 		return nil, fmt.Errorf("converting the pod template: %w", err)
 	}
 	hardenPodSpec(spec)
-	if inPlacePolicy(ps) {
+	if InPlacePolicy(ps) {
 		spec.WithReadinessGates(corev1ac.PodReadinessGate().WithConditionType(podsetv1alpha1.InPlaceUpdateReadyCondition))
 	}
 
-	pod := corev1ac.Pod(podName(ps.Name, ordinal), ps.Namespace).
+	pod := corev1ac.Pod(PodName(ps.Name, ordinal), ps.Namespace).
 		WithLabels(podLabels(ps, tmpl, ordinal, hash)).
-		WithOwnerReferences(controllerReference(ps))
+		WithOwnerReferences(ControllerReference(ps))
 	if len(tmpl.Annotations) > 0 {
 		pod.WithAnnotations(tmpl.Annotations)
 	}
@@ -94,10 +94,10 @@ func desiredPod(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, ordinal
 	return pod, nil
 }
 
-// controllerReference is the owner reference of everything a PodSet
+// ControllerReference is the owner reference of everything a PodSet
 // controls: its pods and its ControllerRevisions. blockOwnerDeletion keeps
 // a foreground deletion of the PodSet waiting for them.
-func controllerReference(ps *podsetv1alpha1.PodSet) *metav1ac.OwnerReferenceApplyConfiguration {
+func ControllerReference(ps *podsetv1alpha1.PodSet) *metav1ac.OwnerReferenceApplyConfiguration {
 	return metav1ac.OwnerReference().
 		WithAPIVersion(podsetv1alpha1.GroupVersion.String()).
 		WithKind("PodSet").
@@ -120,10 +120,10 @@ func podLabels(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, ordinal 
 	return labels
 }
 
-// convert copies a typed API value into its apply configuration. Apply
+// Convert copies a typed API value into its apply configuration. Apply
 // configurations share the JSON shape of their types, so JSON is the
 // faithful conversion.
-func convert(from, to any) error {
+func Convert(from, to any) error {
 	data, err := json.Marshal(from)
 	if err != nil {
 		return err
@@ -131,7 +131,7 @@ func convert(from, to any) error {
 	return json.Unmarshal(data, to)
 }
 
-// podUpdate is the apply the operator sends to an existing pod, which the
+// PodUpdate is the apply the operator sends to an existing pod, which the
 // API server refuses if it changes anything a running pod cannot change:
 // the desired pod of the revision hash, with the readiness gates the pod
 // has (gates are immutable) and, of each container's cpu and memory, the
@@ -141,8 +141,8 @@ func convert(from, to any) error {
 // Everything else the apply sends is the pod's revision's, which the pod
 // was made from, or an image. The pod's UID makes it an update of that pod
 // only.
-func podUpdate(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, pod *corev1.Pod, hash string) (*corev1ac.PodApplyConfiguration, error) {
-	ac, err := desiredPod(ps, tmpl, ordinalOf(ps, pod), hash)
+func PodUpdate(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, pod *corev1.Pod, hash string) (*corev1ac.PodApplyConfiguration, error) {
+	ac, err := PodFromTemplate(ps, tmpl, ordinalOf(ps, pod), hash)
 	if err != nil {
 		return nil, err
 	}
@@ -156,8 +156,8 @@ func podUpdate(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, pod *cor
 	keepResources(ac.Spec.InitContainers, pod.Spec.InitContainers)
 	// The record of the last restart in place stays: an update in flight
 	// finishes by it.
-	if rec, ok := pod.Annotations[restartRecordAnnotation]; ok {
-		ac.WithAnnotations(map[string]string{restartRecordAnnotation: rec})
+	if rec, ok := pod.Annotations[RestartRecordAnnotation]; ok {
+		ac.WithAnnotations(map[string]string{RestartRecordAnnotation: rec})
 	}
 	return ac.WithUID(pod.UID), nil
 }
@@ -187,14 +187,14 @@ func keepQuantities(apply *corev1.ResourceList, running corev1.ResourceList) {
 	}
 }
 
-// podResize is the apply to a pod's resize subresource that moves its
+// PodResize is the apply to a pod's resize subresource that moves its
 // containers' cpu and memory from the template from (the revision the pod
 // was made from) to the template to: only the quantities the template
 // changed, each container with the rest of its resources as the pod runs
 // them, so a resize by someone else (the VerticalPodAutoscaler) of a
 // quantity the template did not change is kept. It is nil when no
 // container's resources change.
-func podResize(ps *podsetv1alpha1.PodSet, from, to *corev1.PodTemplateSpec, pod *corev1.Pod) *corev1ac.PodApplyConfiguration {
+func PodResize(ps *podsetv1alpha1.PodSet, from, to *corev1.PodTemplateSpec, pod *corev1.Pod) *corev1ac.PodApplyConfiguration {
 	containers := resizes(from.Spec.Containers, to.Spec.Containers, pod.Spec.Containers)
 	initContainers := resizes(from.Spec.InitContainers, to.Spec.InitContainers, pod.Spec.InitContainers)
 	if len(containers) == 0 && len(initContainers) == 0 {

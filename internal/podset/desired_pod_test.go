@@ -1,4 +1,4 @@
-package controller
+package podset
 
 import (
 	"regexp"
@@ -46,7 +46,7 @@ func TestPodOrdinal(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, ok := podOrdinal(tc.podSet, tc.name)
+			got, ok := PodOrdinal(tc.podSet, tc.name)
 			if got != tc.want || ok != tc.wantOK {
 				t.Errorf("podOrdinal(%q, %q) = %d, %v; want %d, %v", tc.podSet, tc.name, got, ok, tc.want, tc.wantOK)
 			}
@@ -57,20 +57,20 @@ func TestPodOrdinal(t *testing.T) {
 func TestPodNameRoundTrip(t *testing.T) {
 	for _, podSet := range []string{"web", "a", "web-1", "x0"} {
 		for ordinal := range podsetv1alpha1.MaxReplicas {
-			name := podName(podSet, ordinal)
-			if got, ok := podOrdinal(podSet, name); !ok || got != ordinal {
+			name := PodName(podSet, ordinal)
+			if got, ok := PodOrdinal(podSet, name); !ok || got != ordinal {
 				t.Fatalf("podOrdinal(%q, podName(%q, %d) = %q) = %d, %v; want %d, true", podSet, podSet, ordinal, name, got, ok, ordinal)
 			}
 		}
 	}
-	if got := podName("web", 12); got != "web-12" {
+	if got := PodName("web", 12); got != "web-12" {
 		t.Errorf("podName(web, 12) = %q, want web-12", got)
 	}
 }
 
 func TestTemplateHash(t *testing.T) {
 	base := makePodSet("web").replicas(3).obj()
-	h := templateHash(base)
+	h := TemplateHash(base)
 	if !regexp.MustCompile(`^[0-9a-z]{1,63}$`).MatchString(h) {
 		t.Fatalf("templateHash() = %q, want a valid label value of digits and lower-case letters", h)
 	}
@@ -108,14 +108,14 @@ func TestTemplateHash(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ps := base.DeepCopy()
 			tc.change(ps)
-			got := templateHash(ps)
+			got := TemplateHash(ps)
 			if tc.wantSame && got != h {
 				t.Errorf("templateHash() = %q after changing %s, want it unchanged (%q)", got, name, h)
 			}
 			if !tc.wantSame && got == h {
 				t.Errorf("templateHash() = %q after changing %s, want it to change", got, name)
 			}
-			if again := templateHash(ps); again != got {
+			if again := TemplateHash(ps); again != got {
 				t.Errorf("templateHash() = %q, then %q: not stable", got, again)
 			}
 		})
@@ -352,7 +352,7 @@ func TestDesiredPod(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := desiredPod(tc.ps, &tc.ps.Spec.Template, tc.ordinal, tc.hash)
+			got, err := PodFromTemplate(tc.ps, &tc.ps.Spec.Template, tc.ordinal, tc.hash)
 			if err != nil {
 				t.Fatalf("desiredPod() error = %v", err)
 			}
@@ -419,7 +419,7 @@ func TestDesiredPodHardening(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ps := makePodSet("web").obj()
 			ps.Spec.Template.Spec = tc.spec
-			pod, err := desiredPod(ps, &ps.Spec.Template, 0, "h")
+			pod, err := PodFromTemplate(ps, &ps.Spec.Template, 0, "h")
 			if err != nil {
 				t.Fatalf("desiredPod() error = %v", err)
 			}
@@ -475,14 +475,14 @@ func TestDesiredPodLeavesThePodSetAlone(t *testing.T) {
 	ps.Status.Conditions = []metav1.Condition{{Type: podsetv1alpha1.ReadyCondition, Status: metav1.ConditionTrue}}
 	before := ps.DeepCopy()
 
-	first, err := desiredPod(ps, &ps.Spec.Template, 1, "h")
+	first, err := PodFromTemplate(ps, &ps.Spec.Template, 1, "h")
 	if err != nil {
 		t.Fatalf("desiredPod() error = %v", err)
 	}
 	if diff := cmp.Diff(before, ps); diff != "" {
 		t.Fatalf("desiredPod() changed the PodSet (-before +after):\n%s", diff)
 	}
-	second, err := desiredPod(ps, &ps.Spec.Template, 1, "h")
+	second, err := PodFromTemplate(ps, &ps.Spec.Template, 1, "h")
 	if err != nil {
 		t.Fatalf("desiredPod() error = %v", err)
 	}
@@ -512,7 +512,7 @@ func inPlaceGate() *corev1ac.PodReadinessGateApplyConfiguration {
 func TestDesiredPodUnderRecreateHasNoGate(t *testing.T) {
 	ps := makePodSet("web").obj()
 	ps.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
-	got, err := desiredPod(ps, &ps.Spec.Template, 0, "abc")
+	got, err := PodFromTemplate(ps, &ps.Spec.Template, 0, "abc")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,49 +1,46 @@
-package controller
+package podset
 
 import (
 	"cmp"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
 
-// stall says why a PodSet cannot progress until someone changes something.
+// Stall says why a PodSet cannot progress until someone changes something.
 // Its message must not change from pass to pass while the cause stays the
 // same, or every pass would write status.
-type stall struct {
-	reason  string
-	message string
+type Stall struct {
+	Reason  string
+	Message string
 }
 
-// computeStatus is the status a PodSet should have, given its pods as the
+// ComputeStatus is the status a PodSet should have, given its pods as the
 // cache shows them, its revisions, the plan of this pass and what, if
 // anything, stalls it. A PodSet that is not Ready and made no progress for
 // progressDeadlineSeconds is stalled too (ProgressDeadlineExceeded), though
 // the operator goes on working on it. Conditions keep their
 // lastTransitionTime unless their status changes.
-func computeStatus(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *revisionSet, plan *podPlan, stalled *stall, now metav1.Time) podsetv1alpha1.PodSetStatus {
+func ComputeStatus(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *Revisions, plan *Plan, stalled *Stall, now metav1.Time) podsetv1alpha1.PodSetStatus {
 	status := podsetv1alpha1.PodSetStatus{
 		ObservedGeneration: ps.Generation,
 		Selector:           selectorString(ps),
-		UpdateRevision:     revisionName(ps, revs.update),
+		UpdateRevision:     RevisionName(ps, revs.Update),
 	}
-	desired := replicas(ps)
+	desired := Replicas(ps)
 	minReady := minReadySeconds(ps)
-	partition := partition(ps)
+	partition := Partition(ps)
 	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
 	var live []ordinalPod
 	var terminating, desiredAvailable, outdated, older int32
-	current := revs.update
+	current := revs.Update
 	for i := range pods {
 		pod := &pods[i]
 		if !metav1.IsControlledBy(pod, ps) {
@@ -54,7 +51,7 @@ func computeStatus(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *revisionS
 			terminating++
 			continue
 		}
-		ordinal, ok := podOrdinal(ps.Name, pod.Name)
+		ordinal, ok := PodOrdinal(ps.Name, pod.Name)
 		live = append(live, ordinalPod{ordinal: ordinalOr(ordinal, ok), name: pod.Name})
 		wanted := ok && ordinal < int(desired)
 		hash := pod.Labels[podsetv1alpha1.TemplateHashLabel]
@@ -67,7 +64,7 @@ func computeStatus(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *revisionS
 				desiredAvailable++
 			}
 		}
-		if hash == revs.update {
+		if hash == revs.Update {
 			status.UpdatedReplicas++
 		} else if wanted {
 			older++
@@ -75,11 +72,11 @@ func computeStatus(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *revisionS
 				outdated++
 			}
 		}
-		if wanted && revs.older(hash, current) {
+		if wanted && revs.Older(hash, current) {
 			current = hash
 		}
 	}
-	status.CurrentRevision = revisionName(ps, current)
+	status.CurrentRevision = RevisionName(ps, current)
 	slices.SortFunc(live, func(a, b ordinalPod) int { return cmp.Compare(a.ordinal, b.ordinal) })
 	if len(live) > 0 {
 		status.PodNames = make([]string, 0, len(live))
@@ -116,8 +113,8 @@ func computeStatus(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *revisionS
 		set(podsetv1alpha1.StalledCondition, metav1.ConditionFalse, podsetv1alpha1.ConvergedReason, progress)
 	case stalled != nil:
 		set(podsetv1alpha1.ReadyCondition, metav1.ConditionFalse, podsetv1alpha1.NotReadyReason, progress)
-		set(podsetv1alpha1.ReconcilingCondition, metav1.ConditionFalse, stalled.reason, stalled.message)
-		set(podsetv1alpha1.StalledCondition, metav1.ConditionTrue, stalled.reason, stalled.message)
+		set(podsetv1alpha1.ReconcilingCondition, metav1.ConditionFalse, stalled.Reason, stalled.Message)
+		set(podsetv1alpha1.StalledCondition, metav1.ConditionTrue, stalled.Reason, stalled.Message)
 	default:
 		reason := reconcilingReason(ps, len(live), terminating, outdated, plan)
 		set(podsetv1alpha1.ReadyCondition, metav1.ConditionFalse, podsetv1alpha1.NotReadyReason, progress)
@@ -137,12 +134,12 @@ func pluralPods(n int32, one, many string) string {
 }
 
 // reconcilingReason names what a converging PodSet is doing.
-func reconcilingReason(ps *podsetv1alpha1.PodSet, live int, terminating, outdated int32, plan *podPlan) string {
-	desired := int(replicas(ps))
+func reconcilingReason(ps *podsetv1alpha1.PodSet, live int, terminating, outdated int32, plan *Plan) string {
+	desired := int(Replicas(ps))
 	switch {
-	case live < desired || len(plan.create) > 0:
+	case live < desired || len(plan.Create) > 0:
 		return podsetv1alpha1.ScalingUpReason
-	case live > desired || len(plan.prune) > 0:
+	case live > desired || len(plan.Prune) > 0:
 		return podsetv1alpha1.ScalingDownReason
 	case outdated > 0:
 		return podsetv1alpha1.RollingOutReason
@@ -151,10 +148,10 @@ func reconcilingReason(ps *podsetv1alpha1.PodSet, live int, terminating, outdate
 	}
 }
 
-// wakeAfter is when a pass must look at a PodSet again although no event
+// WakeAfter is when a pass must look at a PodSet again although no event
 // may come: when its next Ready pod becomes available (minReadySeconds), or
 // when its progress deadline passes. 0: no such moment.
-func wakeAfter(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, status *podsetv1alpha1.PodSetStatus, now time.Time) time.Duration {
+func WakeAfter(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, status *podsetv1alpha1.PodSetStatus, now time.Time) time.Duration {
 	var wake time.Duration
 	soonest := func(d time.Duration) {
 		if d > 0 && (wake == 0 || d < wake) {
@@ -176,30 +173,24 @@ func wakeAfter(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, status *podsetv1alp
 	return wake
 }
 
-// conflictStall is the stall of a PodSet whose pod names are held by pods
+// ConflictStall is the stall of a PodSet whose pod names are held by pods
 // it does not control.
-func conflictStall(names []string) *stall {
+func ConflictStall(names []string) *Stall {
 	slices.Sort(names)
-	return &stall{
-		reason: podsetv1alpha1.PodConflictReason,
-		message: fmt.Sprintf("pods %s exist and are not controlled by this PodSet; it leaves them alone: delete or rename them",
+	return &Stall{
+		Reason: podsetv1alpha1.PodConflictReason,
+		Message: fmt.Sprintf("pods %s exist and are not controlled by this PodSet; it leaves them alone: delete or rename them",
 			strings.Join(names, ", ")),
 	}
 }
 
-// StatusInterval is the least time between two status writes of a PodSet
-// that do not change a verdict (see significantChange). A PodSet's first
-// status write waits for it too: a PodSet that becomes Ready within it costs
-// one status write, not two.
-const StatusInterval = time.Second
-
-// significantChange reports whether a new status changes a verdict that
+// SignificantChange reports whether a new status changes a verdict that
 // clients wait on, which they must see at once: Ready or Stalled turning
 // True or turning False, or being True for a new generation. kubectl wait,
 // Argo CD, Flux and alerts act on those. Everything else (counts, messages,
 // Reconciling, a PodSet's first status, on which neither is True) is
-// progress, written at most once per StatusInterval.
-func significantChange(old, cur podsetv1alpha1.PodSetStatus) bool {
+// progress, which the operator writes at most once a StatusInterval.
+func SignificantChange(old, cur podsetv1alpha1.PodSetStatus) bool {
 	for _, typ := range []string{podsetv1alpha1.ReadyCondition, podsetv1alpha1.StalledCondition} {
 		was, is := meta.IsStatusConditionTrue(old.Conditions, typ), meta.IsStatusConditionTrue(cur.Conditions, typ)
 		if was != is || is && old.ObservedGeneration != cur.ObservedGeneration {
@@ -207,77 +198,4 @@ func significantChange(old, cur podsetv1alpha1.PodSetStatus) bool {
 		}
 	}
 	return false
-}
-
-// statusWrites remembers, for each PodSet, when its status was last written
-// and, until the cache shows that write, what was written.
-//
-// The PodSet in the cache can lag behind the operator's own status write,
-// and status writes raise no event the operator watches (generation
-// changes only). A pass that compared against the lagging cache could find
-// "nothing to write" while the write just sent, already out of date, was
-// still on its way to the cache, and that stale status would stay: the
-// stuck "3 pods, ScalingDown" after a scale-down that the soak found. So a
-// pass compares against the last write until the cache has caught up.
-type statusWrites struct {
-	mu   sync.Mutex
-	last map[types.NamespacedName]statusWrite
-}
-
-// statusWrite is the last status write of one PodSet.
-type statusWrite struct {
-	at time.Time
-	// resourceVersion is the PodSet's after the write, and status what was
-	// written; status is nil once the cache shows the write.
-	resourceVersion string
-	status          *podsetv1alpha1.PodSetStatus
-}
-
-func newStatusWrites() *statusWrites {
-	return &statusWrites{last: map[types.NamespacedName]statusWrite{}}
-}
-
-// shown is the status clients see now: the PodSet's, or, while the cache has
-// not caught up with the operator's last write, what that write set.
-func (w *statusWrites) shown(key types.NamespacedName, ps *podsetv1alpha1.PodSet) podsetv1alpha1.PodSetStatus {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	last, ok := w.last[key]
-	if !ok || last.status == nil {
-		return ps.Status
-	}
-	if cmp, err := resourceversion.CompareResourceVersion(ps.ResourceVersion, last.resourceVersion); err == nil && cmp < 0 {
-		return *last.status
-	}
-	// The cache has caught up (or the versions do not compare, and the
-	// cache is all there is to go by).
-	last.status = nil
-	w.last[key] = last
-	return ps.Status
-}
-
-// wait is how long until the PodSet's status may be written again. The
-// first time a PodSet is asked about starts its interval.
-func (w *statusWrites) wait(key types.NamespacedName, now time.Time) time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	last, ok := w.last[key]
-	if !ok {
-		w.last[key] = statusWrite{at: now}
-		return StatusInterval
-	}
-	return max(0, StatusInterval-now.Sub(last.at))
-}
-
-// wrote records a status write and the PodSet's resourceVersion after it.
-func (w *statusWrites) wrote(key types.NamespacedName, now time.Time, resourceVersion string, status podsetv1alpha1.PodSetStatus) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.last[key] = statusWrite{at: now, resourceVersion: resourceVersion, status: &status}
-}
-
-func (w *statusWrites) forget(key types.NamespacedName) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.last, key)
 }

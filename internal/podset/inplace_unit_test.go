@@ -1,4 +1,4 @@
-package controller
+package podset
 
 import (
 	"slices"
@@ -29,49 +29,49 @@ func TestUpdateWayFor(t *testing.T) {
 		policy  podsetv1alpha1.PodUpdatePolicy
 		pod     *corev1.Pod
 		unknown bool
-		want    updateWay
+		want    UpdateWay
 	}{
 		"labels and annotations": {
 			change: func(t *corev1.PodTemplateSpec) { t.Labels["x"] = "y"; t.Annotations = map[string]string{"a": "b"} },
-			want:   updateWay{inPlace: true},
+			want:   UpdateWay{InPlace: true},
 		},
 		"a restart asked for": {
 			change: func(t *corev1.PodTemplateSpec) {
 				t.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": "2026-11-23T14:00:00Z"}
 			},
-			want: updateWay{why: whyRestart},
+			want: UpdateWay{Why: whyRestart},
 		},
 		"an image": {
 			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Image = "busybox:1.37" },
-			want:   updateWay{inPlace: true, images: []string{"app"}, restarts: []string{"app"}},
+			want:   UpdateWay{InPlace: true, Images: []string{"app"}, Restarts: []string{"app"}},
 		},
 		"an image, without the gate": {
 			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Image = "busybox:1.37" },
 			pod:    &ungated,
-			want:   updateWay{why: whyNoGate},
+			want:   UpdateWay{Why: whyNoGate},
 		},
 		"cpu": {
 			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Resources = cpu("2") },
-			want:   updateWay{inPlace: true, resize: true},
+			want:   UpdateWay{InPlace: true, Resize: true},
 		},
 		"cpu, which the container restarts for": {
 			both: func(t *corev1.PodTemplateSpec) {
 				t.Spec.Containers[0].ResizePolicy = []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.RestartContainer}}
 			},
 			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Resources = cpu("2") },
-			want:   updateWay{inPlace: true, resize: true, restarts: []string{"app"}},
+			want:   UpdateWay{InPlace: true, Resize: true, Restarts: []string{"app"}},
 		},
 		"a resize policy": {
 			change: func(t *corev1.PodTemplateSpec) {
 				t.Spec.Containers[0].ResizePolicy = []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.RestartContainer}}
 			},
-			want: updateWay{why: whyTemplate},
+			want: UpdateWay{Why: whyTemplate},
 		},
 		"ephemeral storage": {
 			change: func(t *corev1.PodTemplateSpec) {
 				t.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("1Gi")}}
 			},
-			want: updateWay{why: whyTemplate},
+			want: UpdateWay{Why: whyTemplate},
 		},
 		"ephemeral storage removed, cpu changed": {
 			both: func(t *corev1.PodTemplateSpec) {
@@ -80,7 +80,7 @@ func TestUpdateWayFor(t *testing.T) {
 				}}
 			},
 			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Resources = cpu("2") },
-			want:   updateWay{why: whyTemplate},
+			want:   UpdateWay{Why: whyTemplate},
 		},
 		"cpu changed, ephemeral storage kept": {
 			both: func(t *corev1.PodTemplateSpec) {
@@ -91,39 +91,39 @@ func TestUpdateWayFor(t *testing.T) {
 			change: func(t *corev1.PodTemplateSpec) {
 				t.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("2")
 			},
-			want: updateWay{inPlace: true, resize: true},
+			want: UpdateWay{InPlace: true, Resize: true},
 		},
 		"a cpu limit removed": {
 			both:   func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Resources = cpu("1") },
 			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Resources = corev1.ResourceRequirements{} },
-			want:   updateWay{why: whyTemplate},
+			want:   UpdateWay{Why: whyTemplate},
 		},
 		"a cpu request added": {
 			both: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Resources = cpu("1") },
 			change: func(t *corev1.PodTemplateSpec) {
 				t.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
 			},
-			want: updateWay{inPlace: true, resize: true},
+			want: UpdateWay{InPlace: true, Resize: true},
 		},
 		"a command": {
 			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Command = []string{"true"} },
-			want:   updateWay{why: whyTemplate},
+			want:   UpdateWay{Why: whyTemplate},
 		},
 		"a container more": {
 			change: func(t *corev1.PodTemplateSpec) {
 				t.Spec.Containers = append(t.Spec.Containers, corev1.Container{Name: "side", Image: "busybox"})
 			},
-			want: updateWay{why: whyTemplate},
+			want: UpdateWay{Why: whyTemplate},
 		},
 		"Recreate": {
 			change: func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Image = "busybox:1.37" },
 			policy: podsetv1alpha1.RecreateUpdatePolicy,
-			want:   updateWay{why: whyPolicy},
+			want:   UpdateWay{Why: WhyPolicy},
 		},
 		"an unknown revision": {
 			change:  func(t *corev1.PodTemplateSpec) { t.Spec.Containers[0].Image = "busybox:1.37" },
 			unknown: true,
-			want:    updateWay{why: whyUnknown},
+			want:    UpdateWay{Why: whyUnknown},
 		},
 	}
 	for name, tc := range cases {
@@ -144,8 +144,8 @@ func TestUpdateWayFor(t *testing.T) {
 				pod = tc.pod
 			}
 			got := updateWayFor(ps, from, to, pod)
-			if got.inPlace != tc.want.inPlace || got.why != tc.want.why || got.restart() != tc.want.restart() ||
-				got.resize != tc.want.resize || len(got.images) != len(tc.want.images) || !slices.Equal(got.restarts, tc.want.restarts) {
+			if got.InPlace != tc.want.InPlace || got.Why != tc.want.Why || got.Restart() != tc.want.Restart() ||
+				got.Resize != tc.want.Resize || len(got.Images) != len(tc.want.Images) || !slices.Equal(got.Restarts, tc.want.Restarts) {
 				t.Errorf("updateWayFor() = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -203,7 +203,7 @@ func TestPodUpdateKeepsWhatARunningPodCannotChange(t *testing.T) {
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("1Gi")},
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")},
 	}
-	ac, err := podUpdate(ps, &ps.Spec.Template, &pod, "abc")
+	ac, err := PodUpdate(ps, &ps.Spec.Template, &pod, "abc")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestPodUpdateSendsTheGatesThePodHas(t *testing.T) {
 			ps.Spec.UpdateStrategy.PodUpdatePolicy = tc.policy
 			pod := makePod("web-0").controlledBy(ps).obj()
 			pod.Spec.ReadinessGates = tc.has
-			ac, err := podUpdate(ps, &ps.Spec.Template, &pod, "abc")
+			ac, err := PodUpdate(ps, &ps.Spec.Template, &pod, "abc")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -322,7 +322,7 @@ func TestPodResizeKeepsWhatTheTemplateDidNotChange(t *testing.T) {
 			from.Spec.Containers[0].Resources, to.Spec.Containers[0].Resources = tc.from, tc.to
 			pod := makePod("web-0").controlledBy(ps).obj()
 			pod.Spec.Containers[0].Resources = tc.pod
-			ac := podResize(ps, from, to, &pod)
+			ac := PodResize(ps, from, to, &pod)
 			if tc.want == nil {
 				if ac != nil {
 					t.Fatalf("podResize() = %+v, want no resize", ac.Spec.Containers)
@@ -396,11 +396,11 @@ func TestRestarted(t *testing.T) {
 		return p
 	}
 	record := func(p *corev1.Pod, revision string, before int32) *corev1.Pod {
-		rec, err := newRestartRecord(&corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", RestartCount: before}}}}, revision, []string{"app"})
+		rec, err := NewRestartRecord(&corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", RestartCount: before}}}}, revision, []string{"app"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.Annotations = map[string]string{restartRecordAnnotation: rec}
+		p.Annotations = map[string]string{RestartRecordAnnotation: rec}
 		return p
 	}
 	cases := map[string]struct {

@@ -1,4 +1,4 @@
-package controller
+package podset
 
 import (
 	"cmp"
@@ -13,108 +13,108 @@ import (
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
 
-// podPlan is what one pass does to the pods. Every pod in it is controlled
+// Plan is what one pass does to the pods. Every pod in it is controlled
 // by the PodSet; pods it does not control appear only by name, in conflicts
 // and strays.
-type podPlan struct {
+type Plan struct {
 	// create lists the ordinals that have no pod: apply a new one, from the
 	// current template unless revisions says otherwise.
-	create []int
+	Create []int
 	// revisions holds, for ordinals to create that a partition holds back,
 	// the template hash of the revision to create them from.
-	revisions map[int]string
+	Revisions map[int]string
 	// repair lists pods whose operator-owned fields drifted from their
 	// revision: apply their desired pod again.
-	repair []*corev1.Pod
+	Repair []*corev1.Pod
 	// prune lists pods with an ordinal at or above replicas, highest first.
-	prune []*corev1.Pod
+	Prune []*corev1.Pod
 	// replaceFinished lists Failed or Succeeded pods, to delete and recreate.
-	replaceFinished []*corev1.Pod
+	ReplaceFinished []*corev1.Pod
 	// rollout lists out-of-date pods to delete and recreate from the current
 	// template: unready ones first, then ready ones from the highest ordinal.
-	rollout []*corev1.Pod
+	Rollout []*corev1.Pod
 	// why says, by pod name, why a pod of rollout is recreated rather than
 	// updated in place.
-	why map[string]string
+	Why map[string]string
 	// update lists out-of-date pods to bring to the current template where
 	// they run: metadata at once, a resize, or new images once their gate is
 	// closed and the kubelet took them out of Ready.
-	update []podStep
+	Update []Step
 	// pause lists pods whose readiness gate closes: a restart in place
 	// begins, within maxUnavailable.
-	pause []*corev1.Pod
+	Pause []*corev1.Pod
 	// resume lists pods whose readiness gate opens: new, or their
 	// containers run the new images.
-	resume []*corev1.Pod
+	Resume []*corev1.Pod
 	// wake is how long until something a pass waits for is due (a deferred
 	// resize counts as stuck, a drained pod may restart), or 0.
-	wake time.Duration
+	Wake time.Duration
 	// conflicts lists names this PodSet needs that pods it does not control
 	// hold. Those pods are never modified or deleted.
-	conflicts []string
+	Conflicts []string
 	// strays lists pods that carry this PodSet's name label but are not
 	// controlled by it. They are neither counted nor touched.
-	strays []string
+	Strays []string
 }
 
 // deletions is every pod the plan deletes.
-func (p *podPlan) deletions() []*corev1.Pod {
-	return slices.Concat(p.prune, p.replaceFinished, p.rollout)
+func (p *Plan) Deletions() []*corev1.Pod {
+	return slices.Concat(p.Prune, p.ReplaceFinished, p.Rollout)
 }
 
 // empty reports whether the plan sends no write at all.
-func (p *podPlan) empty() bool {
-	return len(p.create) == 0 && len(p.repair) == 0 && len(p.deletions()) == 0 &&
-		len(p.update) == 0 && len(p.pause) == 0 && len(p.resume) == 0
+func (p *Plan) Empty() bool {
+	return len(p.Create) == 0 && len(p.Repair) == 0 && len(p.Deletions()) == 0 &&
+		len(p.Update) == 0 && len(p.Pause) == 0 && len(p.Resume) == 0
 }
 
 // revisionOf is the template hash an ordinal to create is made from.
-func (p *podPlan) revisionOf(ordinal int, revs *revisionSet) string {
-	if h, ok := p.revisions[ordinal]; ok {
+func (p *Plan) RevisionOf(ordinal int, revs *Revisions) string {
+	if h, ok := p.Revisions[ordinal]; ok {
 		return h
 	}
-	return revs.update
+	return revs.Update
 }
 
-// planInput is what a pass plans from besides the PodSet and its pods.
-type planInput struct {
+// Input is what a pass plans from besides the PodSet and its pods.
+type Input struct {
 	// revs are the PodSet's revisions.
-	revs *revisionSet
+	Revs *Revisions
 	// remembered is the revision the pod at an ordinal ran when the
 	// operator last saw it, or "" (see heldRevisions).
-	remembered func(ordinal int) string
+	Held Held
 	// inFlight reports the pod names with a write the cache has not shown
 	// yet: those are left alone this pass.
-	inFlight func(name string) bool
+	InFlight func(name string) bool
 	// now decides which Ready pods are available (minReadySeconds).
-	now time.Time
+	Now time.Time
 }
 
-// planPods decides what a pass does, from the PodSet and its pods as the
+// PlanPods decides what a pass does, from the PodSet and its pods as the
 // cache shows them.
-func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in planInput) podPlan {
-	var p podPlan
-	replicas := int(replicas(ps))
+func PlanPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in Input) Plan {
+	var p Plan
+	replicas := int(Replicas(ps))
 	slots := make([]*corev1.Pod, replicas)
 
 	for i := range pods {
 		pod := &pods[i]
 		if !metav1.IsControlledBy(pod, ps) {
-			if ordinal, ok := podOrdinal(ps.Name, pod.Name); ok && ordinal < replicas {
-				p.conflicts = append(p.conflicts, pod.Name)
+			if ordinal, ok := PodOrdinal(ps.Name, pod.Name); ok && ordinal < replicas {
+				p.Conflicts = append(p.Conflicts, pod.Name)
 				slots[ordinal] = pod
 			} else {
-				p.strays = append(p.strays, pod.Name)
+				p.Strays = append(p.Strays, pod.Name)
 			}
 			continue
 		}
-		if in.inFlight(pod.Name) {
-			if ordinal, ok := podOrdinal(ps.Name, pod.Name); ok && ordinal < replicas {
+		if in.InFlight(pod.Name) {
+			if ordinal, ok := PodOrdinal(ps.Name, pod.Name); ok && ordinal < replicas {
 				slots[ordinal] = pod
 			}
 			continue
 		}
-		ordinal, ok := podOrdinal(ps.Name, pod.Name)
+		ordinal, ok := PodOrdinal(ps.Name, pod.Name)
 		switch {
 		case pod.DeletionTimestamp != nil:
 			// Wait for it to go before its name is used again.
@@ -122,16 +122,16 @@ func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in planInput) podPla
 				slots[ordinal] = pod
 			}
 		case !ok || ordinal >= replicas:
-			p.prune = append(p.prune, pod)
+			p.Prune = append(p.Prune, pod)
 		default:
 			slots[ordinal] = pod
 		}
 	}
-	slices.SortFunc(p.prune, func(a, b *corev1.Pod) int { return cmp.Compare(ordinalOf(ps, b), ordinalOf(ps, a)) })
+	slices.SortFunc(p.Prune, func(a, b *corev1.Pod) int { return cmp.Compare(ordinalOf(ps, b), ordinalOf(ps, a)) })
 
 	minReady := minReadySeconds(ps)
 	deadline := progressDeadline(ps)
-	partition := partition(ps)
+	partition := Partition(ps)
 	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
 	var staleReady []staleUpdate
 	var staleUnready []*corev1.Pod
@@ -140,52 +140,52 @@ func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in planInput) podPla
 	for ordinal, pod := range slots {
 		switch {
 		case pod == nil:
-			if !in.inFlight(podName(ps.Name, ordinal)) {
-				p.create = append(p.create, ordinal)
+			if !in.InFlight(PodName(ps.Name, ordinal)) {
+				p.Create = append(p.Create, ordinal)
 				if ordinal < partition {
-					if h := heldRevision(ps, in, ordinal); h != in.revs.update {
-						if p.revisions == nil {
-							p.revisions = map[int]string{}
+					if h := heldRevision(ps, in, ordinal); h != in.Revs.Update {
+						if p.Revisions == nil {
+							p.Revisions = map[int]string{}
 						}
-						p.revisions[ordinal] = h
+						p.Revisions[ordinal] = h
 					}
 				}
 			}
 			unavailable++
-		case !metav1.IsControlledBy(pod, ps) || in.inFlight(pod.Name) || pod.DeletionTimestamp != nil:
+		case !metav1.IsControlledBy(pod, ps) || in.InFlight(pod.Name) || pod.DeletionTimestamp != nil:
 			unavailable++
 		case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
-			p.replaceFinished = append(p.replaceFinished, pod)
+			p.ReplaceFinished = append(p.ReplaceFinished, pod)
 			unavailable++
-		case pod.Labels[podsetv1alpha1.TemplateHashLabel] != in.revs.update && ordinal >= partition && !onDelete:
+		case pod.Labels[podsetv1alpha1.TemplateHashLabel] != in.Revs.Update && ordinal >= partition && !onDelete:
 			// Out of date, and the strategy updates it: in place where it
 			// can, else by recreating it.
-			way := ways.of(ps, in.revs, pod)
-			available := podAvailable(pod, minReady, in.now)
+			way := ways.of(ps, in.Revs, pod)
+			available := podAvailable(pod, minReady, in.Now)
 			switch {
 			case way.metadataOnly():
 				// Nothing restarts: every such pod at once, outside the
 				// budget.
-				p.update = append(p.update, podStep{pod: pod, way: way})
-			case way.inPlace && gateClosed(pod):
+				p.Update = append(p.Update, Step{Pod: pod, Way: way})
+			case way.InPlace && gateClosed(pod):
 				// Started: the containers restart once the kubelet has
 				// taken the pod out of Ready (and so out of endpoints),
 				// and the dataplane has had inPlaceDrainSeconds to follow.
 				if !kubeletReady(pod) {
-					if wait := drainLeft(ps, pod, in.now); wait > 0 {
+					if wait := drainLeft(ps, pod, in.Now); wait > 0 {
 						p.wakeIn(wait)
 					} else {
-						p.update = append(p.update, podStep{pod: pod, way: way})
+						p.Update = append(p.Update, Step{Pod: pod, Way: way})
 					}
 				}
-			case way.inPlace && !podReady(pod):
+			case way.InPlace && !podReady(pod):
 				// Serves nothing: update it at once, without draining.
-				p.update = append(p.update, podStep{pod: pod, way: way})
+				p.Update = append(p.Update, Step{Pod: pod, Way: way})
 			case !podReady(pod):
 				staleUnready = append(staleUnready, pod)
-				p.recreating(pod, way.why)
+				p.recreating(pod, way.Why)
 			case available:
-				staleReady = append(staleReady, staleUpdate{pod: pod, way: way})
+				staleReady = append(staleReady, staleUpdate{Pod: pod, Way: way})
 			}
 			if !available {
 				unavailable++
@@ -195,27 +195,27 @@ func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in planInput) podPla
 			// partition, or until a user deletes it under OnDelete): keep
 			// it, restore what drifted from its revision, and finish an
 			// in-place update.
-			available := podAvailable(pod, minReady, in.now)
+			available := podAvailable(pod, minReady, in.Now)
 			if !available {
 				unavailable++
 			}
 			hash := pod.Labels[podsetv1alpha1.TemplateHashLabel]
-			tmpl, ok := in.revs.templates[hash]
+			tmpl, ok := in.Revs.Templates[hash]
 			if ok && drifted(ps, tmpl, pod, ordinal, hash) {
-				p.repair = append(p.repair, pod)
+				p.Repair = append(p.Repair, pod)
 			}
 			if c := gateCondition(pod); hasGate(pod) && (c == nil || c.Status != corev1.ConditionTrue && restarted(pod) && resizeSettled(pod)) {
-				p.resume = append(p.resume, pod)
+				p.Resume = append(p.Resume, pod)
 			}
 			why, wait := "", time.Duration(0)
 			if ok && resizeTowards(tmpl, pod) {
-				why, wait = resizeStuck(pod, deadline, in.now)
+				why, wait = resizeStuck(pod, deadline, in.Now)
 			}
 			switch {
 			case wait > 0:
 				p.wakeIn(wait)
 			case why != "" && available:
-				staleReady = append(staleReady, staleUpdate{pod: pod, way: updateWay{why: why}})
+				staleReady = append(staleReady, staleUpdate{Pod: pod, Way: UpdateWay{Why: why}})
 			case why != "":
 				staleUnready = append(staleUnready, pod)
 				p.recreating(pod, why)
@@ -226,17 +226,17 @@ func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in planInput) podPla
 	// availability, and it is how a broken template is fixed by a new one.
 	// Available ones go from the highest ordinal, as many as the budget
 	// allows: a restart in place begins by closing the pod's gate.
-	p.rollout = staleUnready
+	p.Rollout = staleUnready
 	budget := maxUnavailable(ps) - unavailable
 	for i := len(staleReady) - 1; i >= 0 && budget > 0; i-- {
 		switch s := staleReady[i]; {
-		case s.way.inPlace && s.way.restart() && hasGate(s.pod):
-			p.pause = append(p.pause, s.pod)
-		case s.way.inPlace:
-			p.update = append(p.update, podStep{pod: s.pod, way: s.way})
+		case s.Way.InPlace && s.Way.Restart() && hasGate(s.Pod):
+			p.Pause = append(p.Pause, s.Pod)
+		case s.Way.InPlace:
+			p.Update = append(p.Update, Step{Pod: s.Pod, Way: s.Way})
 		default:
-			p.rollout = append(p.rollout, s.pod)
-			p.recreating(s.pod, s.way.why)
+			p.Rollout = append(p.Rollout, s.Pod)
+			p.recreating(s.Pod, s.Way.Why)
 		}
 		budget--
 	}
@@ -245,29 +245,29 @@ func planPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in planInput) podPla
 
 // staleUpdate is an available out-of-date pod and how it would be updated.
 type staleUpdate struct {
-	pod *corev1.Pod
-	way updateWay
+	Pod *corev1.Pod
+	Way UpdateWay
 }
 
-// podStep is a pod to update where it runs, and how.
-type podStep struct {
-	pod *corev1.Pod
-	way updateWay
+// Step is a pod to update where it runs, and how.
+type Step struct {
+	Pod *corev1.Pod
+	Way UpdateWay
 }
 
 // wakeIn asks for a pass in d at the latest.
-func (p *podPlan) wakeIn(d time.Duration) {
-	if p.wake == 0 || d < p.wake {
-		p.wake = d
+func (p *Plan) wakeIn(d time.Duration) {
+	if p.Wake == 0 || d < p.Wake {
+		p.Wake = d
 	}
 }
 
 // recreating records why a pod in the rollout is recreated.
-func (p *podPlan) recreating(pod *corev1.Pod, why string) {
-	if p.why == nil {
-		p.why = map[string]string{}
+func (p *Plan) recreating(pod *corev1.Pod, why string) {
+	if p.Why == nil {
+		p.Why = map[string]string{}
 	}
-	p.why[pod.Name] = why
+	p.Why[pod.Name] = why
 }
 
 // heldRevision is the revision to recreate a missing pod from that the
@@ -275,14 +275,14 @@ func (p *podPlan) recreating(pod *corev1.Pod, why string) {
 // the revision status.currentRevision names (the one the oldest pods run,
 // as StatefulSet recreates such pods), else, with no such template known,
 // the current one.
-func heldRevision(ps *podsetv1alpha1.PodSet, in planInput, ordinal int) string {
-	if h := in.remembered(ordinal); h != "" && in.revs.known(h) {
+func heldRevision(ps *podsetv1alpha1.PodSet, in Input, ordinal int) string {
+	if h := in.Held.Remembered(ordinal); h != "" && in.Revs.Known(h) {
 		return h
 	}
-	if h, ok := revisionHash(ps, ps.Status.CurrentRevision); ok && in.revs.known(h) {
+	if h, ok := revisionHash(ps, ps.Status.CurrentRevision); ok && in.Revs.Known(h) {
 		return h
 	}
-	return in.revs.update
+	return in.Revs.Update
 }
 
 // drifted reports whether a pod lost what the operator owns on it and can
@@ -343,8 +343,8 @@ func imagesDiffer(want, got []corev1.Container) bool {
 	return false
 }
 
-// replicas is spec.replicas; the schema defaults it to 1.
-func replicas(ps *podsetv1alpha1.PodSet) int32 {
+// Replicas is spec.Replicas; the schema defaults it to 1.
+func Replicas(ps *podsetv1alpha1.PodSet) int32 {
 	if ps.Spec.Replicas == nil {
 		return 1
 	}
@@ -359,17 +359,17 @@ func maxUnavailable(ps *podsetv1alpha1.PodSet) int {
 	if ru := ps.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {
 		value = *ru.MaxUnavailable
 	}
-	n, err := intstr.GetScaledValueFromIntOrPercent(&value, int(replicas(ps)), false)
+	n, err := intstr.GetScaledValueFromIntOrPercent(&value, int(Replicas(ps)), false)
 	if err != nil || n < 1 {
 		return 1
 	}
 	return n
 }
 
-// partition is the lowest ordinal a RollingUpdate updates: pods below it
+// Partition is the lowest ordinal a RollingUpdate updates: pods below it
 // keep their revision. OnDelete updates no pod itself, and new pods of
 // either strategy start from the current template.
-func partition(ps *podsetv1alpha1.PodSet) int {
+func Partition(ps *podsetv1alpha1.PodSet) int {
 	if ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType {
 		return 0
 	}
@@ -397,7 +397,7 @@ func podReady(pod *corev1.Pod) bool {
 // ordinalOf is a pod's ordinal, or MaxReplicas for a name that has none, so
 // that such pods sort above every real ordinal and are pruned first.
 func ordinalOf(ps *podsetv1alpha1.PodSet, pod *corev1.Pod) int {
-	return ordinalOr(podOrdinal(ps.Name, pod.Name))
+	return ordinalOr(PodOrdinal(ps.Name, pod.Name))
 }
 
 // ordinalOr is n when ok, else MaxReplicas.

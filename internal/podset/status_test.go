@@ -1,4 +1,4 @@
-package controller
+package podset
 
 import (
 	"testing"
@@ -8,7 +8,6 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
@@ -31,11 +30,11 @@ func TestComputeStatus(t *testing.T) {
 		stale       = "stale-hash"
 	)
 	ps3 := makePodSet("web").replicas(3).generation(4).obj()
-	h := templateHash(ps3)
+	h := TemplateHash(ps3)
 	readyPods := func(ordinals ...int) []corev1.Pod {
 		var pods []corev1.Pod
 		for _, o := range ordinals {
-			pods = append(pods, makePod(podName("web", o)).controlledBy(ps3).ready().hash(h).obj())
+			pods = append(pods, makePod(PodName("web", o)).controlledBy(ps3).ready().hash(h).obj())
 		}
 		return pods
 	}
@@ -50,7 +49,7 @@ func TestComputeStatus(t *testing.T) {
 	cases := map[string]struct {
 		ps      *podsetv1alpha1.PodSet
 		pods    []corev1.Pod
-		stalled *stall
+		stalled *Stall
 		want    podsetv1alpha1.PodSetStatus
 	}{
 		"no pods: scaling up": {
@@ -181,7 +180,7 @@ func TestComputeStatus(t *testing.T) {
 			ps: ps3,
 			pods: append(readyPods(0, 2),
 				makePod("web-1").label(podsetv1alpha1.NameLabel, "web").ready().hash(h).obj()),
-			stalled: conflictStall([]string{"web-1"}),
+			stalled: ConflictStall([]string{"web-1"}),
 			want: podsetv1alpha1.PodSetStatus{
 				ObservedGeneration: 4,
 				Replicas:           2,
@@ -200,7 +199,7 @@ func TestComputeStatus(t *testing.T) {
 		"a stall keeps a PodSet with every pod ready from being ready": {
 			ps:      ps3,
 			pods:    readyPods(0, 1, 2),
-			stalled: &stall{reason: "InvalidTemplate", message: "spec.template.spec.hostPID: must not be true (Pod Security restricted)"},
+			stalled: &Stall{Reason: "InvalidTemplate", Message: "spec.template.spec.hostPID: must not be true (Pod Security restricted)"},
 			want: podsetv1alpha1.PodSetStatus{
 				ObservedGeneration: 4,
 				Replicas:           3,
@@ -277,7 +276,7 @@ func TestComputeStatus(t *testing.T) {
 		"a stall after scaling up moves Stalled and Reconciling, not Ready": {
 			ps:      makePodSet("web").replicas(3).generation(4).conditions(reconcilingSince...).obj(),
 			pods:    readyPods(0, 2),
-			stalled: conflictStall([]string{"web-1"}),
+			stalled: ConflictStall([]string{"web-1"}),
 			want: podsetv1alpha1.PodSetStatus{
 				ObservedGeneration: 4,
 				Replicas:           2,
@@ -297,9 +296,9 @@ func TestComputeStatus(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			in := testInput(tc.ps, noneInFlight)
-			plan := planPods(tc.ps, tc.pods, in)
+			plan := PlanPods(tc.ps, tc.pods, in)
 			before := tc.ps.DeepCopy()
-			got := computeStatus(tc.ps, tc.pods, in.revs, &plan, tc.stalled, now)
+			got := ComputeStatus(tc.ps, tc.pods, in.Revs, &plan, tc.stalled, now)
 			// The revisions and the progress clock have tests of their own.
 			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(podsetv1alpha1.PodSetStatus{}, "CurrentRevision", "UpdateRevision", "LastProgressTime")); diff != "" {
 				t.Errorf("computeStatus() (-want +got):\n%s", diff)
@@ -312,7 +311,7 @@ func TestComputeStatus(t *testing.T) {
 			again := tc.ps.DeepCopy()
 			again.Status = got
 			later := metav1.NewTime(now.Add(time.Minute))
-			if diff := cmp.Diff(got, computeStatus(again, tc.pods, in.revs, &plan, tc.stalled, later)); diff != "" {
+			if diff := cmp.Diff(got, ComputeStatus(again, tc.pods, in.Revs, &plan, tc.stalled, later)); diff != "" {
 				t.Errorf("computeStatus() on its own result changed (-first +second):\n%s", diff)
 			}
 		})
@@ -320,17 +319,17 @@ func TestComputeStatus(t *testing.T) {
 }
 
 func TestConflictStall(t *testing.T) {
-	want := &stall{
-		reason:  "PodConflict",
-		message: "pods web-1, web-10, web-2 exist and are not controlled by this PodSet; it leaves them alone: delete or rename them",
+	want := &Stall{
+		Reason:  "PodConflict",
+		Message: "pods web-1, web-10, web-2 exist and are not controlled by this PodSet; it leaves them alone: delete or rename them",
 	}
 	for _, names := range [][]string{
 		{"web-1", "web-10", "web-2"},
 		{"web-2", "web-10", "web-1"},
 		{"web-10", "web-1", "web-2"},
 	} {
-		got := conflictStall(names)
-		if diff := cmp.Diff(want, got, cmp.AllowUnexported(stall{})); diff != "" {
+		got := ConflictStall(names)
+		if diff := cmp.Diff(want, got, cmp.AllowUnexported(Stall{})); diff != "" {
 			t.Errorf("conflictStall(%q) (-want +got):\n%s", names, diff)
 		}
 	}
@@ -400,77 +399,9 @@ func TestSignificantChange(t *testing.T) {
 				tc.old(&cur)
 			}
 			tc.change(&cur)
-			if got := significantChange(old, cur); got != tc.want {
+			if got := SignificantChange(old, cur); got != tc.want {
 				t.Errorf("significantChange() = %v, want %v", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestStatusWritesWait(t *testing.T) {
-	t0 := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	other := types.NamespacedName{Namespace: testNamespace, Name: "api"}
-	w := newStatusWrites()
-	if got := w.wait(webKey, t0); got != StatusInterval {
-		t.Errorf("wait() on first sight = %v, want %v", got, StatusInterval)
-	}
-	if got := w.wait(webKey, t0.Add(StatusInterval)); got != 0 {
-		t.Errorf("wait() one interval after first sight = %v, want 0", got)
-	}
-	w.wrote(webKey, t0, "7", podsetv1alpha1.PodSetStatus{})
-	for _, tc := range []struct {
-		after time.Duration
-		want  time.Duration
-	}{
-		{0, StatusInterval},
-		{StatusInterval / 4, StatusInterval * 3 / 4},
-		{StatusInterval, 0},
-		{time.Hour, 0},
-	} {
-		if got := w.wait(webKey, t0.Add(tc.after)); got != tc.want {
-			t.Errorf("wait() %v after a write = %v, want %v", tc.after, got, tc.want)
-		}
-	}
-	if got := w.wait(other, t0.Add(time.Hour)); got != StatusInterval {
-		t.Errorf("wait() of another PodSet on first sight = %v, want %v", got, StatusInterval)
-	}
-	w.forget(webKey)
-	if got := w.wait(webKey, t0.Add(time.Hour)); got != StatusInterval {
-		t.Errorf("wait() after forget = %v, want %v (first sight again)", got, StatusInterval)
-	}
-}
-
-func TestStatusWritesShownUntilTheCacheCatchesUp(t *testing.T) {
-	t0 := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	status := func(replicas int32) podsetv1alpha1.PodSetStatus {
-		return podsetv1alpha1.PodSetStatus{ObservedGeneration: 2, Replicas: replicas}
-	}
-	cached := func(rv string, replicas int32) *podsetv1alpha1.PodSet {
-		return &podsetv1alpha1.PodSet{ObjectMeta: metav1.ObjectMeta{ResourceVersion: rv}, Status: status(replicas)}
-	}
-	w := newStatusWrites()
-	if got := w.shown(webKey, cached("10", 3)); got.Replicas != 3 {
-		t.Errorf("shown() before any write = %d replicas, want the cache's 3", got.Replicas)
-	}
-	// The operator writes 2 replicas; the answer says resourceVersion 12.
-	w.wrote(webKey, t0, "12", status(2))
-	for _, tc := range []struct {
-		rv       string
-		replicas int32
-		want     int32
-	}{
-		{"10", 3, 2}, // the cache is behind the write: what was written
-		{"11", 3, 2}, // still behind
-		{"12", 2, 2}, // caught up
-		{"13", 5, 5}, // someone wrote after the operator: the cache
-		{"11", 3, 3}, // once caught up, the write is forgotten
-	} {
-		if got := w.shown(webKey, cached(tc.rv, tc.replicas)); got.Replicas != tc.want {
-			t.Errorf("shown() with the cache at resourceVersion %s = %d replicas, want %d", tc.rv, got.Replicas, tc.want)
-		}
-	}
-	w.wrote(webKey, t0, "not-a-number", status(2))
-	if got := w.shown(webKey, cached("10", 3)); got.Replicas != 3 {
-		t.Errorf("shown() with versions that do not compare = %d replicas, want the cache's 3", got.Replicas)
 	}
 }

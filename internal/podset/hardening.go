@@ -1,4 +1,4 @@
-package controller
+package podset
 
 import (
 	"fmt"
@@ -52,12 +52,12 @@ func hardenContainer(c *corev1ac.ContainerApplyConfiguration) {
 	}
 }
 
-// templateViolations lists, with the path of each field, what a pod spec
+// TemplateViolations lists, with the path of each field, what a pod spec
 // explicitly asks for that the Pod Security "restricted" profile forbids and
 // hardenPodSpec will not silently override. It mirrors the
 // ValidatingAdmissionPolicy in config/policy, so a PodSet that reached the
 // API server without that policy is still refused, as a Stalled condition.
-func templateViolations(spec *corev1.PodSpec) []string {
+func TemplateViolations(spec *corev1.PodSpec) []string {
 	const restricted = " (Pod Security restricted)"
 	var v []string
 	add := func(format string, args ...any) { v = append(v, fmt.Sprintf(format, args...)+restricted) }
@@ -130,11 +130,11 @@ func templateViolations(spec *corev1.PodSpec) []string {
 	return v
 }
 
-// reservedLabelViolations refuses template labels under the operator's
+// ReservedLabelViolations refuses template labels under the operator's
 // podset.dev/ prefix: the operator sets those on every pod, and a template
 // fighting over them would make pods drift on every pass. It mirrors the
 // admission policy's rule.
-func reservedLabelViolations(labels map[string]string) []string {
+func ReservedLabelViolations(labels map[string]string) []string {
 	var v []string
 	for k := range labels {
 		if strings.HasPrefix(k, "podset.dev/") {

@@ -1,4 +1,4 @@
-package controller
+package podset
 
 import (
 	"testing"
@@ -18,18 +18,18 @@ func BenchmarkPassOverAnInPlaceRollout(b *testing.B) {
 	ps := makePodSet("web").replicas(1000).obj()
 	old := ps.Spec.Template.DeepCopy()
 	old.Spec.Containers[0].Image = "busybox:1.35"
-	hash := templateHash(ps)
+	hash := TemplateHash(ps)
 	pods := make([]corev1.Pod, 1000)
 	for i := range pods {
 		h, tmpl := hash, &ps.Spec.Template
 		if i%2 == 0 {
 			h, tmpl = "old", old
 		}
-		ac, err := desiredPod(ps, tmpl, i, h)
+		ac, err := PodFromTemplate(ps, tmpl, i, h)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := convert(ac, &pods[i]); err != nil {
+		if err := Convert(ac, &pods[i]); err != nil {
 			b.Fatal(err)
 		}
 		gate := corev1.ConditionTrue
@@ -40,15 +40,15 @@ func BenchmarkPassOverAnInPlaceRollout(b *testing.B) {
 			{Type: corev1.PodReady, Status: corev1.ConditionTrue},
 			{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: gate},
 		}}
-		slim, _ := slimPod(&pods[i])
+		slim, _ := SlimPod(&pods[i])
 		pods[i] = *slim.(*corev1.Pod)
 	}
 	in := testInput(ps, noneInFlight)
-	in.revs.templates["old"] = old
+	in.Revs.Templates["old"] = old
 	now := metav1.NewTime(time.Now())
 	b.ReportAllocs()
 	for b.Loop() {
-		plan := planPods(ps, pods, in)
-		computeStatus(ps, pods, in.revs, &plan, nil, now)
+		plan := PlanPods(ps, pods, in)
+		ComputeStatus(ps, pods, in.Revs, &plan, nil, now)
 	}
 }

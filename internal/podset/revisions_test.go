@@ -1,4 +1,4 @@
-package controller
+package podset
 
 import (
 	"slices"
@@ -15,7 +15,7 @@ import (
 // storedRevision is the ControllerRevision of a PodSet's current template,
 // with a number, as the cache shows it once created.
 func storedRevision(ps *podsetv1alpha1.PodSet, number int64) appsv1.ControllerRevision {
-	cr := newRevision(ps, templateHash(ps), number)
+	cr := newRevision(ps, TemplateHash(ps), number)
 	cr.UID = types.UID(cr.Name + "-uid")
 	return *cr
 }
@@ -33,31 +33,31 @@ func TestNewRevisionSetReadsTemplatesBack(t *testing.T) {
 	other := withImage(makePodSet("web").obj(), "other:1")
 	other.UID = "other-uid"
 	foreign := storedRevision(other, 7)
-	revs := newRevisionSet(v2, []appsv1.ControllerRevision{storedRevision(v1, 1), storedRevision(v2, 2), foreign})
+	revs := NewRevisions(v2, []appsv1.ControllerRevision{storedRevision(v1, 1), storedRevision(v2, 2), foreign})
 
-	if revs.update != templateHash(v2) {
-		t.Errorf("update = %s, want the current template's hash %s", revs.update, templateHash(v2))
+	if revs.Update != TemplateHash(v2) {
+		t.Errorf("update = %s, want the current template's hash %s", revs.Update, TemplateHash(v2))
 	}
-	if diff := cmp.Diff(&v1.Spec.Template, revs.templates[templateHash(v1)]); diff != "" {
+	if diff := cmp.Diff(&v1.Spec.Template, revs.Templates[TemplateHash(v1)]); diff != "" {
 		t.Errorf("the old revision's template read back (-want +got):\n%s", diff)
 	}
-	if revs.known(templateHash(other)) || revs.latest() != 2 {
-		t.Errorf("a revision another PodSet controls was read: latest %d", revs.latest())
+	if revs.Known(TemplateHash(other)) || revs.Latest() != 2 {
+		t.Errorf("a revision another PodSet controls was read: latest %d", revs.Latest())
 	}
 	// The pod made from the stored template is the pod made from the
 	// PodSet: a revision restores exactly the template it was made of.
-	fromRevision, err := desiredPod(v2, revs.templates[templateHash(v1)], 0, templateHash(v1))
+	fromRevision, err := PodFromTemplate(v2, revs.Templates[TemplateHash(v1)], 0, TemplateHash(v1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromPodSet, err := desiredPod(v1, &v1.Spec.Template, 0, templateHash(v1))
+	fromPodSet, err := PodFromTemplate(v1, &v1.Spec.Template, 0, TemplateHash(v1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(fromPodSet, fromRevision); diff != "" {
 		t.Errorf("pod from the revision (-from the PodSet +from the revision):\n%s", diff)
 	}
-	if !revs.older(templateHash(v1), revs.update) || revs.older(revs.update, templateHash(v1)) || !revs.older("no-revision", templateHash(v1)) {
+	if !revs.Older(TemplateHash(v1), revs.Update) || revs.Older(revs.Update, TemplateHash(v1)) || !revs.Older("no-revision", TemplateHash(v1)) {
 		t.Errorf("older() does not order legacy < v1 < current")
 	}
 }
@@ -65,7 +65,7 @@ func TestNewRevisionSetReadsTemplatesBack(t *testing.T) {
 func TestPlanRevisions(t *testing.T) {
 	v1 := makePodSet("web").replicas(2).obj()
 	v2, v3, v4 := withImage(v1, "b:2"), withImage(v1, "b:3"), withImage(v1, "b:4")
-	h1, h3 := templateHash(v1), templateHash(v3)
+	h1, h3 := TemplateHash(v1), TemplateHash(v3)
 	limit := func(ps *podsetv1alpha1.PodSet, n int32) *podsetv1alpha1.PodSet {
 		ps = ps.DeepCopy()
 		ps.Spec.RevisionHistoryLimit = &n
@@ -95,7 +95,7 @@ func TestPlanRevisions(t *testing.T) {
 			pods: func(ps *podsetv1alpha1.PodSet) []corev1.Pod { return []corev1.Pod{podOn(ps, "web-0", h3)} },
 		},
 		"a new template: the next number": {
-			ps: v4, history: history, want: want{Apply: "web-" + templateHash(v4), Rev: 4},
+			ps: v4, history: history, want: want{Apply: "web-" + TemplateHash(v4), Rev: 4},
 		},
 		"a rollback: the old revision becomes the newest": {
 			ps: v1, history: history, want: want{Apply: "web-" + h1, Rev: 4},
@@ -104,17 +104,17 @@ func TestPlanRevisions(t *testing.T) {
 			ps: limit(v3, 1), history: history, want: want{Prune: []string{"web-" + h1}},
 		},
 		"a limit of 0 keeps only what is in use": {
-			ps: limit(v3, 0), history: history, want: want{Prune: []string{"web-" + h1, "web-" + templateHash(v2)}},
+			ps: limit(v3, 0), history: history, want: want{Prune: []string{"web-" + h1, "web-" + TemplateHash(v2)}},
 		},
 		"never a revision a pod runs, even terminating": {
 			ps: limit(v3, 0), history: history,
 			pods: func(ps *podsetv1alpha1.PodSet) []corev1.Pod {
 				return []corev1.Pod{makePod("web-1").controlledBy(ps).hash(h1).terminating().obj()}
 			},
-			want: want{Prune: []string{"web-" + templateHash(v2)}},
+			want: want{Prune: []string{"web-" + TemplateHash(v2)}},
 		},
 		"never one a held-back pod ran": {
-			ps: limit(v3, 0), history: history, kept: []string{templateHash(v2)},
+			ps: limit(v3, 0), history: history, kept: []string{TemplateHash(v2)},
 			want: want{Prune: []string{"web-" + h1}},
 		},
 		"a pod of another PodSet keeps nothing": {
@@ -122,7 +122,7 @@ func TestPlanRevisions(t *testing.T) {
 			pods: func(*podsetv1alpha1.PodSet) []corev1.Pod {
 				return []corev1.Pod{makePod("web-1").controlledByOther("x").hash(h1).obj()}
 			},
-			want: want{Prune: []string{"web-" + h1, "web-" + templateHash(v2)}},
+			want: want{Prune: []string{"web-" + h1, "web-" + TemplateHash(v2)}},
 		},
 	}
 	for name, tc := range cases {
@@ -131,15 +131,15 @@ func TestPlanRevisions(t *testing.T) {
 			if tc.pods != nil {
 				pods = tc.pods(tc.ps)
 			}
-			p := planRevisions(tc.ps, newRevisionSet(tc.ps, tc.history), pods, tc.kept)
+			p := PlanRevisions(tc.ps, NewRevisions(tc.ps, tc.history), pods, tc.kept)
 			var got want
-			if p.apply != nil {
-				got.Apply, got.Rev = p.apply.Name, p.apply.Revision
-				if h := p.apply.Labels[podsetv1alpha1.TemplateHashLabel]; "web-"+h != p.apply.Name {
-					t.Errorf("revision %s labelled with hash %s", p.apply.Name, h)
+			if p.Apply != nil {
+				got.Apply, got.Rev = p.Apply.Name, p.Apply.Revision
+				if h := p.Apply.Labels[podsetv1alpha1.TemplateHashLabel]; "web-"+h != p.Apply.Name {
+					t.Errorf("revision %s labelled with hash %s", p.Apply.Name, h)
 				}
 			}
-			for _, cr := range p.prune {
+			for _, cr := range p.Prune {
 				got.Prune = append(got.Prune, cr.Name)
 			}
 			slices.Sort(got.Prune)

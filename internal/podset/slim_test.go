@@ -1,4 +1,4 @@
-package controller
+package podset
 
 import (
 	"testing"
@@ -12,13 +12,13 @@ import (
 
 func TestSlimPodKeepsWhatTheOperatorReads(t *testing.T) {
 	ps := makePodSet("web").replicas(3).initContainer("init", "busybox:1").obj()
-	hash := templateHash(ps)
-	ac, err := desiredPod(ps, &ps.Spec.Template, 1, hash)
+	hash := TemplateHash(ps)
+	ac, err := PodFromTemplate(ps, &ps.Spec.Template, 1, hash)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pod := &corev1.Pod{}
-	if err := convert(ac, pod); err != nil {
+	if err := Convert(ac, pod); err != nil {
 		t.Fatal(err)
 	}
 	// What the API server and the kubelet add.
@@ -26,7 +26,7 @@ func TestSlimPodKeepsWhatTheOperatorReads(t *testing.T) {
 	pod.UID, pod.ResourceVersion, pod.Generation = "uid-1", "42", 1
 	pod.DeletionTimestamp = &deleting
 	pod.Finalizers = []string{"example.com/hold"}
-	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: FieldManager}}
+	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "podset-operator"}}
 	pod.Spec.NodeName = "node-1"
 	pod.Status = corev1.PodStatus{
 		Phase: corev1.PodRunning,
@@ -39,7 +39,7 @@ func TestSlimPodKeepsWhatTheOperatorReads(t *testing.T) {
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Ready: true}},
 	}
 
-	got, err := slimPod(pod.DeepCopy())
+	got, err := SlimPod(pod.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestSlimPodKeepsWhatTheOperatorReads(t *testing.T) {
 
 	// A tombstone passes through as it is.
 	tombstone := struct{ Key string }{"demo/web-1"}
-	if got, err := slimPod(tombstone); err != nil || got != tombstone {
+	if got, err := SlimPod(tombstone); err != nil || got != tombstone {
 		t.Errorf("slimPod(tombstone) = %v, %v; want it unchanged", got, err)
 	}
 }
@@ -86,16 +86,16 @@ func TestSlimPodKeepsRestartCountsWhileUpdating(t *testing.T) {
 	pod.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: podsetv1alpha1.InPlaceUpdateReadyCondition}}
 	pod.Spec.Containers = []corev1.Container{{Name: "app", Image: "localhost/app:v2"}}
 	pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionFalse})
-	rec, err := newRestartRecord(&pod, "new", []string{"app"})
+	rec, err := NewRestartRecord(&pod, "new", []string{"app"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod.Annotations = map[string]string{restartRecordAnnotation: rec}
+	pod.Annotations = map[string]string{RestartRecordAnnotation: rec}
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
 		Name: "app", Image: "localhost/app:stable", RestartCount: 1,
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
 	}}
-	slim, err := slimPod(pod.DeepCopy())
+	slim, err := SlimPod(pod.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
 	}

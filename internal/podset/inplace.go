@@ -1,4 +1,4 @@
-package controller
+package podset
 
 import (
 	"encoding/json"
@@ -26,38 +26,38 @@ import (
 // the pod (its template-hash label, the gate condition, its container
 // statuses), so an operator restart picks it up where it was.
 
-// updateWay is how an out-of-date pod gets to the current revision.
-type updateWay struct {
+// UpdateWay is how an out-of-date pod gets to the current revision.
+type UpdateWay struct {
 	// inPlace is false when the pod is recreated; why then says why.
-	inPlace bool
-	why     string
+	InPlace bool
+	Why     string
 	// resize: cpu or memory change, through pods/resize.
-	resize bool
+	Resize bool
 	// images names the containers whose image changes, for events.
-	images []string
+	Images []string
 	// restarts names the containers that restart: those whose image
 	// changes and those whose resizePolicy restarts them for the resize.
 	// A pod whose containers restart is drained first (its gate goes
 	// False), and the update counts against maxUnavailable.
-	restarts []string
+	Restarts []string
 }
 
 // restart reports an update that restarts containers.
-func (w updateWay) restart() bool { return len(w.restarts) > 0 }
+func (w UpdateWay) Restart() bool { return len(w.Restarts) > 0 }
 
 // metadataOnly reports an update that changes only labels and
 // annotations: one apply, nothing restarts, outside maxUnavailable.
-func (w updateWay) metadataOnly() bool { return w.inPlace && !w.restart() && !w.resize }
+func (w UpdateWay) metadataOnly() bool { return w.InPlace && !w.Restart() && !w.Resize }
 
 // Why a pod is recreated rather than updated in place.
 const (
-	whyPolicy       = "podUpdatePolicy is Recreate"
+	WhyPolicy       = "podUpdatePolicy is Recreate"
 	whyUnknown      = "the revision it runs is no longer known"
 	whyTemplate     = "the template changed beyond images, labels, annotations and resources"
 	whyNoGate       = "it was made without the " + podsetv1alpha1.InPlaceUpdateReadyCondition + " readiness gate"
 	whyInfeasible   = "the kubelet reports its resize Infeasible"
 	whyDeferred     = "the kubelet deferred its resize for longer than progressDeadlineSeconds"
-	whyResizeDenied = "the API server refused its resize"
+	WhyResizeDenied = "the API server refused its resize"
 	whyRestart      = "a restart was asked for (" + restartedAt + ")"
 )
 
@@ -66,30 +66,30 @@ const (
 // so it is the one annotation change that is not applied in place.
 const restartedAt = "kubectl.kubernetes.io/restartedAt"
 
-// inPlacePolicy reports whether a PodSet updates pods in place where it can.
-func inPlacePolicy(ps *podsetv1alpha1.PodSet) bool {
+// InPlacePolicy reports whether a PodSet updates pods in place where it can.
+func InPlacePolicy(ps *podsetv1alpha1.PodSet) bool {
 	return ps.Spec.UpdateStrategy.PodUpdatePolicy != podsetv1alpha1.RecreateUpdatePolicy
 }
 
 // updateWayFor decides how a pod made from the template from moves to the
 // template to.
-func updateWayFor(ps *podsetv1alpha1.PodSet, from, to *corev1.PodTemplateSpec, pod *corev1.Pod) updateWay {
+func updateWayFor(ps *podsetv1alpha1.PodSet, from, to *corev1.PodTemplateSpec, pod *corev1.Pod) UpdateWay {
 	switch {
-	case !inPlacePolicy(ps):
-		return updateWay{why: whyPolicy}
+	case !InPlacePolicy(ps):
+		return UpdateWay{Why: WhyPolicy}
 	case from == nil:
-		return updateWay{why: whyUnknown}
+		return UpdateWay{Why: whyUnknown}
 	case from.Annotations[restartedAt] != to.Annotations[restartedAt]:
-		return updateWay{why: whyRestart}
+		return UpdateWay{Why: whyRestart}
 	}
 	way, ok := templateDiff(&from.Spec, &to.Spec)
 	switch {
 	case !ok:
-		return updateWay{why: whyTemplate}
-	case way.restart() && !hasGate(pod):
-		return updateWay{why: whyNoGate}
+		return UpdateWay{Why: whyTemplate}
+	case way.Restart() && !hasGate(pod):
+		return UpdateWay{Why: whyNoGate}
 	}
-	way.inPlace = true
+	way.InPlace = true
 	return way
 }
 
@@ -97,18 +97,18 @@ func updateWayFor(ps *podsetv1alpha1.PodSet, from, to *corev1.PodTemplateSpec, p
 // the current one: it depends on the two templates (and on whether the pod
 // has the gate), not on the pod, and comparing templates is most of what a
 // pass over a thousand out-of-date pods would otherwise spend.
-type updateWays map[updateKey]updateWay
+type updateWays map[updateKey]UpdateWay
 
 type updateKey struct {
 	hash  string
 	gated bool
 }
 
-func (w updateWays) of(ps *podsetv1alpha1.PodSet, revs *revisionSet, pod *corev1.Pod) updateWay {
+func (w updateWays) of(ps *podsetv1alpha1.PodSet, revs *Revisions, pod *corev1.Pod) UpdateWay {
 	key := updateKey{pod.Labels[podsetv1alpha1.TemplateHashLabel], hasGate(pod)}
 	way, ok := w[key]
 	if !ok {
-		way = updateWayFor(ps, revs.templates[key.hash], revs.templates[revs.update], pod)
+		way = updateWayFor(ps, revs.Templates[key.hash], revs.Templates[revs.Update], pod)
 		w[key] = way
 	}
 	return way
@@ -118,8 +118,8 @@ func (w updateWays) of(ps *podsetv1alpha1.PodSet, revs *revisionSet, pod *corev1
 // differs in anything a running pod cannot change: more than container and
 // init-container images and cpu and memory (the latter only for
 // containers, and init containers that run as sidecars).
-func templateDiff(from, to *corev1.PodSpec) (updateWay, bool) {
-	var way updateWay
+func templateDiff(from, to *corev1.PodSpec) (UpdateWay, bool) {
+	var way UpdateWay
 	if len(from.Containers) != len(to.Containers) || len(from.InitContainers) != len(to.InitContainers) {
 		return way, false
 	}
@@ -135,18 +135,18 @@ func templateDiff(from, to *corev1.PodSpec) (updateWay, bool) {
 			if got.Image != want.Image {
 				got.Image = want.Image
 				restarts = true
-				way.images = append(way.images, want.Name)
+				way.Images = append(way.Images, want.Name)
 			}
 			if !equality.Semantic.DeepEqual(got.Resources, want.Resources) {
 				if !resizable(got, want, init) {
 					return way, false
 				}
-				way.resize = true
+				way.Resize = true
 				restarts = restarts || resizeRestarts(got.Resources, want)
 				got.Resources = want.Resources
 			}
 			if restarts {
-				way.restarts = append(way.restarts, want.Name)
+				way.Restarts = append(way.Restarts, want.Name)
 			}
 		}
 	}
@@ -279,12 +279,12 @@ type restartRecord struct {
 	RestartCounts map[string]int32 `json:"restartCounts"`
 }
 
-// restartRecordAnnotation holds a pod's restartRecord.
-const restartRecordAnnotation = "podset.dev/in-place-restart"
+// RestartRecordAnnotation holds a pod's restartRecord.
+const RestartRecordAnnotation = "podset.dev/in-place-restart"
 
-// newRestartRecord is the record of an update of pod to revision that
+// NewRestartRecord is the record of an update of pod to revision that
 // restarts the containers named.
-func newRestartRecord(pod *corev1.Pod, revision string, containers []string) (string, error) {
+func NewRestartRecord(pod *corev1.Pod, revision string, containers []string) (string, error) {
 	rec := restartRecord{Revision: revision, RestartCounts: map[string]int32{}}
 	for _, name := range containers {
 		var count int32
@@ -303,7 +303,7 @@ func newRestartRecord(pod *corev1.Pod, revision string, containers []string) (st
 // labelled with, if it has one.
 func podRestartRecord(pod *corev1.Pod) (restartRecord, bool) {
 	var rec restartRecord
-	v, ok := pod.Annotations[restartRecordAnnotation]
+	v, ok := pod.Annotations[RestartRecordAnnotation]
 	if !ok || json.Unmarshal([]byte(v), &rec) != nil || rec.Revision != pod.Labels[podsetv1alpha1.TemplateHashLabel] {
 		return restartRecord{}, false
 	}
@@ -473,4 +473,19 @@ func resizeStuck(pod *corev1.Pod, deadline time.Duration, now time.Time) (why st
 		}
 	}
 	return "", 0
+}
+
+// Describe says what an in-place update changes, for events.
+func (w UpdateWay) Describe() string {
+	var parts []string
+	if len(w.Images) > 0 {
+		parts = append(parts, "new image for "+strings.Join(w.Images, ", "))
+	}
+	if w.Resize {
+		parts = append(parts, "resized")
+	}
+	if len(parts) == 0 {
+		return "labels and annotations"
+	}
+	return strings.Join(parts, ", ")
 }

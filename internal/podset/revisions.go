@@ -1,4 +1,4 @@
-package controller
+package podset
 
 import (
 	"cmp"
@@ -31,66 +31,66 @@ type revisionData struct {
 	} `json:"spec"`
 }
 
-// revisionName is the name of the ControllerRevision of a template hash.
-func revisionName(ps *podsetv1alpha1.PodSet, hash string) string {
+// RevisionName is the name of the ControllerRevision of a template hash.
+func RevisionName(ps *podsetv1alpha1.PodSet, hash string) string {
 	return ps.Name + "-" + hash
 }
 
-// revisionSet is what a pass knows of a PodSet's revisions: the current
+// Revisions is what a pass knows of a PodSet's revisions: the current
 // template's and every one a ControllerRevision of the PodSet holds.
-type revisionSet struct {
+type Revisions struct {
 	// update is the hash of the current template.
-	update string
+	Update string
 	// templates holds the template of every known revision, by hash.
-	templates map[string]*corev1.PodTemplateSpec
+	Templates map[string]*corev1.PodTemplateSpec
 	// numbers holds the revision number of every revision with a
 	// ControllerRevision, by hash. A larger number is a newer revision.
-	numbers map[string]int64
+	Numbers map[string]int64
 	// objects are the PodSet's ControllerRevisions, by hash.
-	objects map[string]*appsv1.ControllerRevision
+	Objects map[string]*appsv1.ControllerRevision
 }
 
-// newRevisionSet reads a PodSet's revisions from its ControllerRevisions
+// NewRevisions reads a PodSet's revisions from its ControllerRevisions
 // (those it controls, with the PodSet label). A revision whose data does not
 // decode is left out, as if it were not there.
-func newRevisionSet(ps *podsetv1alpha1.PodSet, history []appsv1.ControllerRevision) *revisionSet {
-	revs := &revisionSet{
-		update:    templateHash(ps),
-		templates: map[string]*corev1.PodTemplateSpec{},
-		numbers:   map[string]int64{},
-		objects:   map[string]*appsv1.ControllerRevision{},
+func NewRevisions(ps *podsetv1alpha1.PodSet, history []appsv1.ControllerRevision) *Revisions {
+	revs := &Revisions{
+		Update:    TemplateHash(ps),
+		Templates: map[string]*corev1.PodTemplateSpec{},
+		Numbers:   map[string]int64{},
+		Objects:   map[string]*appsv1.ControllerRevision{},
 	}
 	for i := range history {
 		cr := &history[i]
 		hash := cr.Labels[podsetv1alpha1.TemplateHashLabel]
-		if !metav1.IsControlledBy(cr, ps) || hash == "" || cr.Name != revisionName(ps, hash) {
+		if !metav1.IsControlledBy(cr, ps) || hash == "" || cr.Name != RevisionName(ps, hash) {
 			continue
 		}
 		var data revisionData
 		if err := json.Unmarshal(cr.Data.Raw, &data); err != nil {
 			continue
 		}
-		revs.templates[hash] = &data.Spec.Template
-		revs.numbers[hash] = cr.Revision
-		revs.objects[hash] = cr
+		revs.Templates[hash] = &data.Spec.Template
+		revs.Numbers[hash] = cr.Revision
+		revs.Objects[hash] = cr
 	}
 	// The current template is always known, written down or not yet.
-	revs.templates[revs.update] = &ps.Spec.Template
+	revs.Templates[revs.Update] = &ps.Spec.Template
 	return revs
 }
 
 // latest is the highest revision number of any ControllerRevision.
-func (r *revisionSet) latest() int64 {
+func (r *Revisions) Latest() int64 {
 	var n int64
-	for _, v := range r.numbers {
+	for _, v := range r.Numbers {
 		n = max(n, v)
 	}
 	return n
 }
 
 // known reports whether the template of a revision is known.
-func (r *revisionSet) known(hash string) bool {
-	_, ok := r.templates[hash]
+func (r *Revisions) Known(hash string) bool {
+	_, ok := r.Templates[hash]
 	return ok
 }
 
@@ -98,15 +98,15 @@ func (r *revisionSet) known(hash string) bool {
 // current template's is the newest (a rollback makes an old revision the
 // newest again); a revision without a ControllerRevision (pods made before
 // the operator kept revisions) is older than every revision with one.
-func (r *revisionSet) older(a, b string) bool {
+func (r *Revisions) Older(a, b string) bool {
 	switch {
-	case a == b || a == r.update:
+	case a == b || a == r.Update:
 		return false
-	case b == r.update:
+	case b == r.Update:
 		return true
 	}
-	na, okA := r.numbers[a]
-	nb, okB := r.numbers[b]
+	na, okA := r.Numbers[a]
+	nb, okB := r.Numbers[b]
 	switch {
 	case okA != okB:
 		return !okA
@@ -117,29 +117,29 @@ func (r *revisionSet) older(a, b string) bool {
 	}
 }
 
-// revisionPlan is what a pass writes to a PodSet's ControllerRevisions.
-type revisionPlan struct {
+// RevisionPlan is what a pass writes to a PodSet's ControllerRevisions.
+type RevisionPlan struct {
 	// apply is the revision of the current template to write, with its new
 	// number: it is missing, or an older template came back (a rollback),
 	// which makes it the newest again, as StatefulSet does. Nil: nothing.
-	apply *appsv1.ControllerRevision
+	Apply *appsv1.ControllerRevision
 	// prune lists revisions beyond revisionHistoryLimit that nothing uses.
-	prune []*appsv1.ControllerRevision
+	Prune []*appsv1.ControllerRevision
 }
 
-// planRevisions decides what to write to the ControllerRevisions: the
+// PlanRevisions decides what to write to the ControllerRevisions: the
 // current template's revision, and the old ones to prune. A revision in use
 // is never pruned: one a pod runs (terminating pods included), and, under a
 // partition, the ones held for recreating held-back pods (kept) and the one
 // status.currentRevision names. Of the others, the newest revisionHistoryLimit stay.
-func planRevisions(ps *podsetv1alpha1.PodSet, revs *revisionSet, pods []corev1.Pod, kept []string) revisionPlan {
-	var p revisionPlan
-	if cr, ok := revs.objects[revs.update]; !ok || cr.Revision < revs.latest() {
-		p.apply = newRevision(ps, revs.update, revs.latest()+1)
+func PlanRevisions(ps *podsetv1alpha1.PodSet, revs *Revisions, pods []corev1.Pod, kept []string) RevisionPlan {
+	var p RevisionPlan
+	if cr, ok := revs.Objects[revs.Update]; !ok || cr.Revision < revs.Latest() {
+		p.Apply = newRevision(ps, revs.Update, revs.Latest()+1)
 	}
 
-	inUse := map[string]bool{revs.update: true}
-	last := revs.update
+	inUse := map[string]bool{revs.Update: true}
+	last := revs.Update
 	for i := range pods {
 		// Most pods run the same revision or two: look up a hash only
 		// when it differs from the pod before.
@@ -150,12 +150,12 @@ func planRevisions(ps *podsetv1alpha1.PodSet, revs *revisionSet, pods []corev1.P
 	for _, hash := range kept {
 		inUse[hash] = true
 	}
-	if cur, ok := revisionHash(ps, ps.Status.CurrentRevision); ok && partition(ps) > 0 {
+	if cur, ok := revisionHash(ps, ps.Status.CurrentRevision); ok && Partition(ps) > 0 {
 		// What a held-back pod is recreated from after a restart.
 		inUse[cur] = true
 	}
 	var unused []*appsv1.ControllerRevision
-	for hash, cr := range revs.objects {
+	for hash, cr := range revs.Objects {
 		if !inUse[hash] {
 			unused = append(unused, cr)
 		}
@@ -164,7 +164,7 @@ func planRevisions(ps *podsetv1alpha1.PodSet, revs *revisionSet, pods []corev1.P
 		return cmp.Or(cmp.Compare(a.Revision, b.Revision), cmp.Compare(a.Name, b.Name))
 	})
 	if surplus := len(unused) - int(revisionHistoryLimit(ps)); surplus > 0 {
-		p.prune = unused[:surplus]
+		p.Prune = unused[:surplus]
 	}
 	return p
 }
@@ -180,7 +180,7 @@ func newRevision(ps *podsetv1alpha1.PodSet, hash string, number int64) *appsv1.C
 	}
 	cr := &appsv1.ControllerRevision{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      revisionName(ps, hash),
+			Name:      RevisionName(ps, hash),
 			Namespace: ps.Namespace,
 			Labels: map[string]string{
 				podsetv1alpha1.NameLabel:         ps.Name,

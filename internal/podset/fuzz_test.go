@@ -1,4 +1,4 @@
-package controller
+package podset
 
 import (
 	"fmt"
@@ -99,9 +99,9 @@ func FuzzDesiredPod(f *testing.F) {
 			spec.AutomountServiceAccountToken = ptr.To(true)
 		}
 		before := ps.DeepCopy()
-		hash := templateHash(ps)
+		hash := TemplateHash(ps)
 
-		pod, err := desiredPod(ps, &ps.Spec.Template, ordinal, hash)
+		pod, err := PodFromTemplate(ps, &ps.Spec.Template, ordinal, hash)
 		if err != nil {
 			t.Fatalf("desiredPod() error = %v", err)
 		}
@@ -110,12 +110,12 @@ func FuzzDesiredPod(f *testing.F) {
 		if diff := cmp.Diff(before, ps); diff != "" {
 			t.Fatalf("desiredPod() changed the PodSet (-before +after):\n%s", diff)
 		}
-		if got := templateHash(ps); got != hash {
+		if got := TemplateHash(ps); got != hash {
 			t.Fatalf("templateHash() = %q, then %q", hash, got)
 		}
 
 		// The name parses back to the ordinal.
-		if got, ok := podOrdinal(name, ptr.Deref(pod.Name, "")); !ok || got != ordinal {
+		if got, ok := PodOrdinal(name, ptr.Deref(pod.Name, "")); !ok || got != ordinal {
 			t.Fatalf("podOrdinal(%q, %q) = %d, %v; want %d, true", name, ptr.Deref(pod.Name, ""), got, ok, ordinal)
 		}
 		if ptr.Deref(pod.Namespace, "") != testNamespace {
@@ -223,7 +223,7 @@ func fuzzPods(ps *podsetv1alpha1.PodSet, hash string, data []byte) []fuzzPod {
 	seen := map[string]bool{}
 	for i := 0; i+4 <= len(data); i += 4 {
 		b := data[i : i+4]
-		name := podName("web", int(b[0])%64)
+		name := PodName("web", int(b[0])%64)
 		if b[0] >= 240 {
 			name = fuzzSpecialNames[b[0]-240]
 		}
@@ -357,9 +357,9 @@ func FuzzPlanPods(f *testing.F) {
 			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
 		}
 		ps := b.obj()
-		hash := templateHash(ps)
-		replicasN := int(replicas(ps))
-		partitionN := partition(ps)
+		hash := TemplateHash(ps)
+		replicasN := int(Replicas(ps))
+		partitionN := Partition(ps)
 		minReady := minReadySeconds(ps)
 
 		fuzzed := fuzzPods(ps, hash, data)
@@ -386,8 +386,8 @@ func FuzzPlanPods(f *testing.F) {
 			// resizes too.
 			oldTmpl.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("5m")
 		}
-		in.revs.templates[fuzzOld] = oldTmpl
-		plan := planPods(ps, pods, in)
+		in.Revs.Templates[fuzzOld] = oldTmpl
+		plan := PlanPods(ps, pods, in)
 
 		if diff := cmp.Diff(before, pods); diff != "" {
 			t.Fatalf("planPods() modified its pods (-before +after):\n%s", diff)
@@ -397,22 +397,22 @@ func FuzzPlanPods(f *testing.F) {
 		// and the pod predicate must come out the same from those.
 		slim := make([]corev1.Pod, len(pods))
 		for i := range pods {
-			s, err := slimPod(pods[i].DeepCopy())
+			s, err := SlimPod(pods[i].DeepCopy())
 			if err != nil {
 				t.Fatalf("slimPod(%s): %v", pods[i].Name, err)
 			}
 			slim[i] = *s.(*corev1.Pod)
 		}
-		if diff := cmp.Diff(namesOf(plan), namesOf(planPods(ps, slim, in))); diff != "" {
+		if diff := cmp.Diff(namesOf(plan), namesOf(PlanPods(ps, slim, in))); diff != "" {
 			t.Errorf("planPods() of slimmed pods differs (-full +slim):\n%s", diff)
 		}
 		now := metav1.NewTime(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
-		if diff := cmp.Diff(computeStatus(ps, pods, in.revs, &plan, nil, now), computeStatus(ps, slim, in.revs, &plan, nil, now)); diff != "" {
+		if diff := cmp.Diff(ComputeStatus(ps, pods, in.Revs, &plan, nil, now), ComputeStatus(ps, slim, in.Revs, &plan, nil, now)); diff != "" {
 			t.Errorf("computeStatus() of slimmed pods differs (-full +slim):\n%s", diff)
 		}
 		for i := range pods {
 			for j := range pods {
-				if full, s := podOutcomeChanged(&pods[i], &pods[j]), podOutcomeChanged(&slim[i], &slim[j]); full != s {
+				if full, s := PodOutcomeChanged(&pods[i], &pods[j]), PodOutcomeChanged(&slim[i], &slim[j]); full != s {
 					t.Errorf("podOutcomeChanged(%s, %s) = %v, but %v for the slimmed pods", pods[i].Name, pods[j].Name, full, s)
 				}
 			}
@@ -421,8 +421,8 @@ func FuzzPlanPods(f *testing.F) {
 		// Creates: in range, free, not in flight, each once, and every
 		// free ordinal not in flight.
 		created := map[int]bool{}
-		for _, o := range plan.create {
-			name := podName("web", o)
+		for _, o := range plan.Create {
+			name := PodName("web", o)
 			switch {
 			case o < 0 || o >= replicasN:
 				t.Errorf("create %d, outside 0..%d", o, replicasN-1)
@@ -436,14 +436,14 @@ func FuzzPlanPods(f *testing.F) {
 			created[o] = true
 		}
 		for o := range replicasN {
-			if name := podName("web", o); byName[name] == nil && !inFlight(name) && !created[o] {
+			if name := PodName("web", o); byName[name] == nil && !inFlight(name) && !created[o] {
 				t.Errorf("ordinal %d has no pod and no write in flight, but is not created", o)
 			}
 		}
 
 		// Held-back ordinals: only those created below the partition get
 		// another revision (none known here but the current one).
-		for o, h := range plan.revisions {
+		for o, h := range plan.Revisions {
 			if o >= partitionN || !created[o] || h == hash {
 				t.Errorf("create %d from revision %s: partition %d, created %v", o, h, partitionN, created[o])
 			}
@@ -451,14 +451,14 @@ func FuzzPlanPods(f *testing.F) {
 
 		// Writes: only controlled, settled pods, each in one list once.
 		var updated []*corev1.Pod
-		for _, step := range plan.update {
-			updated = append(updated, step.pod)
+		for _, step := range plan.Update {
+			updated = append(updated, step.Pod)
 		}
 		lists := map[string][]*corev1.Pod{
-			"repair": plan.repair, "prune": plan.prune, "replaceFinished": plan.replaceFinished, "rollout": plan.rollout,
-			"update": updated, "pause": plan.pause,
+			"repair": plan.Repair, "prune": plan.Prune, "replaceFinished": plan.ReplaceFinished, "rollout": plan.Rollout,
+			"update": updated, "pause": plan.Pause,
 		}
-		checkNoForbiddenField(t, ps, in.revs, plan)
+		checkNoForbiddenField(t, ps, in.Revs, plan)
 		writtenIn := map[string]string{}
 		for list, written := range lists {
 			for _, p := range written {
@@ -479,17 +479,17 @@ func FuzzPlanPods(f *testing.F) {
 		}
 
 		// Prune: only surplus or unnamed pods, highest first, and all of them.
-		for i, p := range plan.prune {
-			if o, ok := podOrdinal("web", p.Name); ok && o < replicasN {
+		for i, p := range plan.Prune {
+			if o, ok := PodOrdinal("web", p.Name); ok && o < replicasN {
 				t.Errorf("prune %s, a pod with an ordinal below replicas %d", p.Name, replicasN)
 			}
-			if i > 0 && ordinalOf(ps, plan.prune[i-1]) < ordinalOf(ps, p) {
-				t.Errorf("prune order %s before %s: not highest first", plan.prune[i-1].Name, p.Name)
+			if i > 0 && ordinalOf(ps, plan.Prune[i-1]) < ordinalOf(ps, p) {
+				t.Errorf("prune order %s before %s: not highest first", plan.Prune[i-1].Name, p.Name)
 			}
 		}
 		for _, fp := range fuzzed {
 			p := fp.pod
-			o, ok := podOrdinal("web", p.Name)
+			o, ok := PodOrdinal("web", p.Name)
 			if fp.controlled && !fp.inFlight && p.DeletionTimestamp == nil && (!ok || o >= replicasN) && writtenIn[p.Name] != "prune" {
 				t.Errorf("surplus pod %s is not pruned", p.Name)
 			}
@@ -497,14 +497,14 @@ func FuzzPlanPods(f *testing.F) {
 
 		// Finished pods are replaced; repaired pods are current, or held
 		// back (OnDelete, the partition) on a known revision.
-		for _, p := range plan.replaceFinished {
+		for _, p := range plan.ReplaceFinished {
 			if p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded {
 				t.Errorf("replaceFinished has %s in phase %s", p.Name, p.Status.Phase)
 			}
 		}
-		for _, p := range plan.repair {
-			o, _ := podOrdinal("web", p.Name)
-			if h := p.Labels[podsetv1alpha1.TemplateHashLabel]; h != hash && (!onDelete && o >= partitionN || !in.revs.known(h)) {
+		for _, p := range plan.Repair {
+			o, _ := PodOrdinal("web", p.Name)
+			if h := p.Labels[podsetv1alpha1.TemplateHashLabel]; h != hash && (!onDelete && o >= partitionN || !in.Revs.Known(h)) {
 				t.Errorf("repair has the out-of-date pod %s", p.Name)
 			}
 		}
@@ -517,7 +517,7 @@ func FuzzPlanPods(f *testing.F) {
 			}
 		}
 		reported := map[string]int{}
-		for _, n := range slices.Concat(plan.conflicts, plan.strays) {
+		for _, n := range slices.Concat(plan.Conflicts, plan.Strays) {
 			reported[n]++
 			if !foreign[n] {
 				t.Errorf("%s is reported as a conflict or stray but is controlled by the PodSet", n)
@@ -528,21 +528,21 @@ func FuzzPlanPods(f *testing.F) {
 				t.Errorf("foreign pod %s is reported %d times in conflicts and strays, want once", n, reported[n])
 			}
 		}
-		for _, n := range plan.conflicts {
-			if o, ok := podOrdinal("web", n); !ok || o >= replicasN {
+		for _, n := range plan.Conflicts {
+			if o, ok := PodOrdinal("web", n); !ok || o >= replicasN {
 				t.Errorf("conflict %s holds no name the PodSet needs", n)
 			}
 		}
 
 		// Rollout: out-of-date pods only; none with OnDelete; every unready
 		// one; ready ones from the highest ordinal within the budget.
-		if onDelete && len(plan.rollout) > 0 {
-			t.Fatalf("OnDelete rolled out %d pods", len(plan.rollout))
+		if onDelete && len(plan.Rollout) > 0 {
+			t.Fatalf("OnDelete rolled out %d pods", len(plan.Rollout))
 		}
 		unavailable := 0
 		var staleReady []string
 		for o := range replicasN {
-			p := byName[podName("web", o)]
+			p := byName[PodName("web", o)]
 			if p == nil || !metav1.IsControlledBy(p, ps) || inFlight(p.Name) || p.DeletionTimestamp != nil || !podAvailable(p, minReady, testNow) {
 				unavailable++
 				continue
@@ -553,11 +553,11 @@ func FuzzPlanPods(f *testing.F) {
 		}
 		budget := max(0, maxUnavailable(ps)-unavailable)
 		var readyTaken []string
-		taken := slices.Clone(plan.rollout)
-		taken = append(taken, plan.pause...)
-		for _, step := range plan.update {
-			if !step.way.metadataOnly() {
-				taken = append(taken, step.pod)
+		taken := slices.Clone(plan.Rollout)
+		taken = append(taken, plan.Pause...)
+		for _, step := range plan.Update {
+			if !step.Way.metadataOnly() {
+				taken = append(taken, step.Pod)
 			}
 		}
 		slices.SortFunc(taken, func(a, b *corev1.Pod) int { return ordinalOf(ps, a) - ordinalOf(ps, b) })
@@ -565,7 +565,7 @@ func FuzzPlanPods(f *testing.F) {
 			if p.Labels[podsetv1alpha1.TemplateHashLabel] == hash {
 				t.Errorf("rollout has the up-to-date pod %s", p.Name)
 			}
-			if o, ok := podOrdinal("web", p.Name); !ok || o >= replicasN {
+			if o, ok := PodOrdinal("web", p.Name); !ok || o >= replicasN {
 				t.Errorf("rollout has %s, which is not a desired ordinal", p.Name)
 			} else if o < partitionN {
 				t.Errorf("rollout has %s, below the partition %d", p.Name, partitionN)
@@ -592,7 +592,7 @@ func FuzzPlanPods(f *testing.F) {
 			}
 			for _, fp := range fuzzed {
 				p := &fp.pod
-				o, ok := podOrdinal("web", p.Name)
+				o, ok := PodOrdinal("web", p.Name)
 				if fp.controlled && !fp.inFlight && p.DeletionTimestamp == nil && ok && o < replicasN && o >= partitionN &&
 					p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded &&
 					p.Labels[podsetv1alpha1.TemplateHashLabel] != hash && !podReady(p) && writtenIn[p.Name] != "rollout" && writtenIn[p.Name] != "update" &&
@@ -603,8 +603,8 @@ func FuzzPlanPods(f *testing.F) {
 		}
 
 		// A converged set is empty.
-		if plan.empty() != (len(plan.create) == 0 && len(writtenIn) == 0) {
-			t.Errorf("empty() = %v with %d creates and %d pod writes", plan.empty(), len(plan.create), len(writtenIn))
+		if plan.Empty() != (len(plan.Create) == 0 && len(writtenIn) == 0) {
+			t.Errorf("empty() = %v with %d creates and %d pod writes", plan.Empty(), len(plan.Create), len(writtenIn))
 		}
 	})
 }
@@ -616,15 +616,15 @@ func FuzzPlanPods(f *testing.F) {
 // resize sends only cpu and memory, changing only what the template did; containers
 // restart for a new image only once the kubelet has taken the pod out of
 // Ready; only pods with the gate have it closed.
-func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *revisionSet, plan podPlan) {
+func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *Revisions, plan Plan) {
 	t.Helper()
 	check := func(list string, pod *corev1.Pod, hash string) {
-		from, ok := revs.templates[pod.Labels[podsetv1alpha1.TemplateHashLabel]]
+		from, ok := revs.Templates[pod.Labels[podsetv1alpha1.TemplateHashLabel]]
 		if !ok {
 			t.Errorf("%s: pod %s runs an unknown revision, which cannot be updated in place", list, pod.Name)
 			return
 		}
-		body, err := podUpdate(ps, revs.templates[hash], pod, hash)
+		body, err := PodUpdate(ps, revs.Templates[hash], pod, hash)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -653,7 +653,7 @@ func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *revisi
 		}
 		// Beyond images, gates and resources (checked above), the apply is
 		// the desired pod of the revision the pod was made from.
-		was, err := desiredPod(ps, from, ordinalOf(ps, pod), pod.Labels[podsetv1alpha1.TemplateHashLabel])
+		was, err := PodFromTemplate(ps, from, ordinalOf(ps, pod), pod.Labels[podsetv1alpha1.TemplateHashLabel])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -674,9 +674,9 @@ func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *revisi
 	// A resize sends cpu and memory only: the new template's where it
 	// changed them, the pod's own elsewhere.
 	checkResize := func(pod *corev1.Pod) {
-		from := revs.templates[pod.Labels[podsetv1alpha1.TemplateHashLabel]]
-		to := revs.templates[revs.update]
-		resize := podResize(ps, from, to, pod)
+		from := revs.Templates[pod.Labels[podsetv1alpha1.TemplateHashLabel]]
+		to := revs.Templates[revs.Update]
+		resize := PodResize(ps, from, to, pod)
 		if resize == nil {
 			return
 		}
@@ -706,19 +706,19 @@ func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *revisi
 			}
 		}
 	}
-	for _, pod := range plan.repair {
+	for _, pod := range plan.Repair {
 		check("repair", pod, pod.Labels[podsetv1alpha1.TemplateHashLabel])
 	}
-	for _, step := range plan.update {
-		check("update", step.pod, revs.update)
-		if step.way.resize {
-			checkResize(step.pod)
+	for _, step := range plan.Update {
+		check("update", step.Pod, revs.Update)
+		if step.Way.Resize {
+			checkResize(step.Pod)
 		}
-		if step.way.restart() && kubeletReady(step.pod) {
-			t.Errorf("update restarts the containers of %s while the kubelet still has it Ready (in endpoints)", step.pod.Name)
+		if step.Way.Restart() && kubeletReady(step.Pod) {
+			t.Errorf("update restarts the containers of %s while the kubelet still has it Ready (in endpoints)", step.Pod.Name)
 		}
 	}
-	for _, pod := range plan.pause {
+	for _, pod := range plan.Pause {
 		if !hasGate(pod) {
 			t.Errorf("pause closes the gate of %s, which has none", pod.Name)
 		}

@@ -1,4 +1,4 @@
-package controller
+package podset
 
 import (
 	"strings"
@@ -149,7 +149,7 @@ func TestPodProblem(t *testing.T) {
 				t.Errorf("podProblem() = %q, want %q", got, tc.want)
 			}
 			// The cache keeps what it needs to say so.
-			slim, _ := slimPod(pod.DeepCopy())
+			slim, _ := SlimPod(pod.DeepCopy())
 			if got := podProblem(slim.(*corev1.Pod), 0); got != tc.want {
 				t.Errorf("podProblem() of the slimmed pod = %q, want %q", got, tc.want)
 			}
@@ -160,7 +160,7 @@ func TestPodProblem(t *testing.T) {
 func TestComputeStatusProgressDeadline(t *testing.T) {
 	ps := makePodSet("web").replicas(3).obj()
 	ps.Spec.ProgressDeadlineSeconds = ptr.To[int32](60)
-	h := templateHash(ps)
+	h := TemplateHash(ps)
 	unschedulable := func(name string) corev1.Pod {
 		p := makePod(name).controlledBy(ps).hash(h).obj()
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available."}}
@@ -173,9 +173,9 @@ func TestComputeStatusProgressDeadline(t *testing.T) {
 	}
 	counts := podsetv1alpha1.PodSetStatus{Replicas: 3, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 3, PodNames: []string{"web-0", "web-1", "web-2"}}
 	in := testInput(ps, noneInFlight)
-	plan := planPods(ps, pods, in)
+	plan := PlanPods(ps, pods, in)
 	status := func(old *podsetv1alpha1.PodSet) podsetv1alpha1.PodSetStatus {
-		return computeStatus(old, pods, in.revs, &plan, nil, metav1.NewTime(testNow))
+		return ComputeStatus(old, pods, in.Revs, &plan, nil, metav1.NewTime(testNow))
 	}
 
 	// Within the deadline: converging, and woken when it passes.
@@ -184,7 +184,7 @@ func TestComputeStatusProgressDeadline(t *testing.T) {
 	if c := meta.FindStatusCondition(got.Conditions, podsetv1alpha1.ReconcilingCondition); c.Status != metav1.ConditionTrue {
 		t.Errorf("within the deadline: Reconciling %s/%s, want True", c.Status, c.Reason)
 	}
-	if wake := wakeAfter(within, pods, &got, testNow); wake != 2*time.Second {
+	if wake := WakeAfter(within, pods, &got, testNow); wake != 2*time.Second {
 		t.Errorf("wakeAfter() = %v, want 2s: the deadline in 1s, rounded up to the status's whole seconds", wake)
 	}
 
@@ -204,17 +204,17 @@ func TestComputeStatusProgressDeadline(t *testing.T) {
 	// And the next pass, nothing changed, writes nothing.
 	again := past.DeepCopy()
 	again.Status = got
-	if diff := cmp.Diff(got, computeStatus(again, pods, in.revs, &plan, nil, metav1.NewTime(testNow.Add(time.Hour)))); diff != "" {
+	if diff := cmp.Diff(got, ComputeStatus(again, pods, in.Revs, &plan, nil, metav1.NewTime(testNow.Add(time.Hour)))); diff != "" {
 		t.Errorf("a stalled PodSet's status changes from pass to pass (-first +second):\n%s", diff)
 	}
-	if wake := wakeAfter(again, pods, &got, testNow); wake != 0 {
+	if wake := WakeAfter(again, pods, &got, testNow); wake != 0 {
 		t.Errorf("wakeAfter() of a stalled PodSet = %v, want 0 (events only)", wake)
 	}
 
 	// Progress again (a pod available): Reconciling, the clock restarted.
 	recovering := append([]corev1.Pod(nil), pods...)
 	recovering[1] = makePod("web-1").controlledBy(ps).ready().hash(h).obj()
-	got = computeStatus(again, recovering, in.revs, &plan, nil, metav1.NewTime(testNow.Add(time.Hour)))
+	got = ComputeStatus(again, recovering, in.Revs, &plan, nil, metav1.NewTime(testNow.Add(time.Hour)))
 	if c := meta.FindStatusCondition(got.Conditions, podsetv1alpha1.ReconcilingCondition); c.Status != metav1.ConditionTrue || !got.LastProgressTime.Time.Equal(testNow.Add(time.Hour)) {
 		t.Errorf("after progress: Reconciling %s, lastProgressTime %v; want True and the time of the pass", c.Status, got.LastProgressTime)
 	}
@@ -223,7 +223,7 @@ func TestComputeStatusProgressDeadline(t *testing.T) {
 func TestComputeStatusHeldBackPods(t *testing.T) {
 	v1 := makePodSet("web").replicas(4).obj()
 	v2 := withImage(v1, "busybox:1.37")
-	h1, h2 := templateHash(v1), templateHash(v2)
+	h1, h2 := TemplateHash(v1), TemplateHash(v2)
 	partitioned := v2.DeepCopy()
 	partitioned.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{Partition: ptr.To[int32](2)}
 	onDelete := v2.DeepCopy()
@@ -231,7 +231,7 @@ func TestComputeStatusHeldBackPods(t *testing.T) {
 	pods := func(ps *podsetv1alpha1.PodSet, hashes ...string) []corev1.Pod {
 		var out []corev1.Pod
 		for i, h := range hashes {
-			out = append(out, makePod(podName("web", i)).controlledBy(ps).ready().hash(h).obj())
+			out = append(out, makePod(PodName("web", i)).controlledBy(ps).ready().hash(h).obj())
 		}
 		return out
 	}
@@ -267,9 +267,9 @@ func TestComputeStatusHeldBackPods(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			history := []appsv1.ControllerRevision{storedRevision(v1, 1), storedRevision(v2, 2)}
 			in := testInput(tc.ps, noneInFlight)
-			in.revs = newRevisionSet(tc.ps, history)
-			plan := planPods(tc.ps, tc.pods, in)
-			got := computeStatus(tc.ps, tc.pods, in.revs, &plan, nil, metav1.NewTime(testNow))
+			in.Revs = NewRevisions(tc.ps, history)
+			plan := PlanPods(tc.ps, tc.pods, in)
+			got := ComputeStatus(tc.ps, tc.pods, in.Revs, &plan, nil, metav1.NewTime(testNow))
 			ready := meta.FindStatusCondition(got.Conditions, podsetv1alpha1.ReadyCondition)
 			if (ready.Status == metav1.ConditionTrue) != tc.wantReady || ready.Message != tc.wantMessage {
 				t.Errorf("Ready %s %q, want ready %v %q", ready.Status, ready.Message, tc.wantReady, tc.wantMessage)

@@ -1,4 +1,4 @@
-package controller
+package podset
 
 import (
 	"fmt"
@@ -30,7 +30,7 @@ import (
 // minReadySeconds tells such a pod from a healthy one, as for Deployments.
 func lastProgress(ps *podsetv1alpha1.PodSet, cur *podsetv1alpha1.PodSetStatus, ready bool, now metav1.Time) *metav1.Time {
 	old := &ps.Status
-	desired := int(replicas(ps))
+	desired := int(Replicas(ps))
 	distance := func(n int) int { return max(n-desired, desired-n) }
 	switch {
 	case old.LastProgressTime == nil,
@@ -68,11 +68,11 @@ func deadlineIn(ps *podsetv1alpha1.PodSet, last *metav1.Time, now time.Time) tim
 // message names each stuck pod with what Kubernetes reports about it, pods
 // with the same problem together. It changes only when a pod's problem
 // does, so it does not make every pass write status.
-func deadlineStall(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *revisionSet, available int32, now time.Time) *stall {
-	desired := int(replicas(ps))
+func deadlineStall(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *Revisions, available int32, now time.Time) *Stall {
+	desired := int(Replicas(ps))
 	slots := make([]*corev1.Pod, desired)
 	for i := range pods {
-		if ordinal, ok := podOrdinal(ps.Name, pods[i].Name); ok && ordinal < desired {
+		if ordinal, ok := PodOrdinal(ps.Name, pods[i].Name); ok && ordinal < desired {
 			// A live pod wins over a terminating one of the same name.
 			if slots[ordinal] == nil || slots[ordinal].DeletionTimestamp != nil {
 				slots[ordinal] = &pods[i]
@@ -80,7 +80,7 @@ func deadlineStall(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *revisionS
 		}
 	}
 	minReady := minReadySeconds(ps)
-	partition := partition(ps)
+	partition := Partition(ps)
 	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
 	var order []string
 	stuck := map[string][]string{}
@@ -95,7 +95,7 @@ func deadlineStall(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *revisionS
 			problem = "terminating"
 		case !podAvailable(pod, minReady, now):
 			problem = podProblem(pod, minReady)
-		case !onDelete && ordinal >= partition && pod.Labels[podsetv1alpha1.TemplateHashLabel] != revs.update:
+		case !onDelete && ordinal >= partition && pod.Labels[podsetv1alpha1.TemplateHashLabel] != revs.Update:
 			problem = "waiting to be updated"
 		default:
 			continue
@@ -103,7 +103,7 @@ func deadlineStall(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *revisionS
 		if _, ok := stuck[problem]; !ok {
 			order = append(order, problem)
 		}
-		stuck[problem] = append(stuck[problem], podName(ps.Name, ordinal))
+		stuck[problem] = append(stuck[problem], PodName(ps.Name, ordinal))
 	}
 	const mostProblems = 5
 	var parts []string
@@ -112,11 +112,11 @@ func deadlineStall(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *revisionS
 			parts = append(parts, fmt.Sprintf("and %d more problems", len(order)-mostProblems))
 			break
 		}
-		parts = append(parts, summarize(stuck[problem])+": "+problem)
+		parts = append(parts, Summarize(stuck[problem])+": "+problem)
 	}
-	return &stall{
-		reason: podsetv1alpha1.ProgressDeadlineExceededReason,
-		message: fmt.Sprintf("no progress for %s (spec.progressDeadlineSeconds), %d/%d pods available; %s",
+	return &Stall{
+		Reason: podsetv1alpha1.ProgressDeadlineExceededReason,
+		Message: fmt.Sprintf("no progress for %s (spec.progressDeadlineSeconds), %d/%d pods available; %s",
 			progressDeadline(ps), available, desired, strings.Join(parts, "; ")),
 	}
 }
@@ -170,4 +170,13 @@ func joinNonEmpty(sep string, parts ...string) string {
 		}
 	}
 	return strings.Join(out, sep)
+}
+
+// Summarize lists pod names in a short, stable form for events.
+func Summarize(names []string) string {
+	const most = 5
+	if len(names) <= most {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
 }

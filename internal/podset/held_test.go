@@ -1,4 +1,4 @@
-package controller
+package podset
 
 import (
 	"testing"
@@ -7,7 +7,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
@@ -25,14 +24,14 @@ func TestPartitionedPlan(t *testing.T) {
 	v1 := makePodSet("web").replicas(4).obj()
 	v2 := withImage(v1, "b:2")
 	v3 := withImage(v1, "b:3")
-	h1, h2, h3 := templateHash(v1), templateHash(v2), templateHash(v3)
+	h1, h2, h3 := TemplateHash(v1), TemplateHash(v2), TemplateHash(v3)
 	history := []appsv1.ControllerRevision{storedRevision(v1, 1), storedRevision(v2, 2), storedRevision(v3, 3)}
 	ps := withPartition(v3, 2)
-	ps.Status.CurrentRevision = revisionName(ps, h1)
+	ps.Status.CurrentRevision = RevisionName(ps, h1)
 	// pod is the pod of an ordinal as made from the revision of the hash.
 	byHash := map[string]*podsetv1alpha1.PodSet{h1: v1, h2: v2, h3: v3}
 	pod := func(ordinal int, hash string) corev1.Pod {
-		return makePod(podName("web", ordinal)).controlledBy(byHash[hash]).ready().hash(hash).obj()
+		return makePod(PodName("web", ordinal)).controlledBy(byHash[hash]).ready().hash(hash).obj()
 	}
 	type want struct {
 		Plan      planNames
@@ -40,7 +39,7 @@ func TestPartitionedPlan(t *testing.T) {
 	}
 	cases := map[string]struct {
 		pods       []corev1.Pod
-		remembered map[int]string
+		remembered Held
 		want       want
 	}{
 		"ordinals 2 and up roll out, 0 and 1 stay": {
@@ -49,7 +48,7 @@ func TestPartitionedPlan(t *testing.T) {
 		},
 		"a held-back pod deleted: recreated from the revision it ran": {
 			pods:       []corev1.Pod{pod(0, h1), pod(2, h3), pod(3, h3)},
-			remembered: map[int]string{1: h2},
+			remembered: Held{1: h2},
 			want:       want{Plan: planNames{Create: []int{1}}, Revisions: map[int]string{1: h2}},
 		},
 		"after a restart: from status.currentRevision, as StatefulSet": {
@@ -58,7 +57,7 @@ func TestPartitionedPlan(t *testing.T) {
 		},
 		"a remembered revision no longer known: status.currentRevision": {
 			pods:       []corev1.Pod{pod(0, h1), pod(2, h3), pod(3, h3)},
-			remembered: map[int]string{1: "gone"},
+			remembered: Held{1: "gone"},
 			want:       want{Plan: planNames{Create: []int{1}}, Revisions: map[int]string{1: h1}},
 		},
 		"an ordinal above the partition is recreated from the current template": {
@@ -81,12 +80,12 @@ func TestPartitionedPlan(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			in := testInput(ps, noneInFlight)
-			in.revs = newRevisionSet(ps, history)
-			in.remembered = func(o int) string { return tc.remembered[o] }
-			p := planPods(ps, tc.pods, in)
-			got := want{Plan: namesOf(p), Revisions: p.revisions}
+			in.Revs = NewRevisions(ps, history)
+			in.Held = tc.remembered
+			p := PlanPods(ps, tc.pods, in)
+			got := want{Plan: namesOf(p), Revisions: p.Revisions}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("planPods() (-want +got):\n%s", diff)
+				t.Errorf("PlanPods() (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -98,47 +97,44 @@ func TestMinReadySecondsPacesTheRollout(t *testing.T) {
 	v1 := makePodSet("web").replicas(3).obj()
 	ps := withImage(v1, "b:2")
 	ps.Spec.MinReadySeconds = 10
-	h1, h2 := templateHash(v1), templateHash(ps)
+	h1, h2 := TemplateHash(v1), TemplateHash(ps)
 	old := func(o int) corev1.Pod {
-		return makePod(podName("web", o)).controlledBy(ps).readySince(testNow.Add(-time.Hour)).hash(h1).obj()
+		return makePod(PodName("web", o)).controlledBy(ps).readySince(testNow.Add(-time.Hour)).hash(h1).obj()
 	}
 	fresh := makePod("web-2").controlledBy(ps).readySince(testNow.Add(-3 * time.Second)).hash(h2).obj()
 	settled := makePod("web-2").controlledBy(ps).readySince(testNow.Add(-10 * time.Second)).hash(h2).obj()
 
-	if got := namesOf(planPods(ps, []corev1.Pod{old(0), old(1), fresh}, testInput(ps, noneInFlight))); !got.Empty {
+	if got := namesOf(PlanPods(ps, []corev1.Pod{old(0), old(1), fresh}, testInput(ps, noneInFlight))); !got.Empty {
 		t.Errorf("with the new web-2 Ready for 3s of 10: plan %+v, want to wait", got)
 	}
-	if got := namesOf(planPods(ps, []corev1.Pod{old(0), old(1), settled}, testInput(ps, noneInFlight))); !cmp.Equal(got.Rollout, []string{"web-1"}) {
+	if got := namesOf(PlanPods(ps, []corev1.Pod{old(0), old(1), settled}, testInput(ps, noneInFlight))); !cmp.Equal(got.Rollout, []string{"web-1"}) {
 		t.Errorf("with the new web-2 available: rollout %v, want web-1", got.Rollout)
 	}
 }
 
 func TestHeldRevisions(t *testing.T) {
 	ps := withPartition(makePodSet("web").replicas(4).obj(), 2)
-	key := types.NamespacedName{Namespace: ps.Namespace, Name: ps.Name}
 	pod := func(ordinal int, hash string) corev1.Pod {
-		return makePod(podName("web", ordinal)).controlledBy(ps).hash(hash).obj()
+		return makePod(PodName("web", ordinal)).controlledBy(ps).hash(hash).obj()
 	}
-	h := newHeldRevisions()
-
-	h.observe(key, ps, []corev1.Pod{pod(0, "old"), pod(1, "older"), pod(2, "new"), pod(3, "old")}, "new")
-	if got := h.remembered(key); got(0) != "old" || got(1) != "older" || got(2) != "" || got(3) != "" {
+	var h Held
+	h = h.Observe(ps, []corev1.Pod{pod(0, "old"), pod(1, "older"), pod(2, "new"), pod(3, "old")}, "new")
+	if got := h.Remembered; got(0) != "old" || got(1) != "older" || got(2) != "" || got(3) != "" {
 		t.Errorf("remembered 0:%q 1:%q 2:%q 3:%q, want old, older and nothing at or above the partition", got(0), got(1), got(2), got(3))
 	}
 	// web-1 is gone: its entry stays until it is back.
-	h.observe(key, ps, []corev1.Pod{pod(0, "old")}, "new")
-	if got := h.remembered(key); got(1) != "older" {
-		t.Errorf("remembered 1:%q after web-1 went, want older", got(1))
+	h = h.Observe(ps, []corev1.Pod{pod(0, "old")}, "new")
+	if got := h.Remembered(1); got != "older" {
+		t.Errorf("remembered 1:%q after web-1 went, want older", got)
 	}
 	// The partition lowered to 1: ordinal 1 is no longer held back.
 	lowered := withPartition(ps, 1)
-	h.observe(key, lowered, []corev1.Pod{pod(0, "old")}, "new")
-	if got := h.remembered(key); got(1) != "" || got(0) != "old" {
+	h = h.Observe(lowered, []corev1.Pod{pod(0, "old")}, "new")
+	if got := h.Remembered; got(1) != "" || got(0) != "old" {
 		t.Errorf("after lowering the partition: 0:%q 1:%q, want old and nothing", got(0), got(1))
 	}
 	// Updated pods and a zero partition leave nothing behind.
-	h.observe(key, withPartition(ps, 0), []corev1.Pod{pod(0, "new")}, "new")
-	if len(h.byPodSet) != 0 || len(h.kept(key)) != 0 {
-		t.Errorf("entries left without a partition: %v", h.byPodSet)
+	if h = h.Observe(withPartition(ps, 0), []corev1.Pod{pod(0, "new")}, "new"); h != nil || len(h.Kept()) != 0 {
+		t.Errorf("entries left without a partition: %v", h)
 	}
 }

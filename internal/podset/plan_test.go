@@ -1,4 +1,4 @@
-package controller
+package podset
 
 import (
 	"strconv"
@@ -107,7 +107,7 @@ func (b *podBuilder) controlledBy(ps *podsetv1alpha1.PodSet) *podBuilder {
 		b.label(k, v)
 	}
 	b.label(podsetv1alpha1.NameLabel, ps.Name)
-	if ordinal, ok := podOrdinal(ps.Name, b.pod.Name); ok {
+	if ordinal, ok := PodOrdinal(ps.Name, b.pod.Name); ok {
 		b.label(podsetv1alpha1.OrdinalLabel, strconv.Itoa(ordinal))
 	}
 	for k, v := range ps.Spec.Template.Annotations {
@@ -236,7 +236,7 @@ type planNames struct {
 	Empty bool
 }
 
-func namesOf(p podPlan) planNames {
+func namesOf(p Plan) planNames {
 	names := func(pods []*corev1.Pod) []string {
 		var out []string
 		for _, pod := range pods {
@@ -245,20 +245,20 @@ func namesOf(p podPlan) planNames {
 		return out
 	}
 	return planNames{
-		Create:          p.create,
-		Repair:          names(p.repair),
-		Prune:           names(p.prune),
-		ReplaceFinished: names(p.replaceFinished),
-		Rollout:         names(p.rollout),
-		Conflicts:       p.conflicts,
-		Strays:          p.strays,
-		Empty:           p.empty(),
+		Create:          p.Create,
+		Repair:          names(p.Repair),
+		Prune:           names(p.Prune),
+		ReplaceFinished: names(p.ReplaceFinished),
+		Rollout:         names(p.Rollout),
+		Conflicts:       p.Conflicts,
+		Strays:          p.Strays,
+		Empty:           p.Empty(),
 	}
 }
 
 func TestPlanPods(t *testing.T) {
 	ps3 := makePodSet("web").replicas(3).obj()
-	h := templateHash(ps3)
+	h := TemplateHash(ps3)
 	const stale = "stale-hash"
 	psInit := makePodSet("web").initContainer("init", "busybox:1.36").obj()
 
@@ -266,7 +266,7 @@ func TestPlanPods(t *testing.T) {
 	readyPods := func(ps *podsetv1alpha1.PodSet, ordinals ...int) []corev1.Pod {
 		var pods []corev1.Pod
 		for _, o := range ordinals {
-			pods = append(pods, makePod(podName("web", o)).controlledBy(ps).ready().hash(templateHash(ps)).obj())
+			pods = append(pods, makePod(PodName("web", o)).controlledBy(ps).ready().hash(TemplateHash(ps)).obj())
 		}
 		return pods
 	}
@@ -498,7 +498,7 @@ func TestPlanPods(t *testing.T) {
 		},
 		"drift: a changed init container image is repaired": {
 			ps:   psInit,
-			pods: []corev1.Pod{makePod("web-0").controlledBy(psInit).ready().hash(templateHash(psInit)).image("init", "busybox:evil").obj()},
+			pods: []corev1.Pod{makePod("web-0").controlledBy(psInit).ready().hash(TemplateHash(psInit)).image("init", "busybox:evil").obj()},
 			want: planNames{Repair: []string{"web-0"}},
 		},
 		"drift on a pod with a write in flight waits for the cache": {
@@ -539,7 +539,7 @@ func TestPlanPods(t *testing.T) {
 				inFlight = noneInFlight
 			}
 			before := deepCopyPods(tc.pods)
-			got := namesOf(planPods(tc.ps, tc.pods, testInput(tc.ps, inFlight)))
+			got := namesOf(PlanPods(tc.ps, tc.pods, testInput(tc.ps, inFlight)))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("planPods() (-want +got):\n%s", diff)
 			}
@@ -556,12 +556,11 @@ var testNow = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 
 // testInput is a pass's input with only the current template's revision
 // known, nothing remembered, the given writes in flight, at testNow.
-func testInput(ps *podsetv1alpha1.PodSet, inFlight func(string) bool) planInput {
-	return planInput{
-		revs:       newRevisionSet(ps, nil),
-		remembered: func(int) string { return "" },
-		inFlight:   inFlight,
-		now:        testNow,
+func testInput(ps *podsetv1alpha1.PodSet, inFlight func(string) bool) Input {
+	return Input{
+		Revs:     NewRevisions(ps, nil),
+		InFlight: inFlight,
+		Now:      testNow,
 	}
 }
 
@@ -584,12 +583,12 @@ func TestPlanPodsDesiredPodIsConverged(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			hash := templateHash(tc.ps)
+			hash := TemplateHash(tc.ps)
 			var pods []corev1.Pod
-			for ordinal := range int(replicas(tc.ps)) {
+			for ordinal := range int(Replicas(tc.ps)) {
 				pods = append(pods, storedPod(t, tc.ps, ordinal, hash))
 			}
-			got := namesOf(planPods(tc.ps, pods, testInput(tc.ps, noneInFlight)))
+			got := namesOf(PlanPods(tc.ps, pods, testInput(tc.ps, noneInFlight)))
 			if diff := cmp.Diff(planNames{Empty: true}, got); diff != "" {
 				t.Errorf("planPods() on the desired pods (-want +got):\n%s", diff)
 			}
@@ -601,12 +600,12 @@ func TestPlanPodsDesiredPodIsConverged(t *testing.T) {
 // once created and ready.
 func storedPod(t testing.TB, ps *podsetv1alpha1.PodSet, ordinal int, hash string) corev1.Pod {
 	t.Helper()
-	ac, err := desiredPod(ps, &ps.Spec.Template, ordinal, hash)
+	ac, err := PodFromTemplate(ps, &ps.Spec.Template, ordinal, hash)
 	if err != nil {
 		t.Fatalf("desiredPod() error = %v", err)
 	}
 	var pod corev1.Pod
-	if err := convert(ac, &pod); err != nil {
+	if err := Convert(ac, &pod); err != nil {
 		t.Fatalf("converting the desired pod: %v", err)
 	}
 	pod.UID = types.UID(pod.Name + "-uid")

@@ -1,4 +1,4 @@
-package controller
+package podset
 
 import (
 	"testing"
@@ -216,7 +216,7 @@ func TestTemplateViolations(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			spec := cleanSpec()
 			tc.change(&spec)
-			got := templateViolations(&spec)
+			got := TemplateViolations(&spec)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("templateViolations() (-want +got):\n%s", diff)
 			}
@@ -234,12 +234,12 @@ func TestHardenPodSpecIsIdempotent(t *testing.T) {
 	for name, spec := range specs {
 		t.Run(name, func(t *testing.T) {
 			once := &corev1ac.PodSpecApplyConfiguration{}
-			if err := convert(spec, once); err != nil {
+			if err := Convert(spec, once); err != nil {
 				t.Fatal(err)
 			}
 			hardenPodSpec(once)
 			twice := &corev1ac.PodSpecApplyConfiguration{}
-			if err := convert(once, twice); err != nil {
+			if err := Convert(once, twice); err != nil {
 				t.Fatal(err)
 			}
 			hardenPodSpec(twice)
@@ -265,7 +265,7 @@ func TestReservedLabelViolations(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, reservedLabelViolations(tc.labels)); diff != "" {
+			if diff := cmp.Diff(tc.want, ReservedLabelViolations(tc.labels)); diff != "" {
 				t.Errorf("reservedLabelViolations() (-want +got):\n%s", diff)
 			}
 		})

@@ -1,0 +1,242 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	podsetac "github.com/podset-dev/podset-operator/applyconfig/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/internal/podset"
+)
+
+// pass is one Reconcile of one PodSet: what it read, what it decided and
+// what it wrote, phase by phase. Each phase is a method; Reconcile calls
+// them in order.
+type pass struct {
+	r     *PodSetReconciler
+	key   types.NamespacedName
+	began time.Time
+	// now is the pass's time, in whole seconds as conditions store it.
+	now metav1.Time
+
+	// load
+	ps      *podsetv1alpha1.PodSet
+	pods    []corev1.Pod
+	history []appsv1.ControllerRevision
+
+	// observe
+	revs     *podset.Revisions
+	held     podset.Held
+	inFlight func(name string) bool
+
+	// plan
+	stalled *podset.Stall
+	pods2do podset.Plan
+	revPlan podset.RevisionPlan
+
+	// computeStatus and publish: the status this pass wants clients to
+	// see, and how long its write is deferred (0: written, or nothing to
+	// write).
+	status   podsetv1alpha1.PodSetStatus
+	deferred time.Duration
+}
+
+// load reads the PodSet, and its pods and revisions from the cache, which
+// holds only those with the PodSet label (controlled by it or not; shared
+// with the cache: read only). It returns nil when there is nothing to do:
+// the PodSet is gone (then its memory is dropped and garbage collection
+// removes its pods) or being deleted.
+func (r *PodSetReconciler) load(ctx context.Context, key types.NamespacedName) (*pass, error) {
+	ps := &podsetv1alpha1.PodSet{}
+	if err := r.Client.Get(ctx, key, ps); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.memory.forget(key)
+		}
+		return nil, client.IgnoreNotFound(err)
+	}
+	if ps.DeletionTimestamp != nil {
+		return nil, nil
+	}
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(ps.Namespace),
+		client.MatchingFields{byPodSet: ps.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing the pods of PodSet %s: %w", ps.Name, err)
+	}
+	history := &appsv1.ControllerRevisionList{}
+	if err := r.Client.List(ctx, history, client.InNamespace(ps.Namespace),
+		client.MatchingFields{byPodSet: ps.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing the ControllerRevisions of PodSet %s: %w", ps.Name, err)
+	}
+	began := r.Clock.Now()
+	return &pass{
+		r: r, key: key, began: began, now: metav1.NewTime(began).Rfc3339Copy(),
+		ps: ps, pods: pods.Items, history: history.Items,
+	}, nil
+}
+
+// observe joins what the cache shows with what the operator remembers of
+// the PodSet: the status clients see (the cache may not show the last
+// status write yet), the pod writes still in flight, and what the pods the
+// partition holds back ran.
+func (p *pass) observe() {
+	m := p.r.memory
+	m.begin(p.ps)
+	p.ps.Status = m.shownStatus(p.key, p.ps)
+	p.revs = podset.NewRevisions(p.ps, p.history)
+	p.held = m.observeHeld(p.ps, p.pods, p.revs.Update)
+	p.inFlight = m.inFlight(p.key, p.pods)
+}
+
+// plan decides the pass's writes with the pure core: the revisions to keep
+// and the pods to create, update and delete, unless the template is
+// refused outright (the admission policy refuses it first where it is
+// installed).
+func (p *pass) plan() {
+	violations := append(podset.TemplateViolations(&p.ps.Spec.Template.Spec), podset.ReservedLabelViolations(p.ps.Spec.Template.Labels)...)
+	if len(violations) > 0 {
+		p.stalled = &podset.Stall{Reason: podsetv1alpha1.InvalidTemplateReason, Message: strings.Join(violations, "; ")}
+		return
+	}
+	p.revPlan = podset.PlanRevisions(p.ps, p.revs, p.pods, p.held.Kept())
+	p.pods2do = podset.PlanPods(p.ps, p.pods, podset.Input{Revs: p.revs, Held: p.held, InFlight: p.inFlight, Now: p.now.Time})
+}
+
+// write sends the plan. The revisions are written beside the pods, not
+// before them: both plans come from the same snapshot, the pods are made
+// from templates the PodSet holds (never from a revision object), and no
+// revision a pod runs or may be recreated from is pruned, so a new PodSet's
+// first pass waits for one round trip less. A write that fails is retried
+// by the next pass.
+func (p *pass) write(ctx context.Context) error {
+	if p.stalled != nil {
+		return nil
+	}
+	var revErr error
+	var revWrites sync.WaitGroup
+	revWrites.Go(func() { revErr = p.r.syncRevisions(ctx, p.ps, p.revPlan, p.revs) })
+	stalled, err := p.r.execute(ctx, p.ps, &p.pods2do, p.revs, p.now)
+	revWrites.Wait()
+	p.stalled = stalled
+	return errors.Join(revErr, err)
+}
+
+// computeStatus is the status the pass wants clients to see.
+func (p *pass) computeStatus() {
+	p.status = podset.ComputeStatus(p.ps, p.pods, p.revs, &p.pods2do, p.stalled, p.now)
+}
+
+// publish writes the status with server-side apply, unless it is what
+// clients already see (a pass that changed nothing writes nothing).
+// Progress (counts, pod names, Reconciling) is written at most once per
+// StatusInterval, so a scale-up of a thousand pods does not cost a thousand
+// status writes; the write is then deferred. A change of Ready or Stalled
+// is written at once: that is what kubectl wait, Argo CD and Flux act on
+// (podset.SignificantChange).
+func (p *pass) publish(ctx context.Context) error {
+	if equality.Semantic.DeepEqual(p.status, p.ps.Status) {
+		return nil
+	}
+	if !podset.SignificantChange(p.ps.Status, p.status) {
+		if p.deferred = p.r.memory.statusWait(p.key); p.deferred > 0 {
+			return nil
+		}
+	}
+	ac := &podsetac.PodSetStatusApplyConfiguration{}
+	if err := podset.Convert(p.status, ac); err != nil {
+		return fmt.Errorf("converting the status of PodSet %s: %w", p.ps.Name, err)
+	}
+	apply := podsetac.PodSet(p.ps.Name, p.ps.Namespace).WithStatus(ac)
+	if err := p.r.send(ctx, p.ps, writeStatus, "status", apply); err != nil {
+		return fmt.Errorf("applying the status of PodSet %s: %w", p.ps.Name, err)
+	}
+	// The answer is the PodSet after the write: its resourceVersion tells
+	// when the cache has caught up.
+	p.r.memory.wroteStatus(p.key, deref(apply.ResourceVersion), p.status)
+	return nil
+}
+
+// record leaves the pass's traces: the pass in the debug log, the status
+// clients now see in the metrics, and the events of a stall (which recur
+// each pass while it lasts, as the stall's backoff spaces the passes) and
+// of the progress deadline passing (once).
+func (p *pass) record(ctx context.Context, statusErr error) {
+	p.logPass(ctx, statusErr)
+	if statusErr != nil {
+		return
+	}
+	shown := p.status
+	if p.deferred > 0 {
+		shown = p.ps.Status // clients still see the status they saw
+	}
+	p.r.memory.showStatus(p.ps, shown)
+	if s := p.stalled; s != nil {
+		action := "Create"
+		if s.Reason == podsetv1alpha1.InvalidTemplateReason {
+			action = "Validate"
+		}
+		p.r.warn(p.ps, s.Reason, action, s.Message)
+	}
+	if deadlineExceeded(&p.status) && !deadlineExceeded(&p.ps.Status) {
+		c := meta.FindStatusCondition(p.status.Conditions, podsetv1alpha1.StalledCondition)
+		p.r.warn(p.ps, c.Reason, "Rollout", c.Message)
+	}
+}
+
+// requeue is when to look again although no event may come: when the
+// deferred status write is due, when a write the cache has not shown
+// expires, when a pod becomes available, when the progress deadline
+// passes, or when something the plan waits for is due. 0: on events only.
+func (p *pass) requeue() time.Duration {
+	wait := p.deferred
+	for _, d := range []time.Duration{p.r.memory.recheck(p.key), podset.WakeAfter(p.ps, p.pods, &p.status, p.now.Time), p.pods2do.Wake} {
+		if d > 0 && (wait == 0 || d < wait) {
+			wait = d
+		}
+	}
+	return wait
+}
+
+// logPass logs, at debug level (--log-level debug), what one pass did and
+// how long it took: the pass timeline of a PodSet, as the benchmark traces
+// it.
+func (p *pass) logPass(ctx context.Context, statusErr error) {
+	log := ctrl.LoggerFrom(ctx).V(1)
+	if !log.Enabled() {
+		return
+	}
+	outcome := "unchanged"
+	switch {
+	case statusErr != nil:
+		outcome = "failed"
+	case p.deferred > 0:
+		outcome = "deferred"
+	case !equality.Semantic.DeepEqual(p.ps.Status, p.status):
+		outcome = "written"
+	}
+	plan := &p.pods2do
+	log.Info("pass", "began", p.began.UTC().Format(time.RFC3339Nano), "took", p.r.Clock.Since(p.began).String(), "pods", len(p.pods),
+		"create", len(plan.Create), "delete", len(plan.Prune)+len(plan.Rollout), "update", len(plan.Update),
+		"repair", len(plan.Repair), "gates", len(plan.Pause)+len(plan.Resume), "status", outcome,
+		"ready", p.status.ReadyReplicas)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
