@@ -106,8 +106,8 @@ fmt: ## Format the Go code.
 	gofmt -l -w $$(git ls-files --cached --others --exclude-standard '*.go')
 
 .PHONY: vet
-vet: ## Run go vet.
-	go vet ./...
+vet: ## Run go vet on every package, the end-to-end and real-node suites included.
+	go vet -tags e2e,node ./...
 
 .PHONY: build
 build: ## Build the operator binary into bin/ (VERSION stamped in).
@@ -123,6 +123,10 @@ test: test-unit test-e2e test-node ## Run all tests: unit and envtest suites, en
 .PHONY: test-unit
 test-unit: $(KUBE_APISERVER) $(ETCD) ## Run the unit and envtest suites (they need only kube-apiserver and etcd).
 	go test ./... -count=1 $(TESTFLAGS)
+
+.PHONY: test-core
+test-core: ## Run the pure core's and the reconciler's unit tests: no control plane, seconds.
+	go test ./internal/... ./controller/ -count=1 $(TESTFLAGS)
 
 .PHONY: test-e2e
 test-e2e: controlplane $(KUSTOMIZE) $(HELM) ## Run the end-to-end suite (with the Helm chart's checks) and a tiny benchmark (correctness only) on local kwok clusters.
@@ -173,7 +177,7 @@ soak: $(KUBE_APISERVER) $(ETCD) ## Run the long fault soak (SOAK_DURATION, SOAK_
 		go test ./test/reliability/ -run TestModelBasedRandomSteps -count=1 -v -timeout 0
 
 .PHONY: verify
-verify: generate manifests $(KUSTOMIZE) ## Fail when generated files are stale, Go code is unformatted or the install does not build.
+verify: generate manifests vet $(KUSTOMIZE) ## Fail when generated files are stale, Go code is unformatted or does not vet, or the install does not build.
 	for dir in default certmanager prometheus network-policy; do $(KUSTOMIZE) build config/$$dir >/dev/null; done
 	@test -z "$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))" || { gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }
 	@git diff --exit-code --stat -- . || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }

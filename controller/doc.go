@@ -1,4 +1,7 @@
 // Package controller reconciles PodSets: it keeps the pods <name>-0 to
 // <name>-<replicas-1> running from the PodSet's template, purely through
-// server-side apply with one field manager.
+// server-side apply with one field manager. The decisions are the pure
+// core's (internal/podset); this package reads the cache, keeps the
+// operator's memory of each PodSet and sends the writes. One pass, phase by
+// phase, is in pass.go; docs/architecture.md walks through it.
 package controller

@@ -4,7 +4,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
@@ -86,10 +85,10 @@ func (m *memory) forget(key types.NamespacedName) {
 
 // observeHeld records what the pods the partition holds back run now and
 // returns what is remembered of them (podset.Held).
-func (m *memory) observeHeld(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, update string) podset.Held {
+func (m *memory) observeHeld(key types.NamespacedName, v *podset.View) podset.Held {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r := m.recordOf(keyOf(ps))
-	r.held = r.held.Observe(ps, pods, update)
+	r := m.recordOf(key)
+	r.held = r.held.Observe(v)
 	return r.held
 }

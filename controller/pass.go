@@ -39,7 +39,7 @@ type pass struct {
 	history []appsv1.ControllerRevision
 
 	// observe
-	revs     *podset.Revisions
+	view     *podset.View
 	held     podset.Held
 	inFlight func(name string) bool
 
@@ -96,8 +96,8 @@ func (p *pass) observe() {
 	m := p.r.memory
 	m.begin(p.ps)
 	p.ps.Status = m.shownStatus(p.key, p.ps)
-	p.revs = podset.NewRevisions(p.ps, p.history)
-	p.held = m.observeHeld(p.ps, p.pods, p.revs.Update)
+	p.view = podset.NewView(p.ps, podset.NewRevisions(p.ps, p.history), p.pods, p.now.Time)
+	p.held = m.observeHeld(p.key, p.view)
 	p.inFlight = m.inFlight(p.key, p.pods)
 }
 
@@ -111,8 +111,8 @@ func (p *pass) plan() {
 		p.stalled = &podset.Stall{Reason: podsetv1alpha1.InvalidTemplateReason, Message: strings.Join(violations, "; ")}
 		return
 	}
-	p.revPlan = podset.PlanRevisions(p.ps, p.revs, p.pods, p.held.Kept())
-	p.pods2do = podset.PlanPods(p.ps, p.pods, podset.Input{Revs: p.revs, Held: p.held, InFlight: p.inFlight, Now: p.now.Time})
+	p.revPlan = p.view.PlanRevisions(p.held.Kept())
+	p.pods2do = p.view.Plan(podset.Input{Held: p.held, InFlight: p.inFlight})
 }
 
 // write sends the plan. The revisions are written beside the pods, not
@@ -127,8 +127,8 @@ func (p *pass) write(ctx context.Context) error {
 	}
 	var revErr error
 	var revWrites sync.WaitGroup
-	revWrites.Go(func() { revErr = p.r.syncRevisions(ctx, p.ps, p.revPlan, p.revs) })
-	stalled, err := p.r.execute(ctx, p.ps, &p.pods2do, p.revs, p.now)
+	revWrites.Go(func() { revErr = p.r.syncRevisions(ctx, p.ps, p.revPlan, p.view.Revs) })
+	stalled, err := p.r.execute(ctx, p.ps, &p.pods2do, p.view.Revs, p.now)
 	revWrites.Wait()
 	p.stalled = stalled
 	return errors.Join(revErr, err)
@@ -136,7 +136,7 @@ func (p *pass) write(ctx context.Context) error {
 
 // computeStatus is the status the pass wants clients to see.
 func (p *pass) computeStatus() {
-	p.status = podset.ComputeStatus(p.ps, p.pods, p.revs, &p.pods2do, p.stalled, p.now)
+	p.status = p.view.Status(&p.pods2do, p.stalled)
 }
 
 // publish writes the status with server-side apply, unless it is what
@@ -202,7 +202,7 @@ func (p *pass) record(ctx context.Context, statusErr error) {
 // passes, or when something the plan waits for is due. 0: on events only.
 func (p *pass) requeue() time.Duration {
 	wait := p.deferred
-	for _, d := range []time.Duration{p.r.memory.recheck(p.key), podset.WakeAfter(p.ps, p.pods, &p.status, p.now.Time), p.pods2do.Wake} {
+	for _, d := range []time.Duration{p.r.memory.recheck(p.key), p.view.WakeAfter(&p.status), p.pods2do.Wake} {
 		if d > 0 && (wait == 0 || d < wait) {
 			wait = d
 		}

@@ -32,8 +32,8 @@ const (
 )
 
 // setGate applies the pod's InPlaceUpdateReady condition through the status
-// subresource, and returns the pod's resourceVersion after the write.
-func (r *PodSetReconciler) setGate(ctx context.Context, ps *podsetv1alpha1.PodSet, pod *corev1.Pod, open bool, now metav1.Time, expect expectWrite) (string, error) {
+// subresource; expect is what the write leaves the pass expecting.
+func (r *PodSetReconciler) setGate(ctx context.Context, ps *podsetv1alpha1.PodSet, pod *corev1.Pod, open bool, now metav1.Time, expect expectWrite) error {
 	cond := corev1ac.PodCondition().
 		WithType(podsetv1alpha1.InPlaceUpdateReadyCondition).
 		WithLastTransitionTime(now)
@@ -45,9 +45,9 @@ func (r *PodSetReconciler) setGate(ctx context.Context, ps *podsetv1alpha1.PodSe
 	}
 	ac := corev1ac.Pod(pod.Name, pod.Namespace).WithUID(pod.UID).WithStatus(corev1ac.PodStatus().WithConditions(cond))
 	if err := r.sendPod(ctx, ps, writeGate, "status", ac, expect); err != nil {
-		return "", fmt.Errorf("setting the %s condition of pod %s: %w", podsetv1alpha1.InPlaceUpdateReadyCondition, pod.Name, err)
+		return fmt.Errorf("setting the %s condition of pod %s: %w", podsetv1alpha1.InPlaceUpdateReadyCondition, pod.Name, err)
 	}
-	return ptr.Deref(ac.ResourceVersion, ""), nil
+	return nil
 }
 
 // gates opens or closes the readiness gates of pods, in parallel.
@@ -55,7 +55,7 @@ func (r *PodSetReconciler) gates(ctx context.Context, ps *podsetv1alpha1.PodSet,
 	var mu sync.Mutex
 	var done []string
 	err := parallel(len(pods), r.Workers, func(i int) error {
-		_, err := r.setGate(ctx, ps, pods[i], open, now, expectUpdated)
+		err := r.setGate(ctx, ps, pods[i], open, now, expectUpdated)
 		switch {
 		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 			return nil

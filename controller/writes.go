@@ -214,7 +214,7 @@ func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.Po
 				gates.Go(func() {
 					defer func() { <-gateSlots }()
 					pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ps.Namespace, UID: uid}}
-					_, err := r.setGate(ctx, ps, pod, true, now, expectCreatedAt)
+					err := r.setGate(ctx, ps, pod, true, now, expectCreatedAt)
 					if err != nil {
 						if !apierrors.IsNotFound(err) {
 							mu.Lock()

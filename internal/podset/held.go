@@ -1,12 +1,5 @@
 package podset
 
-import (
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
-)
-
 // Held is which older revision each pod that the partition holds back ran
 // when the operator last saw it, by ordinal, so that a held-back pod that
 // is deleted or fails is recreated from the revision it had, even when
@@ -24,7 +17,8 @@ type Held map[int]string
 // An ordinal without a pod keeps its entry until its pod is back; an
 // ordinal the partition no longer holds back loses it. It returns nil when
 // nothing is held.
-func (h Held) Observe(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, update string) Held {
+func (h Held) Observe(v *View) Held {
+	ps, update := v.PodSet, v.Revs.Update
 	partition := min(Partition(ps), int(Replicas(ps)))
 	var held Held
 	for ordinal, hash := range h {
@@ -32,16 +26,14 @@ func (h Held) Observe(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, update strin
 			held = held.with(ordinal, hash)
 		}
 	}
-	for i := range pods {
-		pod := &pods[i]
-		ordinal, ok := PodOrdinal(ps.Name, pod.Name)
-		if !ok || ordinal >= partition || !metav1.IsControlledBy(pod, ps) {
+	for _, m := range v.Controlled {
+		if !m.HasOrdinal || m.Ordinal >= partition {
 			continue
 		}
-		if hash := pod.Labels[podsetv1alpha1.TemplateHashLabel]; hash == update {
-			delete(held, ordinal)
+		if m.Hash == update {
+			delete(held, m.Ordinal)
 		} else {
-			held = held.with(ordinal, hash)
+			held = held.with(m.Ordinal, m.Hash)
 		}
 	}
 	if len(held) == 0 {

@@ -118,23 +118,23 @@ func TestHeldRevisions(t *testing.T) {
 		return makePod(PodName("web", ordinal)).controlledBy(ps).hash(hash).obj()
 	}
 	var h Held
-	h = h.Observe(ps, []corev1.Pod{pod(0, "old"), pod(1, "older"), pod(2, "new"), pod(3, "old")}, "new")
+	h = h.observe(ps, []corev1.Pod{pod(0, "old"), pod(1, "older"), pod(2, "new"), pod(3, "old")}, "new")
 	if got := h.Remembered; got(0) != "old" || got(1) != "older" || got(2) != "" || got(3) != "" {
 		t.Errorf("remembered 0:%q 1:%q 2:%q 3:%q, want old, older and nothing at or above the partition", got(0), got(1), got(2), got(3))
 	}
 	// web-1 is gone: its entry stays until it is back.
-	h = h.Observe(ps, []corev1.Pod{pod(0, "old")}, "new")
+	h = h.observe(ps, []corev1.Pod{pod(0, "old")}, "new")
 	if got := h.Remembered(1); got != "older" {
 		t.Errorf("remembered 1:%q after web-1 went, want older", got)
 	}
 	// The partition lowered to 1: ordinal 1 is no longer held back.
 	lowered := withPartition(ps, 1)
-	h = h.Observe(lowered, []corev1.Pod{pod(0, "old")}, "new")
+	h = h.observe(lowered, []corev1.Pod{pod(0, "old")}, "new")
 	if got := h.Remembered; got(1) != "" || got(0) != "old" {
 		t.Errorf("after lowering the partition: 0:%q 1:%q, want old and nothing", got(0), got(1))
 	}
 	// Updated pods and a zero partition leave nothing behind.
-	if h = h.Observe(withPartition(ps, 0), []corev1.Pod{pod(0, "new")}, "new"); h != nil || len(h.Kept()) != 0 {
+	if h = h.observe(withPartition(ps, 0), []corev1.Pod{pod(0, "new")}, "new"); h != nil || len(h.Kept()) != 0 {
 		t.Errorf("entries left without a partition: %v", h)
 	}
 }

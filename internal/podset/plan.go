@@ -1,7 +1,6 @@
 package podset
 
 import (
-	"cmp"
 	"slices"
 	"strconv"
 	"time"
@@ -76,74 +75,57 @@ func (p *Plan) RevisionOf(ordinal int, revs *Revisions) string {
 	return revs.Update
 }
 
-// Input is what a pass plans from besides the PodSet and its pods.
+// Input is what a pass plans from besides its View: what the operator
+// remembers of the PodSet.
 type Input struct {
-	// revs are the PodSet's revisions.
-	Revs *Revisions
-	// remembered is the revision the pod at an ordinal ran when the
-	// operator last saw it, or "" (see heldRevisions).
+	// Held is what the pods the partition holds back ran when the operator
+	// last saw them (Held.Observe).
 	Held Held
-	// inFlight reports the pod names with a write the cache has not shown
+	// InFlight reports the pod names with a write the cache has not shown
 	// yet: those are left alone this pass.
 	InFlight func(name string) bool
-	// now decides which Ready pods are available (minReadySeconds).
-	Now time.Time
 }
 
-// PlanPods decides what a pass does, from the PodSet and its pods as the
-// cache shows them.
-func PlanPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in Input) Plan {
+// Plan decides what a pass does: it classifies every ordinal slot
+// (classify), then spends the maxUnavailable budget on the out-of-date
+// pods that are available (spend).
+func (v *View) Plan(in Input) Plan {
 	var p Plan
-	replicas := int(Replicas(ps))
-	slots := make([]*corev1.Pod, replicas)
-
-	for i := range pods {
-		pod := &pods[i]
-		if !metav1.IsControlledBy(pod, ps) {
-			if ordinal, ok := PodOrdinal(ps.Name, pod.Name); ok && ordinal < replicas {
-				p.Conflicts = append(p.Conflicts, pod.Name)
-				slots[ordinal] = pod
-			} else {
-				p.Strays = append(p.Strays, pod.Name)
-			}
-			continue
-		}
-		if in.InFlight(pod.Name) {
-			if ordinal, ok := PodOrdinal(ps.Name, pod.Name); ok && ordinal < replicas {
-				slots[ordinal] = pod
-			}
-			continue
-		}
-		ordinal, ok := PodOrdinal(ps.Name, pod.Name)
-		switch {
-		case pod.DeletionTimestamp != nil:
-			// Wait for it to go before its name is used again.
-			if ok && ordinal < replicas {
-				slots[ordinal] = pod
-			}
-		case !ok || ordinal >= replicas:
-			p.Prune = append(p.Prune, pod)
-		default:
-			slots[ordinal] = pod
+	for _, m := range v.Surplus {
+		if !in.InFlight(m.Pod.Name) {
+			p.Prune = append(p.Prune, m.Pod)
 		}
 	}
-	slices.SortFunc(p.Prune, func(a, b *corev1.Pod) int { return cmp.Compare(ordinalOf(ps, b), ordinalOf(ps, a)) })
+	p.Conflicts, p.Strays = v.Conflicts, v.Strays
+	c := v.classify(&p, in)
+	p.spend(c, maxUnavailable(v.PodSet)-c.unavailable)
+	return p
+}
 
-	minReady := minReadySeconds(ps)
+// classified is what classify leaves for spend: the out-of-date pods, and
+// how many desired pods are unavailable now.
+type classified struct {
+	staleReady   []Step
+	staleUnready []*corev1.Pod
+	unavailable  int
+}
+
+// classify decides, slot by slot, what needs no budget: pods to create,
+// repair, replace or update at once, gates to open, and the out-of-date
+// pods to weigh against the budget.
+func (v *View) classify(p *Plan, in Input) classified {
+	ps, revs, now := v.PodSet, v.Revs, v.Now
 	deadline := progressDeadline(ps)
 	partition := Partition(ps)
 	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
-	var staleReady []staleUpdate
-	var staleUnready []*corev1.Pod
+	var c classified
 	ways := updateWays{}
-	unavailable := 0
-	for ordinal, pod := range slots {
-		switch {
-		case pod == nil:
+	for ordinal, m := range v.Slots {
+		if m == nil {
 			if !in.InFlight(PodName(ps.Name, ordinal)) {
 				p.Create = append(p.Create, ordinal)
 				if ordinal < partition {
-					if h := heldRevision(ps, in, ordinal); h != in.Revs.Update {
+					if h := heldRevision(ps, revs, in.Held, ordinal); h != revs.Update {
 						if p.Revisions == nil {
 							p.Revisions = map[int]string{}
 						}
@@ -151,17 +133,20 @@ func PlanPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in Input) Plan {
 					}
 				}
 			}
-			unavailable++
-		case !metav1.IsControlledBy(pod, ps) || in.InFlight(pod.Name) || pod.DeletionTimestamp != nil:
-			unavailable++
+			c.unavailable++
+			continue
+		}
+		pod := m.Pod
+		switch {
+		case !m.Controlled || in.InFlight(pod.Name) || m.Terminating:
+			c.unavailable++
 		case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
 			p.ReplaceFinished = append(p.ReplaceFinished, pod)
-			unavailable++
-		case pod.Labels[podsetv1alpha1.TemplateHashLabel] != in.Revs.Update && ordinal >= partition && !onDelete:
+			c.unavailable++
+		case m.Hash != revs.Update && ordinal >= partition && !onDelete:
 			// Out of date, and the strategy updates it: in place where it
 			// can, else by recreating it.
-			way := ways.of(ps, in.Revs, pod)
-			available := podAvailable(pod, minReady, in.Now)
+			way := ways.of(ps, revs, pod)
 			switch {
 			case way.metadataOnly():
 				// Nothing restarts: every such pod at once, outside the
@@ -172,64 +157,66 @@ func PlanPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in Input) Plan {
 				// taken the pod out of Ready (and so out of endpoints),
 				// and the dataplane has had inPlaceDrainSeconds to follow.
 				if !kubeletReady(pod) {
-					if wait := drainLeft(ps, pod, in.Now); wait > 0 {
+					if wait := drainLeft(ps, pod, now); wait > 0 {
 						p.wakeIn(wait)
 					} else {
 						p.Update = append(p.Update, Step{Pod: pod, Way: way})
 					}
 				}
-			case way.InPlace && !podReady(pod):
+			case way.InPlace && !m.Ready:
 				// Serves nothing: update it at once, without draining.
 				p.Update = append(p.Update, Step{Pod: pod, Way: way})
-			case !podReady(pod):
-				staleUnready = append(staleUnready, pod)
+			case !m.Ready:
+				c.staleUnready = append(c.staleUnready, pod)
 				p.recreating(pod, way.Why)
-			case available:
-				staleReady = append(staleReady, staleUpdate{Pod: pod, Way: way})
+			case m.Available:
+				c.staleReady = append(c.staleReady, Step{Pod: pod, Way: way})
 			}
-			if !available {
-				unavailable++
+			if !m.Available {
+				c.unavailable++
 			}
 		default:
 			// Up to date, or held back on the revision it runs (by the
 			// partition, or until a user deletes it under OnDelete): keep
 			// it, restore what drifted from its revision, and finish an
 			// in-place update.
-			available := podAvailable(pod, minReady, in.Now)
-			if !available {
-				unavailable++
+			if !m.Available {
+				c.unavailable++
 			}
-			hash := pod.Labels[podsetv1alpha1.TemplateHashLabel]
-			tmpl, ok := in.Revs.Templates[hash]
-			if ok && drifted(ps, tmpl, pod, ordinal, hash) {
+			tmpl, ok := revs.Templates[m.Hash]
+			if ok && drifted(ps, tmpl, pod, ordinal, m.Hash) {
 				p.Repair = append(p.Repair, pod)
 			}
-			if c := gateCondition(pod); hasGate(pod) && (c == nil || c.Status != corev1.ConditionTrue && restarted(pod) && resizeSettled(pod)) {
+			if g := gateCondition(pod); hasGate(pod) && (g == nil || g.Status != corev1.ConditionTrue && restarted(pod) && resizeSettled(pod)) {
 				p.Resume = append(p.Resume, pod)
 			}
 			why, wait := "", time.Duration(0)
 			if ok && resizeTowards(tmpl, pod) {
-				why, wait = resizeStuck(pod, deadline, in.Now)
+				why, wait = resizeStuck(pod, deadline, now)
 			}
 			switch {
 			case wait > 0:
 				p.wakeIn(wait)
-			case why != "" && available:
-				staleReady = append(staleReady, staleUpdate{Pod: pod, Way: UpdateWay{Why: why}})
+			case why != "" && m.Available:
+				c.staleReady = append(c.staleReady, Step{Pod: pod, Way: UpdateWay{Why: why}})
 			case why != "":
-				staleUnready = append(staleUnready, pod)
+				c.staleUnready = append(c.staleUnready, pod)
 				p.recreating(pod, why)
 			}
 		}
 	}
-	// Unready out-of-date pods serve nothing: replacing them costs no
-	// availability, and it is how a broken template is fixed by a new one.
-	// Available ones go from the highest ordinal, as many as the budget
-	// allows: a restart in place begins by closing the pod's gate.
-	p.Rollout = staleUnready
-	budget := maxUnavailable(ps) - unavailable
-	for i := len(staleReady) - 1; i >= 0 && budget > 0; i-- {
-		switch s := staleReady[i]; {
+	return c
+}
+
+// spend plans the rollout. Unready out-of-date pods serve nothing:
+// replacing them costs no availability, and it is how a broken template is
+// fixed by a new one. Available ones go from the highest ordinal, as many
+// as the budget allows: a restart in place begins by closing the pod's
+// gate.
+func (p *Plan) spend(c classified, budget int) {
+	p.Rollout = c.staleUnready
+	for i := len(c.staleReady) - 1; i >= 0 && budget > 0; i-- {
+		switch s := c.staleReady[i]; {
 		case s.Way.InPlace && s.Way.Restart() && hasGate(s.Pod):
 			p.Pause = append(p.Pause, s.Pod)
 		case s.Way.InPlace:
@@ -240,13 +227,6 @@ func PlanPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in Input) Plan {
 		}
 		budget--
 	}
-	return p
-}
-
-// staleUpdate is an available out-of-date pod and how it would be updated.
-type staleUpdate struct {
-	Pod *corev1.Pod
-	Way UpdateWay
 }
 
 // Step is a pod to update where it runs, and how.
@@ -275,14 +255,14 @@ func (p *Plan) recreating(pod *corev1.Pod, why string) {
 // the revision status.currentRevision names (the one the oldest pods run,
 // as StatefulSet recreates such pods), else, with no such template known,
 // the current one.
-func heldRevision(ps *podsetv1alpha1.PodSet, in Input, ordinal int) string {
-	if h := in.Held.Remembered(ordinal); h != "" && in.Revs.Known(h) {
+func heldRevision(ps *podsetv1alpha1.PodSet, revs *Revisions, held Held, ordinal int) string {
+	if h := held.Remembered(ordinal); h != "" && revs.Known(h) {
 		return h
 	}
-	if h, ok := revisionHash(ps, ps.Status.CurrentRevision); ok && in.Revs.Known(h) {
+	if h, ok := revisionHash(ps, ps.Status.CurrentRevision); ok && revs.Known(h) {
 		return h
 	}
-	return in.Revs.Update
+	return revs.Update
 }
 
 // drifted reports whether a pod lost what the operator owns on it and can

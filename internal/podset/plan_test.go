@@ -556,11 +556,11 @@ var testNow = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 
 // testInput is a pass's input with only the current template's revision
 // known, nothing remembered, the given writes in flight, at testNow.
-func testInput(ps *podsetv1alpha1.PodSet, inFlight func(string) bool) Input {
-	return Input{
-		Revs:     NewRevisions(ps, nil),
-		InFlight: inFlight,
-		Now:      testNow,
+func testInput(ps *podsetv1alpha1.PodSet, inFlight func(string) bool) planArgs {
+	return planArgs{
+		Input: Input{InFlight: inFlight},
+		Revs:  NewRevisions(ps, nil),
+		Now:   testNow,
 	}
 }
 

@@ -68,34 +68,26 @@ func deadlineIn(ps *podsetv1alpha1.PodSet, last *metav1.Time, now time.Time) tim
 // message names each stuck pod with what Kubernetes reports about it, pods
 // with the same problem together. It changes only when a pod's problem
 // does, so it does not make every pass write status.
-func deadlineStall(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *Revisions, available int32, now time.Time) *Stall {
-	desired := int(Replicas(ps))
-	slots := make([]*corev1.Pod, desired)
-	for i := range pods {
-		if ordinal, ok := PodOrdinal(ps.Name, pods[i].Name); ok && ordinal < desired {
-			// A live pod wins over a terminating one of the same name.
-			if slots[ordinal] == nil || slots[ordinal].DeletionTimestamp != nil {
-				slots[ordinal] = &pods[i]
-			}
-		}
-	}
+func (v *View) deadlineStall(available int32) *Stall {
+	ps := v.PodSet
+	desired := len(v.Slots)
 	minReady := minReadySeconds(ps)
 	partition := Partition(ps)
 	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
 	var order []string
 	stuck := map[string][]string{}
-	for ordinal, pod := range slots {
+	for ordinal, m := range v.Slots {
 		var problem string
 		switch {
-		case pod == nil:
+		case m == nil:
 			problem = "not created"
-		case !metav1.IsControlledBy(pod, ps):
+		case !m.Controlled:
 			problem = "the name is held by a pod this PodSet does not control"
-		case pod.DeletionTimestamp != nil:
+		case m.Terminating:
 			problem = "terminating"
-		case !podAvailable(pod, minReady, now):
-			problem = podProblem(pod, minReady)
-		case !onDelete && ordinal >= partition && pod.Labels[podsetv1alpha1.TemplateHashLabel] != revs.Update:
+		case !m.Available:
+			problem = podProblem(m.Pod, minReady)
+		case !onDelete && ordinal >= partition && m.Hash != v.Revs.Update:
 			problem = "waiting to be updated"
 		default:
 			continue

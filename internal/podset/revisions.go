@@ -132,7 +132,8 @@ type RevisionPlan struct {
 // is never pruned: one a pod runs (terminating pods included), and, under a
 // partition, the ones held for recreating held-back pods (kept) and the one
 // status.currentRevision names. Of the others, the newest revisionHistoryLimit stay.
-func PlanRevisions(ps *podsetv1alpha1.PodSet, revs *Revisions, pods []corev1.Pod, kept []string) RevisionPlan {
+func (v *View) PlanRevisions(kept []string) RevisionPlan {
+	ps, revs := v.PodSet, v.Revs
 	var p RevisionPlan
 	if cr, ok := revs.Objects[revs.Update]; !ok || cr.Revision < revs.Latest() {
 		p.Apply = newRevision(ps, revs.Update, revs.Latest()+1)
@@ -140,11 +141,11 @@ func PlanRevisions(ps *podsetv1alpha1.PodSet, revs *Revisions, pods []corev1.Pod
 
 	inUse := map[string]bool{revs.Update: true}
 	last := revs.Update
-	for i := range pods {
+	for _, m := range v.Controlled {
 		// Most pods run the same revision or two: look up a hash only
 		// when it differs from the pod before.
-		if h := pods[i].Labels[podsetv1alpha1.TemplateHashLabel]; h != last && metav1.IsControlledBy(&pods[i], ps) {
-			inUse[h], last = true, h
+		if m.Hash != last {
+			inUse[m.Hash], last = true, m.Hash
 		}
 	}
 	for _, hash := range kept {

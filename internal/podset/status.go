@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -22,81 +21,105 @@ type Stall struct {
 	Message string
 }
 
-// ComputeStatus is the status a PodSet should have, given its pods as the
-// cache shows them, its revisions, the plan of this pass and what, if
-// anything, stalls it. A PodSet that is not Ready and made no progress for
-// progressDeadlineSeconds is stalled too (ProgressDeadlineExceeded), though
-// the operator goes on working on it. Conditions keep their
-// lastTransitionTime unless their status changes.
-func ComputeStatus(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *Revisions, plan *Plan, stalled *Stall, now metav1.Time) podsetv1alpha1.PodSetStatus {
+// Status is the status the PodSet should have, given the view, the plan
+// of this pass and what, if anything, stalls it: the counts (counts),
+// then the conditions (conditions). A PodSet that is not Ready and made
+// no progress for progressDeadlineSeconds is stalled too
+// (ProgressDeadlineExceeded), though the operator goes on working on it.
+func (v *View) Status(plan *Plan, stalled *Stall) podsetv1alpha1.PodSetStatus {
+	status, c := v.counts()
+	v.conditions(&status, c, plan, stalled)
+	return status
+}
+
+// podCounts are what the conditions are decided on besides the status's
+// own counts.
+type podCounts struct {
+	// live is how many controlled pods are not terminating; terminating,
+	// how many are.
+	live, terminating int32
+	// desiredAvailable counts the available pods below replicas.
+	desiredAvailable int32
+	// older counts the desired pods on an older revision, and outdated
+	// those of them the update strategy updates.
+	older, outdated int32
+}
+
+// counts fills in the status's counts, revisions and pod names.
+func (v *View) counts() (podsetv1alpha1.PodSetStatus, podCounts) {
+	ps, revs := v.PodSet, v.Revs
 	status := podsetv1alpha1.PodSetStatus{
 		ObservedGeneration: ps.Generation,
 		Selector:           selectorString(ps),
 		UpdateRevision:     RevisionName(ps, revs.Update),
 	}
-	desired := Replicas(ps)
-	minReady := minReadySeconds(ps)
+	desired := int(Replicas(ps))
 	partition := Partition(ps)
 	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
-	var live []ordinalPod
-	var terminating, desiredAvailable, outdated, older int32
+	var c podCounts
+	var live []*Member
 	current := revs.Update
-	for i := range pods {
-		pod := &pods[i]
-		if !metav1.IsControlledBy(pod, ps) {
-			continue
-		}
+	for _, m := range v.Controlled {
 		status.Replicas++
-		if pod.DeletionTimestamp != nil {
-			terminating++
+		if m.Terminating {
+			c.terminating++
 			continue
 		}
-		ordinal, ok := PodOrdinal(ps.Name, pod.Name)
-		live = append(live, ordinalPod{ordinal: ordinalOr(ordinal, ok), name: pod.Name})
-		wanted := ok && ordinal < int(desired)
-		hash := pod.Labels[podsetv1alpha1.TemplateHashLabel]
-		if podReady(pod) {
+		live = append(live, m)
+		wanted := m.HasOrdinal && m.Ordinal < desired
+		if m.Ready {
 			status.ReadyReplicas++
 		}
-		if podAvailable(pod, minReady, now.Time) {
+		if m.Available {
 			status.AvailableReplicas++
 			if wanted {
-				desiredAvailable++
+				c.desiredAvailable++
 			}
 		}
-		if hash == revs.Update {
+		if m.Hash == revs.Update {
 			status.UpdatedReplicas++
 		} else if wanted {
-			older++
-			if !onDelete && ordinal >= partition {
-				outdated++
+			c.older++
+			if !onDelete && m.Ordinal >= partition {
+				c.outdated++
 			}
 		}
-		if wanted && revs.Older(hash, current) {
-			current = hash
+		if wanted && revs.Older(m.Hash, current) {
+			current = m.Hash
 		}
 	}
+	c.live = int32(len(live))
 	status.CurrentRevision = RevisionName(ps, current)
-	slices.SortFunc(live, func(a, b ordinalPod) int { return cmp.Compare(a.ordinal, b.ordinal) })
+	slices.SortFunc(live, func(a, b *Member) int { return cmp.Compare(a.Ordinal, b.Ordinal) })
 	if len(live) > 0 {
 		status.PodNames = make([]string, 0, len(live))
 	}
-	for _, pod := range live {
-		status.PodNames = append(status.PodNames, pod.name)
+	for _, m := range live {
+		status.PodNames = append(status.PodNames, m.Pod.Name)
 	}
+	return status, c
+}
 
+// conditions sets Ready, Reconciling and Stalled, and the time of the last
+// progress. Conditions keep their lastTransitionTime unless their status
+// changes.
+func (v *View) conditions(status *podsetv1alpha1.PodSetStatus, c podCounts, plan *Plan, stalled *Stall) {
+	ps, now := v.PodSet, metav1.NewTime(v.Now)
+	desired := Replicas(ps)
+	partition := Partition(ps)
+	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
 	progress := fmt.Sprintf("%d/%d pods ready, %d/%d available, %d/%d up to date",
 		status.ReadyReplicas, desired, status.AvailableReplicas, desired, status.UpdatedReplicas, desired)
 	switch {
-	case older > 0 && onDelete:
-		progress += fmt.Sprintf("; %d %s an older template (OnDelete: each is updated once deleted)", older, pluralPods(older, "runs", "run"))
-	case older > 0 && partition > 0:
-		progress += fmt.Sprintf("; %d %s an older template (partition %d holds back ordinals below it)", older, pluralPods(older, "runs", "run"), partition)
+	case c.older > 0 && onDelete:
+		progress += fmt.Sprintf("; %d %s an older template (OnDelete: each is updated once deleted)", c.older, pluralPods(c.older, "runs", "run"))
+	case c.older > 0 && partition > 0:
+		progress += fmt.Sprintf("; %d %s an older template (partition %d holds back ordinals below it)", c.older, pluralPods(c.older, "runs", "run"), partition)
 	}
-	ready := stalled == nil && terminating == 0 && int32(len(live)) == desired && desiredAvailable == desired && outdated == 0
-	status.LastProgressTime = lastProgress(ps, &status, ready, now)
-	if stalled == nil && !ready && deadlineIn(ps, status.LastProgressTime, now.Time) <= 0 {
-		stalled = deadlineStall(ps, pods, revs, status.AvailableReplicas, now.Time)
+	ready := stalled == nil && c.terminating == 0 && c.live == desired && c.desiredAvailable == desired && c.outdated == 0
+	status.LastProgressTime = lastProgress(ps, status, ready, now)
+	if stalled == nil && !ready && deadlineIn(ps, status.LastProgressTime, v.Now) <= 0 {
+		stalled = v.deadlineStall(status.AvailableReplicas)
 	}
 
 	conditions := slices.Clone(ps.Status.Conditions)
@@ -116,13 +139,12 @@ func ComputeStatus(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *Revisions
 		set(podsetv1alpha1.ReconcilingCondition, metav1.ConditionFalse, stalled.Reason, stalled.Message)
 		set(podsetv1alpha1.StalledCondition, metav1.ConditionTrue, stalled.Reason, stalled.Message)
 	default:
-		reason := reconcilingReason(ps, len(live), terminating, outdated, plan)
+		reason := reconcilingReason(ps, int(c.live), c.terminating, c.outdated, plan)
 		set(podsetv1alpha1.ReadyCondition, metav1.ConditionFalse, podsetv1alpha1.NotReadyReason, progress)
 		set(podsetv1alpha1.ReconcilingCondition, metav1.ConditionTrue, reason, progress)
 		set(podsetv1alpha1.StalledCondition, metav1.ConditionFalse, reason, progress)
 	}
 	status.Conditions = conditions
-	return status
 }
 
 // pluralPods is "1 pod <one>" or "n pods <many>".
@@ -151,7 +173,8 @@ func reconcilingReason(ps *podsetv1alpha1.PodSet, live int, terminating, outdate
 // WakeAfter is when a pass must look at a PodSet again although no event
 // may come: when its next Ready pod becomes available (minReadySeconds), or
 // when its progress deadline passes. 0: no such moment.
-func WakeAfter(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, status *podsetv1alpha1.PodSetStatus, now time.Time) time.Duration {
+func (v *View) WakeAfter(status *podsetv1alpha1.PodSetStatus) time.Duration {
+	ps := v.PodSet
 	var wake time.Duration
 	soonest := func(d time.Duration) {
 		if d > 0 && (wake == 0 || d < wake) {
@@ -159,16 +182,16 @@ func WakeAfter(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, status *podsetv1alp
 		}
 	}
 	minReady := minReadySeconds(ps)
-	for i := range pods {
-		if pods[i].DeletionTimestamp == nil && metav1.IsControlledBy(&pods[i], ps) {
-			soonest(availableIn(&pods[i], minReady, now))
+	for _, m := range v.Controlled {
+		if !m.Terminating {
+			soonest(availableIn(m.Pod, minReady, v.Now))
 		}
 	}
 	if !meta.IsStatusConditionTrue(status.Conditions, podsetv1alpha1.ReadyCondition) &&
 		!meta.IsStatusConditionTrue(status.Conditions, podsetv1alpha1.StalledCondition) {
 		// A second late rather than early: the stored time has whole
 		// seconds.
-		soonest(deadlineIn(ps, status.LastProgressTime, now) + time.Second)
+		soonest(deadlineIn(ps, status.LastProgressTime, v.Now) + time.Second)
 	}
 	return wake
 }

@@ -1,0 +1,108 @@
+package podset
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// View is a PodSet's pods as one pass sees them, sorted once: by ordinal
+// slot, controlled or foreign, live or terminating, surplus or stray, with
+// the revision each runs and whether it is Ready and available. The plan
+// (View.Plan), the revisions to keep (View.PlanRevisions), what the
+// partition holds back (Held.Observe), the status (View.Status) and the
+// wake-up time (View.WakeAfter) are all read off it, as StatefulSet's
+// control loop reads its actions and status off one sort into ordinal
+// slots.
+type View struct {
+	// PodSet is the PodSet, with the status clients see.
+	PodSet *podsetv1alpha1.PodSet
+	// Revs are its revisions.
+	Revs *Revisions
+	// Now decides which Ready pods are available (minReadySeconds).
+	Now time.Time
+
+	// Slots holds, for each ordinal below replicas, the pod that holds its
+	// name (controlled, foreign or terminating), or nil.
+	Slots []*Member
+	// Controlled lists every pod the PodSet controls, live or terminating,
+	// in the order the cache listed them.
+	Controlled []*Member
+	// Surplus lists the live controlled pods at or above replicas, or
+	// without an ordinal, highest ordinal first: they are pruned.
+	Surplus []*Member
+	// Conflicts lists the names below replicas that pods the PodSet does
+	// not control hold. Those pods are never modified or deleted.
+	Conflicts []string
+	// Strays lists the pods that carry the PodSet's name label but are not
+	// controlled by it and hold no name it needs. They are neither counted
+	// nor touched.
+	Strays []string
+}
+
+// Member is one pod of a View.
+type Member struct {
+	Pod *corev1.Pod
+	// Ordinal is the pod's ordinal, or MaxReplicas for a name that has
+	// none, so that such pods sort above every real ordinal.
+	Ordinal    int
+	HasOrdinal bool
+	// Controlled: the PodSet is the pod's controller.
+	Controlled bool
+	// Terminating: the pod has a deletion timestamp.
+	Terminating bool
+	// Hash is the template hash of the revision the pod runs.
+	Hash string
+	// Ready: running and Ready, its readiness gate not closed (podReady).
+	Ready bool
+	// Available: Ready for minReadySeconds at the view's time.
+	Available bool
+}
+
+// NewView sorts a PodSet's pods, as the cache shows them, into a View.
+func NewView(ps *podsetv1alpha1.PodSet, revs *Revisions, pods []corev1.Pod, now time.Time) *View {
+	replicas := int(Replicas(ps))
+	minReady := minReadySeconds(ps)
+	v := &View{PodSet: ps, Revs: revs, Now: now, Slots: make([]*Member, replicas)}
+	members := make([]Member, len(pods))
+	for i := range pods {
+		pod := &pods[i]
+		ordinal, ok := PodOrdinal(ps.Name, pod.Name)
+		m := &members[i]
+		*m = Member{
+			Pod: pod, Ordinal: ordinalOr(ordinal, ok), HasOrdinal: ok,
+			Controlled:  metav1.IsControlledBy(pod, ps),
+			Terminating: pod.DeletionTimestamp != nil,
+			Hash:        pod.Labels[podsetv1alpha1.TemplateHashLabel],
+		}
+		wanted := ok && ordinal < replicas
+		if !m.Controlled {
+			if wanted {
+				v.Conflicts = append(v.Conflicts, pod.Name)
+				v.Slots[ordinal] = m
+			} else {
+				v.Strays = append(v.Strays, pod.Name)
+			}
+			continue
+		}
+		m.Ready = podReady(pod)
+		m.Available = m.Ready && podAvailable(pod, minReady, now)
+		v.Controlled = append(v.Controlled, m)
+		switch {
+		case wanted:
+			v.Slots[ordinal] = m
+		case !m.Terminating:
+			v.Surplus = append(v.Surplus, m)
+		}
+	}
+	slices.SortFunc(v.Surplus, func(a, b *Member) int { return cmp.Compare(b.Ordinal, a.Ordinal) })
+	return v
+}
+
+// live reports a controlled pod that is not terminating.
+func (m *Member) live() bool { return m.Controlled && !m.Terminating }
