@@ -16,6 +16,7 @@ import (
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/controller"
 	"github.com/podset-dev/podset-operator/internal/podset"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // hostileEdits are ways a PodSet template can be wrong or odd. Each is
@@ -87,7 +88,7 @@ var hostileEdits = map[string]func(*podsetv1alpha1.PodSet, *rand.Rand){
 // such as PodSecurity depends on the namespace, and the operator reports it
 // as Stalled.
 func TestHostileTemplatesAreRefusedOrYieldValidPods(t *testing.T) {
-	ns := newNamespace(t, nil)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	names := make([]string, 0, len(hostileEdits))
 	for n := range hostileEdits {
 		names = append(names, n)
@@ -96,7 +97,7 @@ func TestHostileTemplatesAreRefusedOrYieldValidPods(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	refused, accepted := 0, 0
 	for i := range 60 {
-		ps := makePodSet(ns, fmt.Sprintf("h%d", i)).obj()
+		ps := testenv.MakePodSet(ns, fmt.Sprintf("h%d", i)).Obj()
 		var applied []string
 		for range 1 + rng.IntN(2) {
 			name := names[rng.IntN(len(names))]

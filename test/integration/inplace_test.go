@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -213,7 +214,7 @@ func uids(t *testing.T, ns string) map[string]types.UID {
 // changeTemplate updates a PodSet's template (a new revision).
 func changeTemplate(t *testing.T, ps *podsetv1alpha1.PodSet, change func(*corev1.PodTemplateSpec)) {
 	t.Helper()
-	eventually(t, "change the template of "+ps.Name, func() error {
+	eventually(t, "change the template of "+ps.Name, func(context.Context) error {
 		cur := get(t, ps)
 		change(&cur.Spec.Template)
 		return env.Client.Update(t.Context(), cur)
@@ -226,7 +227,7 @@ func wantEvent(t *testing.T, ps *podsetv1alpha1.PodSet, reason, want, problem st
 	t.Helper()
 	// Events are written by the recorder's broadcaster after the pass
 	// that emits them, so a loaded machine may show them later.
-	eventually(t, "an event "+reason+" saying "+want, func() error {
+	eventually(t, "an event "+reason+" saying "+want, func(context.Context) error {
 		if notes := strings.Join(normalEvents(t, ps, reason), "\n"); !strings.Contains(notes, want) {
 			return fmt.Errorf("%s; events:\n%s", problem, notes)
 		}
@@ -254,7 +255,7 @@ func normalEvents(t *testing.T, ps *podsetv1alpha1.PodSet, reason string) []stri
 // spec and its status say, and the PodSet is Ready with all pods updated.
 func waitForRollout(t *testing.T, ps *podsetv1alpha1.PodSet, image string) {
 	t.Helper()
-	eventually(t, "every pod on "+image, func() error {
+	eventually(t, "every pod on "+image, func(context.Context) error {
 		for name, p := range pods(t, ps.Namespace) {
 			if p.Spec.Containers[0].Image != image || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].Image != image {
 				return fmt.Errorf("%s still on %s", name, p.Spec.Containers[0].Image)
@@ -269,9 +270,9 @@ func replicas(ps *podsetv1alpha1.PodSet) int32 { return ptr.Deref(ps.Spec.Replic
 
 func TestImageChangeUpdatesPodsInPlaceBehindTheirGate(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, nil)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	kubelet := startKubelet(t, ns)
-	ps := makePodSet(ns, "web").replicas(3).maxUnavailable(1).create(t)
+	ps := testenv.MakePodSet(ns, "web").Replicas(3).MaxUnavailable(1).Create(t, env.Client)
 	waitForStatus(t, ps, readyStatus(3))
 	before := uids(t, ns)
 	applies := requests.count("PATCH", ns, "pods", "")
@@ -339,15 +340,15 @@ func TestGateOpensOnlyOnceTheKubeletHasCarriedOutTheUpdate(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			ns := newNamespace(t, nil)
+			ns := testenv.Namespace(t, env.Client, "podset-", nil)
 			kubelet := startKubelet(t, ns)
-			ps := makePodSet(ns, "web").mutate(restartOnCPU).create(t)
+			ps := testenv.MakePodSet(ns, "web").Mutate(restartOnCPU).Create(t, env.Client)
 			waitForStatus(t, ps, readyStatus(1))
 			before := uids(t, ns)["web-0"]
 
 			kubelet.setSlow(true)
 			changeTemplate(t, ps, tc.change)
-			eventually(t, "the update applied to web-0", func() error {
+			eventually(t, "the update applied to web-0", func(context.Context) error {
 				if p := pods(t, ns)["web-0"]; !tc.done(&p) {
 					return fmt.Errorf("web-0 not updated yet")
 				}
@@ -360,7 +361,7 @@ func TestGateOpensOnlyOnceTheKubeletHasCarriedOutTheUpdate(t *testing.T) {
 			if c := podCondition(&p, podsetv1alpha1.InPlaceUpdateReadyCondition); c == nil || c.Status != corev1.ConditionFalse {
 				t.Errorf("web-0 gate %+v while the kubelet has not carried out the update, want False", c)
 			}
-			if got := get(t, ps); condition(got, podsetv1alpha1.ReadyCondition).Status == metav1.ConditionTrue {
+			if got := get(t, ps); testenv.Condition(got, podsetv1alpha1.ReadyCondition).Status == metav1.ConditionTrue {
 				t.Errorf("PodSet Ready while its pod waits for the kubelet")
 			}
 
@@ -390,9 +391,9 @@ func TestGateOpensOnlyOnceTheKubeletHasCarriedOutTheUpdate(t *testing.T) {
 
 func TestLabelAndAnnotationChangeUpdatesEveryPodAtOnceWithoutRestart(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, nil)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	kubelet := startKubelet(t, ns)
-	ps := makePodSet(ns, "web").replicas(3).maxUnavailable(1).create(t)
+	ps := testenv.MakePodSet(ns, "web").Replicas(3).MaxUnavailable(1).Create(t, env.Client)
 	waitForStatus(t, ps, readyStatus(3))
 	before := uids(t, ns)
 
@@ -400,7 +401,7 @@ func TestLabelAndAnnotationChangeUpdatesEveryPodAtOnceWithoutRestart(t *testing.
 		tmpl.Labels["tier"] = "front"
 		tmpl.Annotations = map[string]string{"example.com/owner": "team-a"}
 	})
-	eventually(t, "labels and annotations on every pod", func() error {
+	eventually(t, "labels and annotations on every pod", func(context.Context) error {
 		for name, p := range pods(t, ns) {
 			if p.Labels["tier"] != "front" || p.Annotations["example.com/owner"] != "team-a" {
 				return fmt.Errorf("%s has labels %v, annotations %v", name, p.Labels, p.Annotations)
@@ -436,16 +437,16 @@ func withResources(r corev1.ResourceRequirements) func(*podsetv1alpha1.PodSet) {
 
 func TestResourceChangeResizesPodsInPlace(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, nil)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	startKubelet(t, ns)
-	ps := makePodSet(ns, "web").replicas(2).mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))).create(t)
+	ps := testenv.MakePodSet(ns, "web").Replicas(2).Mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))).Create(t, env.Client)
 	waitForStatus(t, ps, readyStatus(2))
 	before := uids(t, ns)
 
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) {
 		tmpl.Spec.Containers[0].Resources = resources("20m", "16Mi", "200m", "64Mi")
 	})
-	eventually(t, "pods resized", func() error {
+	eventually(t, "pods resized", func(context.Context) error {
 		for name, p := range pods(t, ns) {
 			if cpu := p.Spec.Containers[0].Resources.Limits.Cpu(); cpu.String() != "200m" {
 				return fmt.Errorf("%s has a cpu limit of %s", name, cpu)
@@ -474,9 +475,9 @@ func ownedThroughResize(p corev1.Pod) bool {
 
 func TestInfeasibleResizeRecreatesThePod(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, nil)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	kubelet := startKubelet(t, ns)
-	ps := makePodSet(ns, "web").mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))).create(t)
+	ps := testenv.MakePodSet(ns, "web").Mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))).Create(t, env.Client)
 	waitForStatus(t, ps, readyStatus(1))
 	before := uids(t, ns)["web-0"]
 
@@ -486,7 +487,7 @@ func TestInfeasibleResizeRecreatesThePod(t *testing.T) {
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) {
 		tmpl.Spec.Containers[0].Resources = resources("10m", "16Mi", "64", "64Mi")
 	})
-	eventually(t, "web-0 recreated", func() error {
+	eventually(t, "web-0 recreated", func(context.Context) error {
 		p, ok := pods(t, ns)["web-0"]
 		if !ok || p.UID == before || p.DeletionTimestamp != nil {
 			return fmt.Errorf("web-0 not recreated yet")
@@ -501,16 +502,16 @@ func TestInfeasibleResizeRecreatesThePod(t *testing.T) {
 
 func TestChangesBeyondImagesAndResourcesRecreatePods(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, nil)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	startKubelet(t, ns)
-	ps := makePodSet(ns, "web").replicas(2).maxUnavailable(2).create(t)
+	ps := testenv.MakePodSet(ns, "web").Replicas(2).MaxUnavailable(2).Create(t, env.Client)
 	waitForStatus(t, ps, readyStatus(2))
 	before := uids(t, ns)
 
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) {
 		tmpl.Spec.Containers[0].Command = []string{"sleep", "3600"}
 	})
-	eventually(t, "pods recreated", func() error {
+	eventually(t, "pods recreated", func(context.Context) error {
 		for name, p := range pods(t, ns) {
 			if p.UID == before[name] || p.DeletionTimestamp != nil || len(p.Spec.Containers[0].Command) < 2 || p.Spec.Containers[0].Command[1] != "3600" {
 				return fmt.Errorf("%s not recreated yet", name)
@@ -523,9 +524,9 @@ func TestChangesBeyondImagesAndResourcesRecreatePods(t *testing.T) {
 
 func TestRecreatePolicyReplacesPodsForAnImage(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, nil)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	startKubelet(t, ns)
-	ps := makePodSet(ns, "web").recreate().create(t)
+	ps := testenv.MakePodSet(ns, "web").Recreate().Create(t, env.Client)
 	waitForStatus(t, ps, readyStatus(1))
 	if p := pods(t, ns)["web-0"]; len(p.Spec.ReadinessGates) != 0 {
 		t.Errorf("a pod made under Recreate has readiness gates %v", p.Spec.ReadinessGates)
@@ -540,14 +541,14 @@ func TestRecreatePolicyReplacesPodsForAnImage(t *testing.T) {
 
 func TestInPlaceRolloutHonoursPartition(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, nil)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	kubelet := startKubelet(t, ns)
-	ps := makePodSet(ns, "web").replicas(4).maxUnavailable(1).partition(2).create(t)
+	ps := testenv.MakePodSet(ns, "web").Replicas(4).MaxUnavailable(1).Partition(2).Create(t, env.Client)
 	waitForStatus(t, ps, readyStatus(4))
 	before := uids(t, ns)
 
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) { tmpl.Spec.Containers[0].Image = "busybox:1.37" })
-	eventually(t, "pods 2 and 3 updated", func() error {
+	eventually(t, "pods 2 and 3 updated", func(context.Context) error {
 		all := pods(t, ns)
 		for _, name := range []string{"web-2", "web-3"} {
 			if p := all[name]; len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].Image != "busybox:1.37" {
@@ -557,7 +558,7 @@ func TestInPlaceRolloutHonoursPartition(t *testing.T) {
 		return nil
 	})
 	waitForStatus(t, ps, func(ps *podsetv1alpha1.PodSet) error {
-		if ps.Status.UpdatedReplicas != 2 || condition(ps, podsetv1alpha1.ReadyCondition).Status != metav1.ConditionTrue {
+		if ps.Status.UpdatedReplicas != 2 || testenv.Condition(ps, podsetv1alpha1.ReadyCondition).Status != metav1.ConditionTrue {
 			return fmt.Errorf("status %+v", ps.Status)
 		}
 		return nil
@@ -578,16 +579,16 @@ func TestInPlaceRolloutHonoursPartition(t *testing.T) {
 
 func TestPodDeletedMidUpdateComesBackOnTheNewRevision(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, nil)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	kubelet := startKubelet(t, ns)
-	ps := makePodSet(ns, "web").create(t)
+	ps := testenv.MakePodSet(ns, "web").Create(t, env.Client)
 	waitForStatus(t, ps, readyStatus(1))
 	before := uids(t, ns)["web-0"]
 
 	// The kubelet stalls: the gate closes, the pod never leaves Ready.
 	kubelet.pause(true)
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) { tmpl.Spec.Containers[0].Image = "busybox:1.37" })
-	eventually(t, "the gate of web-0 closed", func() error {
+	eventually(t, "the gate of web-0 closed", func(context.Context) error {
 		p := pods(t, ns)["web-0"]
 		if c := podCondition(&p, podsetv1alpha1.InPlaceUpdateReadyCondition); c == nil || c.Status != corev1.ConditionFalse {
 			return fmt.Errorf("gate %+v", c)
@@ -624,12 +625,12 @@ func TestResizeByAnotherWriterIsKeptThroughARepair(t *testing.T) {
 }
 
 func testResizeKeptThroughARepair(t *testing.T, switchToRecreate bool) {
-	ns := newNamespace(t, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
+	ns := testenv.Namespace(t, env.Client, "podset-", map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 	startKubelet(t, ns)
-	ps := makePodSet(ns, "rz").mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))).create(t)
+	ps := testenv.MakePodSet(ns, "rz").Mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))).Create(t, env.Client)
 	waitForStatus(t, ps, readyStatus(1))
 	if switchToRecreate {
-		eventually(t, "switch to Recreate", func() error {
+		eventually(t, "switch to Recreate", func(context.Context) error {
 			cur := get(t, ps)
 			cur.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
 			return env.Client.Update(t.Context(), cur)
@@ -650,7 +651,7 @@ func testResizeKeptThroughARepair(t *testing.T, switchToRecreate bool) {
 	}
 	updatePod(t, pod, func(p *corev1.Pod) { delete(p.Labels, podsetv1alpha1.OrdinalLabel) })
 
-	eventually(t, "the ordinal label restored", func() error {
+	eventually(t, "the ordinal label restored", func(context.Context) error {
 		p := pods(t, ns)["rz-0"]
 		if p.Labels[podsetv1alpha1.OrdinalLabel] != "0" {
 			return fmt.Errorf("labels %v", p.Labels)
@@ -669,7 +670,7 @@ func testResizeKeptThroughARepair(t *testing.T, switchToRecreate bool) {
 	if len(got.Spec.ReadinessGates) != 1 {
 		t.Errorf("rz-0 readiness gates %v after the repair, want the one it was made with", got.Spec.ReadinessGates)
 	}
-	if c := condition(get(t, ps), podsetv1alpha1.StalledCondition); c.Status == metav1.ConditionTrue {
+	if c := testenv.Condition(get(t, ps), podsetv1alpha1.StalledCondition); c.Status == metav1.ConditionTrue {
 		t.Errorf("PodSet stalled: %s: %s", c.Reason, c.Message)
 	}
 	if got := warningEvents(t, ps); len(got) > 0 {
@@ -681,12 +682,12 @@ func testResizeKeptThroughARepair(t *testing.T, switchToRecreate bool) {
 // a new image rather than restarted while in Service endpoints.
 func TestPodsWithoutTheGateAreRecreatedForAnImage(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, nil)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	startKubelet(t, ns)
-	ps := makePodSet(ns, "web").recreate().create(t)
+	ps := testenv.MakePodSet(ns, "web").Recreate().Create(t, env.Client)
 	waitForStatus(t, ps, readyStatus(1))
 	before := uids(t, ns)["web-0"]
-	eventually(t, "switch to InPlaceIfPossible with a new image", func() error {
+	eventually(t, "switch to InPlaceIfPossible with a new image", func(context.Context) error {
 		cur := get(t, ps)
 		cur.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.InPlaceIfPossibleUpdatePolicy
 		cur.Spec.Template.Spec.Containers[0].Image = "busybox:1.37"

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // The rollout lifecycle of issue 10 against the real API server:
@@ -31,7 +33,7 @@ const schedulerMessage = "0/3 nodes are available: 3 node(s) didn't match Pod's 
 // f edits the status of the pod as the API server has it now.
 func playKubelet(t *testing.T, ns, name string, f func(*corev1.PodStatus)) {
 	t.Helper()
-	eventually(t, "set the status of pod "+name, func() error {
+	eventually(t, "set the status of pod "+name, func(context.Context) error {
 		pod := &corev1.Pod{}
 		if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
 			return err
@@ -109,7 +111,7 @@ func readinessProbeFailing(status *corev1.PodStatus) {
 // updatePodSet changes a PodSet's spec, retrying on conflicts.
 func updatePodSet(t *testing.T, ps *podsetv1alpha1.PodSet, f func(*podsetv1alpha1.PodSet)) {
 	t.Helper()
-	eventually(t, "update PodSet "+ps.Name, func() error {
+	eventually(t, "update PodSet "+ps.Name, func(context.Context) error {
 		cur := get(t, ps)
 		f(cur)
 		return env.Client.Update(t.Context(), cur)
@@ -134,7 +136,7 @@ func healthy(n, updated int32) func(*podsetv1alpha1.PodSet) error {
 	return func(ps *podsetv1alpha1.PodSet) error {
 		s := ps.Status
 		if s.ObservedGeneration != ps.Generation || s.Replicas != n || s.ReadyReplicas != n || s.AvailableReplicas != n ||
-			s.UpdatedReplicas != updated || condition(ps, podsetv1alpha1.ReadyCondition).Status != metav1.ConditionTrue {
+			s.UpdatedReplicas != updated || testenv.Condition(ps, podsetv1alpha1.ReadyCondition).Status != metav1.ConditionTrue {
 			return fmt.Errorf("status %+v, want %d available, %d updated and Ready=True at generation %d", s, n, updated, ps.Generation)
 		}
 		return nil
@@ -144,7 +146,7 @@ func healthy(n, updated int32) func(*podsetv1alpha1.PodSet) error {
 // stalledFor checks that the PodSet is Stalled for the reason.
 func stalledFor(reason string) func(*podsetv1alpha1.PodSet) error {
 	return func(ps *podsetv1alpha1.PodSet) error {
-		if c := condition(ps, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionTrue || c.Reason != reason {
+		if c := testenv.Condition(ps, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionTrue || c.Reason != reason {
 			return fmt.Errorf("Stalled = %+v, want True/%s", c, reason)
 		}
 		return nil
@@ -223,7 +225,7 @@ func assertOneDeadlineEvent(t *testing.T, ps *podsetv1alpha1.PodSet) {
 func waitForReplacement(t *testing.T, ns string, before map[string]corev1.Pod, names ...string) map[string]corev1.Pod {
 	t.Helper()
 	var got map[string]corev1.Pod
-	eventually(t, fmt.Sprintf("new pods %v", names), func() error {
+	eventually(t, fmt.Sprintf("new pods %v", names), func(context.Context) error {
 		got = pods(t, ns)
 		for _, n := range names {
 			if p, ok := got[n]; !ok || p.DeletionTimestamp != nil || p.UID == before[n].UID {
@@ -237,12 +239,12 @@ func waitForReplacement(t *testing.T, ns string, before map[string]corev1.Pod, n
 
 // pokeAndAssertNoWrites runs a pass of a converged PodSet (a label the
 // operator does not own, on one of its pods) and checks it sends no write
-// at all: no pod, no status, no ControllerRevision.
+// at all: no pod, no status, no ControllerRevision. The passes before it
+// end first (repairPass), so that none of their writes counts.
 func pokeAndAssertNoWrites(t *testing.T, ps *podsetv1alpha1.PodSet, pod string) {
 	t.Helper()
 	ns := ps.Namespace
-	// Let the writes of the passes before land first.
-	time.Sleep(200 * time.Millisecond)
+	repairPass(t, pods(t, ns)[pod])
 	podWrites := requests.writes(ns, "pods", "")
 	statusWrites := requests.writes(ns, "podsets", "status")
 	revisionWrites := requests.writes(ns, "controllerrevisions", "")
@@ -250,6 +252,7 @@ func pokeAndAssertNoWrites(t *testing.T, ps *podsetv1alpha1.PodSet, pod string) 
 	revsBefore := controllerRevisions(t, ns)
 
 	pokeForAPass(t, pods(t, ns)[pod])
+	podWrites++ // pokeForAPass's repair
 
 	for _, w := range []struct {
 		what        string
@@ -279,21 +282,21 @@ func pokeAndAssertNoWrites(t *testing.T, ps *podsetv1alpha1.PodSet, pod string) 
 
 func TestProgressDeadlineStallsUnschedulablePodsAndTheFixRecovers(t *testing.T) {
 	waitsOnTheClock(t)
-	ns := newNamespace(t, nil)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	// No node has the label: the scheduler leaves the pods Pending.
-	ps := makePodSet(ns, "web").replicas(2).progressDeadline(3).mutate(func(ps *podsetv1alpha1.PodSet) {
+	ps := testenv.MakePodSet(ns, "web").Replicas(2).ProgressDeadline(3).Mutate(func(ps *podsetv1alpha1.PodSet) {
 		ps.Spec.Template.Spec.NodeSelector = map[string]string{"disktype": "nvme"}
-	}).create(t)
+	}).Create(t, env.Client)
 	stuck := waitForPods(t, ns, "web-0", "web-1")
 	playKubelet(t, ns, "web-0", unschedulable)
 	playKubelet(t, ns, "web-1", unschedulable)
 
 	got := waitForStatus(t, ps, stalledFor(podsetv1alpha1.ProgressDeadlineExceededReason))
-	stalled := condition(got, podsetv1alpha1.StalledCondition)
-	if c := condition(got, podsetv1alpha1.ReadyCondition); c.Status != metav1.ConditionFalse {
+	stalled := testenv.Condition(got, podsetv1alpha1.StalledCondition)
+	if c := testenv.Condition(got, podsetv1alpha1.ReadyCondition); c.Status != metav1.ConditionFalse {
 		t.Errorf("Ready = %+v while stalled, want False", c)
 	}
-	if c := condition(got, podsetv1alpha1.ReconcilingCondition); c.Status != metav1.ConditionFalse || c.Reason != podsetv1alpha1.ProgressDeadlineExceededReason {
+	if c := testenv.Condition(got, podsetv1alpha1.ReconcilingCondition); c.Status != metav1.ConditionFalse || c.Reason != podsetv1alpha1.ProgressDeadlineExceededReason {
 		t.Errorf("Reconciling = %+v while stalled, want False/ProgressDeadlineExceeded", c)
 	}
 	for _, want := range []string{
@@ -313,7 +316,7 @@ func TestProgressDeadlineStallsUnschedulablePodsAndTheFixRecovers(t *testing.T) 
 	}
 
 	// One Warning event says so.
-	eventually(t, "a ProgressDeadlineExceeded event", func() error {
+	eventually(t, "a ProgressDeadlineExceeded event", func(context.Context) error {
 		if len(deadlineEvents(t, ps)) == 0 {
 			return fmt.Errorf("no ProgressDeadlineExceeded event")
 		}
@@ -328,7 +331,7 @@ func TestProgressDeadlineStallsUnschedulablePodsAndTheFixRecovers(t *testing.T) 
 	// the pods report; the event is not sent again.
 	playKubelet(t, ns, "web-0", readinessProbeFailing)
 	got = waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
-		msg := condition(got, podsetv1alpha1.StalledCondition).Message
+		msg := testenv.Condition(got, podsetv1alpha1.StalledCondition).Message
 		if !strings.Contains(msg, "web-0: ContainersNotReady: containers with unready status: [app]") ||
 			!strings.Contains(msg, "web-1: Unschedulable: ") {
 			return fmt.Errorf("Stalled message %q does not follow the pods", msg)
@@ -342,7 +345,7 @@ func TestProgressDeadlineStallsUnschedulablePodsAndTheFixRecovers(t *testing.T) 
 	// once, replaces the pods that never ran and turns Ready once they are.
 	updatePodSet(t, ps, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.NodeSelector = nil })
 	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
-		rec, st := condition(got, podsetv1alpha1.ReconcilingCondition), condition(got, podsetv1alpha1.StalledCondition)
+		rec, st := testenv.Condition(got, podsetv1alpha1.ReconcilingCondition), testenv.Condition(got, podsetv1alpha1.StalledCondition)
 		if got.Status.ObservedGeneration != got.Generation || rec.Status != metav1.ConditionTrue || st.Status != metav1.ConditionFalse {
 			return fmt.Errorf("Reconciling %+v, Stalled %+v at generation %d/%d, want Reconciling=True, Stalled=False",
 				rec, st, got.Status.ObservedGeneration, got.Generation)
@@ -357,7 +360,7 @@ func TestProgressDeadlineStallsUnschedulablePodsAndTheFixRecovers(t *testing.T) 
 		markReady(t, fixed[name])
 	}
 	got = waitForStatus(t, ps, healthy(2, 2))
-	if c := condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionFalse {
+	if c := testenv.Condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionFalse {
 		t.Errorf("Stalled = %+v once Ready, want False", c)
 	}
 	assertOneDeadlineEvent(t, ps)
@@ -365,8 +368,8 @@ func TestProgressDeadlineStallsUnschedulablePodsAndTheFixRecovers(t *testing.T) 
 
 func TestProgressDeadlineMessageSaysWhatTheKubeletReports(t *testing.T) {
 	waitsOnTheClock(t)
-	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").replicas(4).progressDeadline(3).create(t)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	ps := testenv.MakePodSet(ns, "web").Replicas(4).ProgressDeadline(3).Create(t, env.Client)
 	waitForPods(t, ns, "web-0", "web-1", "web-2", "web-3")
 	playKubelet(t, ns, "web-0", imagePullBackOff)
 	playKubelet(t, ns, "web-1", imagePullBackOff)
@@ -374,7 +377,7 @@ func TestProgressDeadlineMessageSaysWhatTheKubeletReports(t *testing.T) {
 	playKubelet(t, ns, "web-3", readinessProbeFailing)
 
 	got := waitForStatus(t, ps, stalledFor(podsetv1alpha1.ProgressDeadlineExceededReason))
-	msg := condition(got, podsetv1alpha1.StalledCondition).Message
+	msg := testenv.Condition(got, podsetv1alpha1.StalledCondition).Message
 	for _, want := range []string{
 		"0/4 pods available",
 		// Pods with the same problem together.
@@ -391,15 +394,15 @@ func TestProgressDeadlineMessageSaysWhatTheKubeletReports(t *testing.T) {
 	// dependency answered): progress clears the stall with no new spec.
 	markAllReady(t, ns)
 	got = waitForStatus(t, ps, healthy(4, 4))
-	if c := condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionFalse {
+	if c := testenv.Condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionFalse {
 		t.Errorf("Stalled = %+v once Ready, want False", c)
 	}
 }
 
 func TestMinReadySecondsDelaysAvailability(t *testing.T) {
 	waitsOnTheClock(t)
-	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").minReadySeconds(3).create(t)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	ps := testenv.MakePodSet(ns, "web").MinReadySeconds(3).Create(t, env.Client)
 	markReady(t, waitForPods(t, ns, "web-0")["web-0"])
 	readyPod := pods(t, ns)["web-0"]
 
@@ -409,9 +412,9 @@ func TestMinReadySecondsDelaysAvailability(t *testing.T) {
 		}
 		return nil
 	})
-	if got.Status.AvailableReplicas != 0 || condition(got, podsetv1alpha1.ReadyCondition).Status != metav1.ConditionFalse {
+	if got.Status.AvailableReplicas != 0 || testenv.Condition(got, podsetv1alpha1.ReadyCondition).Status != metav1.ConditionFalse {
 		t.Errorf("right after its pod turned Ready: availableReplicas %d, Ready %s; want 0 and False (minReadySeconds 3)",
-			got.Status.AvailableReplicas, condition(got, podsetv1alpha1.ReadyCondition).Status)
+			got.Status.AvailableReplicas, testenv.Condition(got, podsetv1alpha1.ReadyCondition).Status)
 	}
 
 	// Nothing happens to the pod or the PodSet from now on: the operator
@@ -423,8 +426,8 @@ func TestMinReadySecondsDelaysAvailability(t *testing.T) {
 }
 
 func TestMinReadySecondsPacesARollout(t *testing.T) {
-	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").recreate().replicas(2).maxUnavailable(1).minReadySeconds(3).create(t)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	ps := testenv.MakePodSet(ns, "web").Recreate().Replicas(2).MaxUnavailable(1).MinReadySeconds(3).Create(t, env.Client)
 	waitForPods(t, ns, "web-0", "web-1")
 	// Pods that have served for a while.
 	playKubelet(t, ns, "web-0", readyFor(time.Minute))
@@ -453,8 +456,8 @@ func TestMinReadySecondsPacesARollout(t *testing.T) {
 }
 
 func TestPartitionHoldsLowerOrdinalsThroughADeletion(t *testing.T) {
-	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").recreate().replicas(4).maxUnavailable(1).partition(2).create(t)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	ps := testenv.MakePodSet(ns, "web").Recreate().Replicas(4).MaxUnavailable(1).Partition(2).Create(t, env.Client)
 	waitForPods(t, ns, "web-0", "web-1", "web-2", "web-3")
 	markAllReady(t, ns)
 	waitForStatus(t, ps, healthy(4, 4))
@@ -481,7 +484,7 @@ func TestPartitionHoldsLowerOrdinalsThroughADeletion(t *testing.T) {
 	if diff := cmp.Diff(wantHashes, gotHashes); diff != "" {
 		t.Errorf("template hashes (-want +got):\n%s", diff)
 	}
-	if msg := condition(got, podsetv1alpha1.ReadyCondition).Message; !strings.Contains(msg, "2 pods run an older template (partition 2") {
+	if msg := testenv.Condition(got, podsetv1alpha1.ReadyCondition).Message; !strings.Contains(msg, "2 pods run an older template (partition 2") {
 		t.Errorf("Ready message %q does not say 2 pods are held back by the partition", msg)
 	}
 	if want := "web-" + oldHash; got.Status.CurrentRevision != want {
@@ -528,9 +531,9 @@ func TestPartitionHoldsLowerOrdinalsThroughADeletion(t *testing.T) {
 }
 
 func TestRevisionHistoryLimitKeepsRevisionsInUse(t *testing.T) {
-	ns := newNamespace(t, nil)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	// Partition 1 keeps web-0 on the first template throughout.
-	ps := makePodSet(ns, "web").recreate().replicas(2).maxUnavailable(1).partition(1).revisionHistoryLimit(1).create(t)
+	ps := testenv.MakePodSet(ns, "web").Recreate().Replicas(2).MaxUnavailable(1).Partition(1).RevisionHistoryLimit(1).Create(t, env.Client)
 	waitForPods(t, ns, "web-0", "web-1")
 	markAllReady(t, ns)
 	got := waitForStatus(t, ps, healthy(2, 2))
@@ -555,7 +558,7 @@ func TestRevisionHistoryLimitKeepsRevisionsInUse(t *testing.T) {
 	// the newest, is kept.
 	want := []string{revisions[0], revisions[2], revisions[3]}
 	slices.Sort(want)
-	eventually(t, "revisions pruned to the limit", func() error {
+	eventually(t, "revisions pruned to the limit", func(context.Context) error {
 		if got := revisionNames(controllerRevisions(t, ns)); !slices.Equal(got, want) {
 			return fmt.Errorf("ControllerRevisions %v, want %v", got, want)
 		}
@@ -568,7 +571,7 @@ func TestRevisionHistoryLimitKeepsRevisionsInUse(t *testing.T) {
 	waitForStatus(t, ps, healthy(2, 2))
 	want = []string{revisions[2], revisions[3]}
 	slices.Sort(want)
-	eventually(t, "revisions pruned to the limit", func() error {
+	eventually(t, "revisions pruned to the limit", func(context.Context) error {
 		if got := revisionNames(controllerRevisions(t, ns)); !slices.Equal(got, want) {
 			return fmt.Errorf("ControllerRevisions %v, want %v", got, want)
 		}
@@ -577,8 +580,8 @@ func TestRevisionHistoryLimitKeepsRevisionsInUse(t *testing.T) {
 }
 
 func TestRollbackMakesTheOldRevisionTheNewest(t *testing.T) {
-	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").recreate().replicas(2).maxUnavailable(1).create(t)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	ps := testenv.MakePodSet(ns, "web").Recreate().Replicas(2).MaxUnavailable(1).Create(t, env.Client)
 	waitForPods(t, ns, "web-0", "web-1")
 	markAllReady(t, ns)
 	revA := waitForStatus(t, ps, healthy(2, 2)).Status.UpdateRevision
@@ -620,8 +623,8 @@ func TestRollbackMakesTheOldRevisionTheNewest(t *testing.T) {
 
 func TestConvergedPassSendsNoWrite(t *testing.T) {
 	const n = 10
-	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").recreate().replicas(n).maxUnavailable(5).minReadySeconds(1).create(t)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	ps := testenv.MakePodSet(ns, "web").Recreate().Replicas(n).MaxUnavailable(5).MinReadySeconds(1).Create(t, env.Client)
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("web-%d", i)
@@ -639,7 +642,7 @@ func TestConvergedPassSendsNoWrite(t *testing.T) {
 		ps.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To[int32](n / 2)
 		ps.Spec.Template.Spec.Containers[0].Image = "busybox:1.37"
 	})
-	eventually(t, "staged rollout", func() error {
+	eventually(t, "staged rollout", func(context.Context) error {
 		updated := 0
 		for _, p := range pods(t, ns) {
 			if p.DeletionTimestamp != nil || image(p) != "busybox:1.37" {
@@ -683,8 +686,8 @@ func readySince(status *corev1.PodStatus, now metav1.Time) {
 
 func TestProgressDeadlineStallsABrokenRolloutAndARollbackRecovers(t *testing.T) {
 	waitsOnTheClock(t)
-	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").recreate().replicas(3).maxUnavailable(1).progressDeadline(3).create(t)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	ps := testenv.MakePodSet(ns, "web").Recreate().Replicas(3).MaxUnavailable(1).ProgressDeadline(3).Create(t, env.Client)
 	waitForPods(t, ns, "web-0", "web-1", "web-2")
 	markAllReady(t, ns)
 	revA := waitForStatus(t, ps, healthy(3, 3)).Status.UpdateRevision
@@ -696,7 +699,7 @@ func TestProgressDeadlineStallsABrokenRolloutAndARollbackRecovers(t *testing.T) 
 	waitForImage(t, ns, "web-2", "registry.example/app:missing")
 	playKubelet(t, ns, "web-2", imagePullBackOff)
 	got := waitForStatus(t, ps, stalledFor(podsetv1alpha1.ProgressDeadlineExceededReason))
-	msg := condition(got, podsetv1alpha1.StalledCondition).Message
+	msg := testenv.Condition(got, podsetv1alpha1.StalledCondition).Message
 	for _, want := range []string{
 		"2/3 pods available",
 		"web-0, web-1: waiting to be updated",
@@ -713,8 +716,8 @@ func TestProgressDeadlineStallsABrokenRolloutAndARollbackRecovers(t *testing.T) 
 	setImage(t, ps, "busybox:1.36")
 	stuck := pods(t, ns)
 	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
-		if got.Status.ObservedGeneration != got.Generation || condition(got, podsetv1alpha1.StalledCondition).Status != metav1.ConditionFalse {
-			return fmt.Errorf("Stalled %+v at generation %d/%d", condition(got, podsetv1alpha1.StalledCondition), got.Status.ObservedGeneration, got.Generation)
+		if got.Status.ObservedGeneration != got.Generation || testenv.Condition(got, podsetv1alpha1.StalledCondition).Status != metav1.ConditionFalse {
+			return fmt.Errorf("Stalled %+v at generation %d/%d", testenv.Condition(got, podsetv1alpha1.StalledCondition), got.Status.ObservedGeneration, got.Generation)
 		}
 		return nil
 	})
@@ -728,14 +731,14 @@ func TestProgressDeadlineStallsABrokenRolloutAndARollbackRecovers(t *testing.T) 
 
 func TestProgressDeadlineIsNotHeldOffByAPodFlappingReady(t *testing.T) {
 	waitsOnTheClock(t)
-	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").minReadySeconds(2).progressDeadline(3).create(t)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	ps := testenv.MakePodSet(ns, "web").MinReadySeconds(2).ProgressDeadline(3).Create(t, env.Client)
 	waitForPods(t, ns, "web-0")
 
 	// The container crashes within a second of each Ready: never
 	// available, so never progress.
 	var got *podsetv1alpha1.PodSet
-	eventually(t, "stalled while flapping", func() error {
+	eventually(t, "stalled while flapping", func(context.Context) error {
 		playKubelet(t, ns, "web-0", ready)
 		time.Sleep(300 * time.Millisecond)
 		playKubelet(t, ns, "web-0", crashLoopBackOff)
@@ -746,21 +749,21 @@ func TestProgressDeadlineIsNotHeldOffByAPodFlappingReady(t *testing.T) {
 		}
 		return stalledFor(podsetv1alpha1.ProgressDeadlineExceededReason)(got)
 	})
-	if msg := condition(got, podsetv1alpha1.StalledCondition).Message; !strings.Contains(msg, "0/1 pods available; web-0: ") {
+	if msg := testenv.Condition(got, podsetv1alpha1.StalledCondition).Message; !strings.Contains(msg, "0/1 pods available; web-0: ") {
 		t.Errorf("Stalled message %q does not name web-0", msg)
 	}
 
 	// It stays up: available after minReadySeconds, which is progress.
 	playKubelet(t, ns, "web-0", ready)
 	got = waitForStatus(t, ps, healthy(1, 1))
-	if c := condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionFalse {
+	if c := testenv.Condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionFalse {
 		t.Errorf("Stalled = %+v once Ready, want False", c)
 	}
 }
 
 func TestPartitionRecreatesEachHeldBackPodFromItsOwnRevision(t *testing.T) {
-	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").recreate().replicas(4).maxUnavailable(1).partition(3).create(t)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	ps := testenv.MakePodSet(ns, "web").Recreate().Replicas(4).MaxUnavailable(1).Partition(3).Create(t, env.Client)
 	waitForPods(t, ns, "web-0", "web-1", "web-2", "web-3")
 	markAllReady(t, ns)
 	revA := waitForStatus(t, ps, healthy(4, 4)).Status.UpdateRevision
@@ -805,8 +808,8 @@ func TestPartitionRecreatesEachHeldBackPodFromItsOwnRevision(t *testing.T) {
 
 func TestProgressDeadlineEventIsSentForALongSchedulerMessage(t *testing.T) {
 	waitsOnTheClock(t)
-	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").progressDeadline(3).create(t)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	ps := testenv.MakePodSet(ns, "web").ProgressDeadline(3).Create(t, env.Client)
 	waitForPods(t, ns, "web-0")
 	// A cluster of dedicated node pools: the scheduler names every taint
 	// the pod does not tolerate.
@@ -822,12 +825,12 @@ func TestProgressDeadlineEventIsSentForALongSchedulerMessage(t *testing.T) {
 	})
 
 	got := waitForStatus(t, ps, stalledFor(podsetv1alpha1.ProgressDeadlineExceededReason))
-	if msg := condition(got, podsetv1alpha1.StalledCondition).Message; !strings.Contains(msg, "web-0: Unschedulable: "+long) {
+	if msg := testenv.Condition(got, podsetv1alpha1.StalledCondition).Message; !strings.Contains(msg, "web-0: Unschedulable: "+long) {
 		t.Errorf("Stalled message %q does not carry the scheduler's message", msg)
 	}
 	// The alert still goes out, however long the message (an event's note
 	// holds at most 1024 bytes).
-	eventually(t, "a ProgressDeadlineExceeded event", func() error {
+	eventually(t, "a ProgressDeadlineExceeded event", func(context.Context) error {
 		if len(deadlineEvents(t, ps)) == 0 {
 			return fmt.Errorf("no ProgressDeadlineExceeded event")
 		}

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -13,11 +14,12 @@ import (
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/controller"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 func TestCreateScaleAndScaleToZero(t *testing.T) {
-	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").replicas(3).create(t)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	ps := testenv.MakePodSet(ns, "web").Replicas(3).Create(t, env.Client)
 
 	got := waitForPods(t, ns, "web-0", "web-1", "web-2")
 	pod := got["web-1"]
@@ -77,7 +79,7 @@ func TestCreateScaleAndScaleToZero(t *testing.T) {
 	waitForPods(t, ns)
 	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
 		if got.Status.Replicas != 0 || len(got.Status.PodNames) != 0 ||
-			condition(got, podsetv1alpha1.ReadyCondition).Status != metav1.ConditionTrue {
+			testenv.Condition(got, podsetv1alpha1.ReadyCondition).Status != metav1.ConditionTrue {
 			return fmt.Errorf("status %+v, want no pods and Ready=True", got.Status)
 		}
 		return nil
@@ -96,12 +98,12 @@ func scale(t *testing.T, ps *podsetv1alpha1.PodSet, replicas int32) {
 }
 
 func TestDeletedPodIsRecreatedUnderItsName(t *testing.T) {
-	ns := newNamespace(t, nil)
-	makePodSet(ns, "web").replicas(2).create(t)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	testenv.MakePodSet(ns, "web").Replicas(2).Create(t, env.Client)
 	before := waitForPods(t, ns, "web-0", "web-1")
 
 	forceDelete(t, before["web-1"])
-	eventually(t, "web-1 recreated", func() error {
+	eventually(t, "web-1 recreated", func(context.Context) error {
 		p, ok := pods(t, ns)["web-1"]
 		if !ok || p.UID == before["web-1"].UID {
 			return fmt.Errorf("web-1 not recreated yet")
@@ -116,12 +118,12 @@ func TestDeletedPodIsRecreatedUnderItsName(t *testing.T) {
 func TestFinishedPodsAreReplaced(t *testing.T) {
 	for _, phase := range []corev1.PodPhase{corev1.PodFailed, corev1.PodSucceeded} {
 		t.Run(string(phase), func(t *testing.T) {
-			ns := newNamespace(t, nil)
-			makePodSet(ns, "job").replicas(2).create(t)
+			ns := testenv.Namespace(t, env.Client, "podset-", nil)
+			testenv.MakePodSet(ns, "job").Replicas(2).Create(t, env.Client)
 			before := waitForPods(t, ns, "job-0", "job-1")
 
 			setPodStatus(t, before["job-0"], phase, corev1.ConditionFalse)
-			eventually(t, "job-0 replaced", func() error {
+			eventually(t, "job-0 replaced", func(context.Context) error {
 				p, ok := pods(t, ns)["job-0"]
 				if !ok || p.UID == before["job-0"].UID || p.Status.Phase != "" && p.Status.Phase != corev1.PodPending {
 					return fmt.Errorf("job-0 not replaced by a fresh pod yet")
@@ -136,8 +138,8 @@ func TestFinishedPodsAreReplaced(t *testing.T) {
 }
 
 func TestTerminatingPodIsWaitedOut(t *testing.T) {
-	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").replicas(1).create(t)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	ps := testenv.MakePodSet(ns, "web").Replicas(1).Create(t, env.Client)
 	old := waitForPods(t, ns, "web-0")["web-0"]
 
 	// Scheduled pods terminate gracefully; no kubelet here confirms it, so
@@ -159,7 +161,7 @@ func TestTerminatingPodIsWaitedOut(t *testing.T) {
 	}
 
 	forceDelete(t, all["web-0"])
-	eventually(t, "web-0 recreated", func() error {
+	eventually(t, "web-0 recreated", func(context.Context) error {
 		p, ok := pods(t, ns)["web-0"]
 		if !ok || p.UID == old.UID {
 			return fmt.Errorf("not recreated yet")
@@ -169,8 +171,8 @@ func TestTerminatingPodIsWaitedOut(t *testing.T) {
 }
 
 func TestFieldManagerOwnsTheOperatorsFields(t *testing.T) {
-	ns := newNamespace(t, nil)
-	makePodSet(ns, "web").create(t)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	testenv.MakePodSet(ns, "web").Create(t, env.Client)
 	pod := waitForPods(t, ns, "web-0")["web-0"]
 	// The pod is applied, and its readiness gate condition applied on its
 	// status, by the operator's one field manager, which may not have

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // scrape gathers the operator's registry, as its metrics endpoint serves
@@ -73,7 +75,7 @@ func statusSamples(ps *podsetv1alpha1.PodSet) map[string]float64 {
 		fmt.Sprintf("podset_status_update_revision{%s,revision=%q}", id, s.UpdateRevision):   1,
 	}
 	for _, typ := range []string{podsetv1alpha1.ReadyCondition, podsetv1alpha1.ReconcilingCondition, podsetv1alpha1.StalledCondition} {
-		c := condition(ps, typ)
+		c := testenv.Condition(ps, typ)
 		for _, st := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown} {
 			v := 0.0
 			if st == c.Status {
@@ -100,15 +102,15 @@ func only(samples map[string]float64, prefixes ...string) map[string]float64 {
 
 func TestMetricsShowThePodSetStatusAndGoWithIt(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, nil)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	startKubelet(t, ns)
-	ps := makePodSet(ns, "web").replicas(2).maxUnavailable(1).create(t)
+	ps := testenv.MakePodSet(ns, "web").Replicas(2).MaxUnavailable(1).Create(t, env.Client)
 	waitForStatus(t, ps, readyStatus(2))
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) { tmpl.Spec.Containers[0].Image = "busybox:1.37" })
 	waitForRollout(t, ps, "busybox:1.37")
 
 	// The status gauges say what the PodSet's status says.
-	eventually(t, "status gauges equal to the status", func() error {
+	eventually(t, "status gauges equal to the status", func(context.Context) error {
 		want := statusSamples(get(t, ps))
 		if diff := cmp.Diff(want, only(scrape(t, ns), "podset_spec_", "podset_status_")); diff != "" {
 			return errors.New("gauges differ from status (-status +scrape):\n" + diff)
@@ -143,7 +145,7 @@ func TestMetricsShowThePodSetStatusAndGoWithIt(t *testing.T) {
 	if err := env.Client.Delete(t.Context(), ps); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "no series of a deleted PodSet", func() error {
+	eventually(t, "no series of a deleted PodSet", func(context.Context) error {
 		if left := scrape(t, ns); len(left) > 0 {
 			return fmt.Errorf("series left: %v", left)
 		}

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // foreignPod is a pod nobody's PodSet controls.
@@ -34,13 +36,13 @@ func TestDriftInOperatorOwnedFieldsIsRestored(t *testing.T) {
 	}
 	for name, drift := range cases {
 		t.Run(name, func(t *testing.T) {
-			ns := newNamespace(t, nil)
-			makePodSet(ns, "web").create(t)
+			ns := testenv.Namespace(t, env.Client, "podset-", nil)
+			testenv.MakePodSet(ns, "web").Create(t, env.Client)
 			pod := waitForPods(t, ns, "web-0")["web-0"]
 			want := pod.DeepCopy()
 
 			updatePod(t, pod, drift)
-			eventually(t, "drift restored", func() error {
+			eventually(t, "drift restored", func(context.Context) error {
 				got := pods(t, ns)["web-0"]
 				if got.UID != want.UID {
 					return fmt.Errorf("the pod was replaced, not repaired")
@@ -68,21 +70,21 @@ func equalStrings(a, b map[string]string) bool {
 }
 
 func TestForeignPodHoldingANameIsNeverTouched(t *testing.T) {
-	ns := newNamespace(t, nil)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	foreign := foreignPod(ns, "web-1", nil)
 	if err := env.Client.Create(t.Context(), foreign); err != nil {
 		t.Fatal(err)
 	}
-	ps := makePodSet(ns, "web").replicas(2).create(t)
+	ps := testenv.MakePodSet(ns, "web").Replicas(2).Create(t, env.Client)
 
 	waitForPods(t, ns, "web-0", "web-1")
 	got := waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
-		if c := condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionTrue || c.Reason != podsetv1alpha1.PodConflictReason {
+		if c := testenv.Condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionTrue || c.Reason != podsetv1alpha1.PodConflictReason {
 			return fmt.Errorf("Stalled = %+v, want True/PodConflict", c)
 		}
 		return nil
 	})
-	if msg := condition(got, podsetv1alpha1.StalledCondition).Message; !strings.Contains(msg, "web-1") {
+	if msg := testenv.Condition(got, podsetv1alpha1.StalledCondition).Message; !strings.Contains(msg, "web-1") {
 		t.Errorf("Stalled message %q does not name web-1", msg)
 	}
 	// Counts follow within StatusInterval; the foreign pod is never one.
@@ -92,7 +94,7 @@ func TestForeignPodHoldingANameIsNeverTouched(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, "a Warning event", func() error {
+	eventually(t, "a Warning event", func(context.Context) error {
 		for _, e := range warningEvents(t, ps) {
 			if strings.HasPrefix(e, podsetv1alpha1.PodConflictReason+":") && strings.Contains(e, "web-1") {
 				return nil
@@ -107,7 +109,7 @@ func TestForeignPodHoldingANameIsNeverTouched(t *testing.T) {
 
 	// Once its owner removes it, the PodSet takes the name.
 	forceDelete(t, after)
-	eventually(t, "web-1 created by the PodSet", func() error {
+	eventually(t, "web-1 created by the PodSet", func(context.Context) error {
 		p, ok := pods(t, ns)["web-1"]
 		if !ok || !metav1.IsControlledBy(&p, ps) {
 			return fmt.Errorf("web-1 not the PodSet's yet")
@@ -115,7 +117,7 @@ func TestForeignPodHoldingANameIsNeverTouched(t *testing.T) {
 		return nil
 	})
 	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
-		if c := condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionFalse {
+		if c := testenv.Condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionFalse {
 			return fmt.Errorf("still stalled: %+v", c)
 		}
 		return nil
@@ -123,12 +125,12 @@ func TestForeignPodHoldingANameIsNeverTouched(t *testing.T) {
 }
 
 func TestStrayPodWithTheLabelIsNeitherCountedNorPruned(t *testing.T) {
-	ns := newNamespace(t, nil)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	stray := foreignPod(ns, "web-7", map[string]string{podsetv1alpha1.NameLabel: "web"})
 	if err := env.Client.Create(t.Context(), stray); err != nil {
 		t.Fatal(err)
 	}
-	ps := makePodSet(ns, "web").replicas(1).create(t)
+	ps := testenv.MakePodSet(ns, "web").Replicas(1).Create(t, env.Client)
 	waitForPods(t, ns, "web-0", "web-7")
 	markReady(t, pods(t, ns)["web-0"])
 	got := waitForStatus(t, ps, readyStatus(1))
@@ -138,7 +140,7 @@ func TestStrayPodWithTheLabelIsNeitherCountedNorPruned(t *testing.T) {
 	if p := pods(t, ns)["web-7"]; p.ResourceVersion != stray.ResourceVersion {
 		t.Errorf("the stray pod was modified")
 	}
-	eventually(t, "a Warning event", func() error {
+	eventually(t, "a Warning event", func(context.Context) error {
 		for _, e := range warningEvents(t, ps) {
 			if strings.Contains(e, "web-7") {
 				return nil
@@ -149,8 +151,8 @@ func TestStrayPodWithTheLabelIsNeitherCountedNorPruned(t *testing.T) {
 }
 
 func TestUnrelatedPodsNeverEnterTheCache(t *testing.T) {
-	ns := newNamespace(t, nil)
-	makePodSet(ns, "web").create(t)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	testenv.MakePodSet(ns, "web").Create(t, env.Client)
 	unrelated := foreignPod(ns, "unrelated", map[string]string{"app": "web"})
 	if err := env.Client.Create(t.Context(), unrelated); err != nil {
 		t.Fatal(err)
@@ -158,7 +160,7 @@ func TestUnrelatedPodsNeverEnterTheCache(t *testing.T) {
 	waitForPods(t, ns, "unrelated", "web-0")
 
 	// The PodSet's pod is in the operator's cache; the unrelated pod never is.
-	eventually(t, "web-0 in the cache", func() error {
+	eventually(t, "web-0 in the cache", func(context.Context) error {
 		return operatorCache.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web-0"}, &corev1.Pod{})
 	})
 	err := operatorCache.Get(t.Context(), client.ObjectKeyFromObject(unrelated), &corev1.Pod{})
@@ -183,7 +185,7 @@ func TestUnrelatedPodsNeverEnterTheCache(t *testing.T) {
 // fails with a conflict on an existing one, and an apply that carries a UID
 // fails with a conflict when no pod has it.
 func TestApplyPreconditions(t *testing.T) {
-	ns := newNamespace(t, nil)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	pod := func() *corev1ac.PodApplyConfiguration {
 		return corev1ac.Pod("p", ns).WithSpec(corev1ac.PodSpec().
 			WithContainers(corev1ac.Container().WithName("app").WithImage("busybox:1.36")))

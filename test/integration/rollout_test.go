@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,12 +10,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // setImage changes the template's image: a new template, to roll out.
 func setImage(t *testing.T, ps *podsetv1alpha1.PodSet, image string) {
 	t.Helper()
-	eventually(t, "update the template", func() error {
+	eventually(t, "update the template", func(context.Context) error {
 		cur := get(t, ps)
 		cur.Spec.Template.Spec.Containers[0].Image = image
 		return env.Client.Update(t.Context(), cur)
@@ -27,7 +29,7 @@ func image(p corev1.Pod) string { return p.Spec.Containers[0].Image }
 func waitForImage(t *testing.T, ns, name, img string) corev1.Pod {
 	t.Helper()
 	var got corev1.Pod
-	eventually(t, name+" with "+img, func() error {
+	eventually(t, name+" with "+img, func(context.Context) error {
 		p, ok := pods(t, ns)[name]
 		if !ok || p.DeletionTimestamp != nil || image(p) != img {
 			return fmt.Errorf("%s not replaced yet", name)
@@ -50,8 +52,8 @@ func assertUntouched(t *testing.T, ns string, before map[string]corev1.Pod, name
 }
 
 func TestRolloutReplacesFromTheHighestOrdinalWithinMaxUnavailable(t *testing.T) {
-	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").recreate().replicas(3).maxUnavailable(1).create(t)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	ps := testenv.MakePodSet(ns, "web").Recreate().Replicas(3).MaxUnavailable(1).Create(t, env.Client)
 	waitForPods(t, ns, "web-0", "web-1", "web-2")
 	markAllReady(t, ns)
 	waitForStatus(t, ps, readyStatus(3))
@@ -71,8 +73,8 @@ func TestRolloutReplacesFromTheHighestOrdinalWithinMaxUnavailable(t *testing.T) 
 }
 
 func TestRolloutReplacesUnreadyPodsFirst(t *testing.T) {
-	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").recreate().replicas(3).maxUnavailable(1).create(t)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	ps := testenv.MakePodSet(ns, "web").Recreate().Replicas(3).MaxUnavailable(1).Create(t, env.Client)
 	waitForPods(t, ns, "web-0", "web-1", "web-2")
 	markAllReady(t, ns)
 	waitForStatus(t, ps, readyStatus(3))
@@ -97,8 +99,8 @@ func TestRolloutReplacesUnreadyPodsFirst(t *testing.T) {
 }
 
 func TestOnDeleteReplacesOnlyDeletedPods(t *testing.T) {
-	ns := newNamespace(t, nil)
-	ps := makePodSet(ns, "web").replicas(2).onDelete().create(t)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	ps := testenv.MakePodSet(ns, "web").Replicas(2).OnDelete().Create(t, env.Client)
 	waitForPods(t, ns, "web-0", "web-1")
 	markAllReady(t, ns)
 	waitForStatus(t, ps, readyStatus(2))
@@ -114,14 +116,14 @@ func TestOnDeleteReplacesOnlyDeletedPods(t *testing.T) {
 		}
 		return nil
 	})
-	ready := condition(got, podsetv1alpha1.ReadyCondition)
+	ready := testenv.Condition(got, podsetv1alpha1.ReadyCondition)
 	if ready.Status != metav1.ConditionTrue || got.Status.UpdatedReplicas != 0 || got.Status.AvailableReplicas != 2 {
 		t.Errorf("status %+v, want Ready=True with 2 available and 0 updated", got.Status)
 	}
 	if want := "2 pods run an older template (OnDelete"; !strings.Contains(ready.Message, want) {
 		t.Errorf("Ready message %q does not say %q", ready.Message, want)
 	}
-	if c := condition(got, podsetv1alpha1.ReconcilingCondition); c.Status != metav1.ConditionFalse {
+	if c := testenv.Condition(got, podsetv1alpha1.ReconcilingCondition); c.Status != metav1.ConditionFalse {
 		t.Errorf("Reconciling = %+v, want False: there is nothing for the operator to do", c)
 	}
 	if want := "web-" + before["web-0"].Labels[podsetv1alpha1.TemplateHashLabel]; got.Status.CurrentRevision != want || got.Status.UpdateRevision == want {
@@ -144,12 +146,12 @@ func TestOnDeleteReplacesOnlyDeletedPods(t *testing.T) {
 	}
 	markReady(t, web1)
 	got = waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
-		if c := condition(got, podsetv1alpha1.ReadyCondition); c.Status != metav1.ConditionTrue || got.Status.UpdatedReplicas != 1 {
+		if c := testenv.Condition(got, podsetv1alpha1.ReadyCondition); c.Status != metav1.ConditionTrue || got.Status.UpdatedReplicas != 1 {
 			return fmt.Errorf("status %+v, want Ready=True with 1 updated", got.Status)
 		}
 		return nil
 	})
-	if want := "1 pod runs an older template (OnDelete"; !strings.Contains(condition(got, podsetv1alpha1.ReadyCondition).Message, want) {
-		t.Errorf("Ready message %q does not say %q", condition(got, podsetv1alpha1.ReadyCondition).Message, want)
+	if want := "1 pod runs an older template (OnDelete"; !strings.Contains(testenv.Condition(got, podsetv1alpha1.ReadyCondition).Message, want) {
+		t.Errorf("Ready message %q does not say %q", testenv.Condition(got, podsetv1alpha1.ReadyCondition).Message, want)
 	}
 }

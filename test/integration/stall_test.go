@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // waitForStall waits until the PodSet is Stalled for the reason and returns
@@ -17,30 +19,30 @@ import (
 func waitForStall(t *testing.T, ps *podsetv1alpha1.PodSet, reason string) string {
 	t.Helper()
 	got := waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
-		if c := condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionTrue || c.Reason != reason {
+		if c := testenv.Condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionTrue || c.Reason != reason {
 			return fmt.Errorf("Stalled = %+v, want True/%s", c, reason)
 		}
 		return nil
 	})
-	if c := condition(got, podsetv1alpha1.ReadyCondition); c.Status != metav1.ConditionFalse {
+	if c := testenv.Condition(got, podsetv1alpha1.ReadyCondition); c.Status != metav1.ConditionFalse {
 		t.Errorf("Ready = %s while stalled", c.Status)
 	}
-	return condition(got, podsetv1alpha1.StalledCondition).Message
+	return testenv.Condition(got, podsetv1alpha1.StalledCondition).Message
 }
 
 func TestTemplateTheAPIServerRefusesStallsWithBackoff(t *testing.T) {
-	ns := newNamespace(t, nil)
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	// A hostname that is no DNS label: neither the CRD nor the admission
 	// policies check it, pod validation refuses it.
-	ps := makePodSet(ns, "web").replicas(5).mutate(func(ps *podsetv1alpha1.PodSet) {
+	ps := testenv.MakePodSet(ns, "web").Replicas(5).Mutate(func(ps *podsetv1alpha1.PodSet) {
 		ps.Spec.Template.Spec.Hostname = "Not_A_Label"
-	}).create(t)
+	}).Create(t, env.Client)
 
 	msg := waitForStall(t, ps, podsetv1alpha1.PodRejectedReason)
 	if !strings.Contains(msg, "Invalid") || !strings.Contains(msg, "hostname") {
 		t.Errorf("Stalled message %q does not say what the API server refused", msg)
 	}
-	eventually(t, "a Warning event", func() error {
+	eventually(t, "a Warning event", func(context.Context) error {
 		for _, e := range warningEvents(t, ps) {
 			if strings.HasPrefix(e, podsetv1alpha1.PodRejectedReason+":") {
 				return nil
@@ -59,6 +61,14 @@ func TestTemplateTheAPIServerRefusesStallsWithBackoff(t *testing.T) {
 	if retries > 12 {
 		t.Errorf("%d pod writes in 3s while stalled; want exponential backoff (at most about log2(3s/5ms) = 10)", retries)
 	}
+	// Retries ran (each sends a pod write) before the status writes count:
+	// a pass that writes no status is one that ran, not one still to come.
+	eventually(t, "a retry", func(context.Context) error {
+		if requests.writes(ns, "pods", "") == before {
+			return fmt.Errorf("no pod write since the stall")
+		}
+		return nil
+	})
 	if n := requests.writes(ns, "podsets", "status") - statusBefore; n > 0 {
 		t.Errorf("%d status writes while stalled for the same reason; want none", n)
 	}
@@ -67,14 +77,14 @@ func TestTemplateTheAPIServerRefusesStallsWithBackoff(t *testing.T) {
 	}
 
 	// A new template fixes it.
-	eventually(t, "fix the template", func() error {
+	eventually(t, "fix the template", func(context.Context) error {
 		cur := get(t, ps)
 		cur.Spec.Template.Spec.Hostname = ""
 		return env.Client.Update(t.Context(), cur)
 	})
 	waitForPods(t, ns, "web-0", "web-1", "web-2", "web-3", "web-4")
 	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
-		if c := condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionFalse {
+		if c := testenv.Condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionFalse {
 			return fmt.Errorf("still stalled: %+v", c)
 		}
 		return nil
@@ -82,14 +92,14 @@ func TestTemplateTheAPIServerRefusesStallsWithBackoff(t *testing.T) {
 }
 
 func TestPodSecurityRefusalStalls(t *testing.T) {
-	ns := newNamespace(t, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
+	ns := testenv.Namespace(t, env.Client, "podset-", map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 	// NFS volumes are outside the restricted profile's volume types; the
 	// operator does not refuse them itself, PodSecurity admission does.
-	ps := makePodSet(ns, "web").replicas(2).mutate(func(ps *podsetv1alpha1.PodSet) {
+	ps := testenv.MakePodSet(ns, "web").Replicas(2).Mutate(func(ps *podsetv1alpha1.PodSet) {
 		ps.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 			NFS: &corev1.NFSVolumeSource{Server: "nfs.example", Path: "/data"},
 		}}}
-	}).create(t)
+	}).Create(t, env.Client)
 	msg := waitForStall(t, ps, podsetv1alpha1.PodRejectedReason)
 	if !strings.Contains(msg, "PodSecurity") || !strings.Contains(msg, "restricted") {
 		t.Errorf("Stalled message %q does not name the PodSecurity refusal", msg)
@@ -97,12 +107,12 @@ func TestPodSecurityRefusalStalls(t *testing.T) {
 }
 
 func TestHardenedPodsAreAdmittedUnderRestricted(t *testing.T) {
-	ns := newNamespace(t, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
+	ns := testenv.Namespace(t, env.Client, "podset-", map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 	// The plain template says nothing about security beyond a user ID.
-	ps := makePodSet(ns, "web").replicas(2).create(t)
+	ps := testenv.MakePodSet(ns, "web").Replicas(2).Create(t, env.Client)
 	got := waitForPods(t, ns, "web-0", "web-1")
 	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
-		if c := condition(got, podsetv1alpha1.StalledCondition); c.Status == metav1.ConditionTrue {
+		if c := testenv.Condition(got, podsetv1alpha1.StalledCondition); c.Status == metav1.ConditionTrue {
 			return fmt.Errorf("stalled: %s", c.Message)
 		}
 		if got.Status.Replicas != 2 {

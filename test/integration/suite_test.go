@@ -16,14 +16,12 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -33,6 +31,9 @@ import (
 
 var (
 	env *testenv.Env
+	// wait waits for what a test expects, for up to a minute.
+	wait       = testenv.Waiter{Timeout: time.Minute, Interval: 20 * time.Millisecond}
+	eventually = wait.Eventually
 	// requests counts what the operator sends to the API server.
 	requests = &requestCounter{counts: map[requestKey]int{}}
 	// operatorCache is the operator's own cache, to prove what it holds.
@@ -167,113 +168,6 @@ func (c *requestCounter) count(verb, namespace, resource, subresource string) in
 	return c.counts[requestKey{verb: verb, namespace: namespace, resource: resource, subresource: subresource}]
 }
 
-// reconciles is how many passes the operator has run, over all PodSets.
-func reconciles(t *testing.T) float64 {
-	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == "podset" {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return total
-}
-
-// newNamespace creates a namespace for one test with the given labels.
-// envtest runs no namespace controller, so nothing in it is ever deleted
-// with it; each test deletes its PodSets itself (see newPodSet).
-func newNamespace(t *testing.T, labels map[string]string) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "podset-", Labels: labels}}
-	if err := env.Client.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
-}
-
-// podSetBuilder builds PodSet fixtures.
-type podSetBuilder struct{ ps *podsetv1alpha1.PodSet }
-
-func makePodSet(ns, name string) *podSetBuilder {
-	return &podSetBuilder{ps: &podsetv1alpha1.PodSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: podsetv1alpha1.PodSetSpec{
-			Replicas: ptr.To[int32](1),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
-				Spec: corev1.PodSpec{
-					SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](65532)},
-					Containers:      []corev1.Container{{Name: "app", Image: "busybox:1.36", Command: []string{"sleep", "infinity"}}},
-				},
-			},
-		},
-	}}
-}
-
-func (b *podSetBuilder) replicas(n int32) *podSetBuilder { b.ps.Spec.Replicas = &n; return b }
-func (b *podSetBuilder) image(image string) *podSetBuilder {
-	b.ps.Spec.Template.Spec.Containers[0].Image = image
-	return b
-}
-func (b *podSetBuilder) maxUnavailable(n int32) *podSetBuilder {
-	b.ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: ptr.To(intstr.FromInt32(n))}
-	return b
-}
-func (b *podSetBuilder) onDelete() *podSetBuilder {
-	b.ps.Spec.UpdateStrategy.Type = podsetv1alpha1.OnDeleteStrategyType
-	return b
-}
-
-// recreate makes the PodSet replace out-of-date pods rather than update
-// them in place: for tests of the rollout's pacing, which see a pod
-// updated by its new UID.
-func (b *podSetBuilder) recreate() *podSetBuilder {
-	b.ps.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
-	return b
-}
-func (b *podSetBuilder) mutate(f func(*podsetv1alpha1.PodSet)) *podSetBuilder { f(b.ps); return b }
-func (b *podSetBuilder) obj() *podsetv1alpha1.PodSet                          { return b.ps }
-
-// create creates the PodSet and deletes it when the test ends, so that no
-// PodSet of an ended test keeps the operator busy.
-func (b *podSetBuilder) create(t *testing.T) *podsetv1alpha1.PodSet {
-	t.Helper()
-	if err := env.Client.Create(t.Context(), b.ps); err != nil {
-		t.Fatal(err)
-	}
-	ps := b.ps
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ps) })
-	return ps
-}
-
-// eventually polls cond until it returns nil, failing the test with its
-// last error after a minute.
-func eventually(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // pods lists the pods in a namespace, straight from the API server, by name.
 func pods(t *testing.T, ns string) map[string]corev1.Pod {
 	t.Helper()
@@ -305,7 +199,7 @@ func waitForPods(t *testing.T, ns string, want ...string) map[string]corev1.Pod 
 	t.Helper()
 	slices.Sort(want)
 	var got map[string]corev1.Pod
-	eventually(t, "pods", func() error {
+	eventually(t, "pods", func(context.Context) error {
 		got = pods(t, ns)
 		if names := liveNames(got); !slices.Equal(names, want) {
 			return fmt.Errorf("live pods %v, want %v", names, want)
@@ -329,21 +223,11 @@ func get(t *testing.T, ps *podsetv1alpha1.PodSet) *podsetv1alpha1.PodSet {
 func waitForStatus(t *testing.T, ps *podsetv1alpha1.PodSet, check func(*podsetv1alpha1.PodSet) error) *podsetv1alpha1.PodSet {
 	t.Helper()
 	var got *podsetv1alpha1.PodSet
-	eventually(t, "status of "+ps.Name, func() error {
+	eventually(t, "status of "+ps.Name, func(context.Context) error {
 		got = get(t, ps)
 		return check(got)
 	})
 	return got
-}
-
-// condition returns a condition of the PodSet, or a zero one.
-func condition(ps *podsetv1alpha1.PodSet, typ string) metav1.Condition {
-	for _, c := range ps.Status.Conditions {
-		if c.Type == typ {
-			return c
-		}
-	}
-	return metav1.Condition{}
 }
 
 // readyStatus checks that status shows n ready, up-to-date pods, Ready=True,
@@ -352,7 +236,7 @@ func readyStatus(n int32) func(*podsetv1alpha1.PodSet) error {
 	return func(ps *podsetv1alpha1.PodSet) error {
 		s := ps.Status
 		if s.ObservedGeneration != ps.Generation || s.Replicas != n || s.ReadyReplicas != n || s.UpdatedReplicas != n ||
-			condition(ps, podsetv1alpha1.ReadyCondition).Status != metav1.ConditionTrue {
+			testenv.Condition(ps, podsetv1alpha1.ReadyCondition).Status != metav1.ConditionTrue {
 			return fmt.Errorf("status %+v, want %d ready and Ready=True at generation %d", s, n, ps.Generation)
 		}
 		return nil
@@ -453,44 +337,17 @@ func warningEvents(t *testing.T, ps *podsetv1alpha1.PodSet) []string {
 	return out
 }
 
-// Builder methods for the rollout fields (spec.minReadySeconds,
-// spec.progressDeadlineSeconds, partition, spec.revisionHistoryLimit).
-// partition keeps a maxUnavailable set before it.
-func (b *podSetBuilder) minReadySeconds(n int32) *podSetBuilder {
-	b.ps.Spec.MinReadySeconds = n
-	return b
-}
-func (b *podSetBuilder) progressDeadline(n int32) *podSetBuilder {
-	b.ps.Spec.ProgressDeadlineSeconds = &n
-	return b
-}
-func (b *podSetBuilder) partition(n int32) *podSetBuilder {
-	if b.ps.Spec.UpdateStrategy.RollingUpdate == nil {
-		b.ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{}
-	}
-	b.ps.Spec.UpdateStrategy.RollingUpdate.Partition = &n
-	return b
-}
-func (b *podSetBuilder) revisionHistoryLimit(n int32) *podSetBuilder {
-	b.ps.Spec.RevisionHistoryLimit = &n
-	return b
-}
-
-// pokeForAPass changes a label of a pod that the operator does not own,
-// which passes the watch predicate, and waits for the pass it causes and
-// for any write of that pass to land.
+// pokeForAPass runs a pass of a converged PodSet, one with nothing to
+// do, and returns once it has ended (testenv.IdlePass). Its one repair is
+// the only write the caller may see.
 func pokeForAPass(t *testing.T, pod corev1.Pod) {
 	t.Helper()
-	passes := reconciles(t)
-	pod.Labels["test.podset.dev/poke"] = pod.ResourceVersion
-	if err := env.Client.Update(t.Context(), &pod); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "a pass", func() error {
-		if reconciles(t) <= passes {
-			return fmt.Errorf("no pass ran yet")
-		}
-		return nil
-	})
-	time.Sleep(200 * time.Millisecond)
+	testenv.IdlePass(t, env.Client, wait, &pod)
+}
+
+// repairPass runs a pass that must write and returns once it has, when
+// every pass of the PodSet before it has ended (testenv.RepairPass).
+func repairPass(t *testing.T, pod corev1.Pod) {
+	t.Helper()
+	testenv.RepairPass(t, env.Client, wait, &pod)
 }
