@@ -20,10 +20,10 @@ import (
 // PodSet and a next pass that its pods' events start. A pass reads all of
 // a PodSet's pods, so while a thousand of them start, one pass per
 // PodEventSpacing sees every event that arrived meanwhile, instead of one
-// pass per event: measured on 1 x 1000 pods (test/bench), 745 passes took
-// the operator 5 s of CPU on the 2 cores the API server needs. The first
-// pod event after a quiet spell starts a pass at once, and changes of the
-// PodSet itself (its spec) are never held back.
+// pass per event, whose CPU the operator would take from the API server
+// (docs/benchmarks.md, "The CPU column"). The first pod event after a
+// quiet spell starts a pass at once, and changes of the PodSet itself (its
+// spec) are never held back.
 const PodEventSpacing = 100 * time.Millisecond
 
 // passEnded records the end of a pass over key.
