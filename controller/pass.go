@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -45,7 +46,7 @@ type pass struct {
 
 	// plan
 	stalled *podset.Stall
-	pods2do podset.Plan
+	podPlan podset.Plan
 	revPlan podset.RevisionPlan
 
 	// computeStatus and publish: the status this pass wants clients to
@@ -112,7 +113,7 @@ func (p *pass) plan() {
 		return
 	}
 	p.revPlan = p.view.PlanRevisions(p.held.Kept())
-	p.pods2do = p.view.Plan(podset.Input{Held: p.held, InFlight: p.inFlight})
+	p.podPlan = p.view.Plan(podset.Input{Held: p.held, InFlight: p.inFlight})
 }
 
 // write sends the plan. The revisions are written beside the pods, not
@@ -128,7 +129,7 @@ func (p *pass) write(ctx context.Context) error {
 	var revErr error
 	var revWrites sync.WaitGroup
 	revWrites.Go(func() { revErr = p.r.syncRevisions(ctx, p.ps, p.revPlan, p.view.Revs) })
-	stalled, err := p.r.execute(ctx, p.ps, &p.pods2do, p.view.Revs, p.now)
+	stalled, err := p.r.execute(ctx, p.ps, &p.podPlan, p.view.Revs, p.now)
 	revWrites.Wait()
 	p.stalled = stalled
 	return errors.Join(revErr, err)
@@ -136,7 +137,7 @@ func (p *pass) write(ctx context.Context) error {
 
 // computeStatus is the status the pass wants clients to see.
 func (p *pass) computeStatus() {
-	p.status = p.view.Status(&p.pods2do, p.stalled)
+	p.status = p.view.Status(&p.podPlan, p.stalled)
 }
 
 // publish writes the status with server-side apply, unless it is what
@@ -165,7 +166,7 @@ func (p *pass) publish(ctx context.Context) error {
 	}
 	// The answer is the PodSet after the write: its resourceVersion tells
 	// when the cache has caught up.
-	p.r.memory.wroteStatus(p.key, deref(apply.ResourceVersion), p.status)
+	p.r.memory.wroteStatus(p.key, ptr.Deref(apply.ResourceVersion, ""), p.status)
 	return nil
 }
 
@@ -175,6 +176,13 @@ func (p *pass) publish(ctx context.Context) error {
 // of the progress deadline passing (once).
 func (p *pass) record(ctx context.Context, statusErr error) {
 	p.logPass(ctx, statusErr)
+	if s := p.stalled; s != nil {
+		action := "Create"
+		if s.Reason == podsetv1alpha1.InvalidTemplateReason {
+			action = "Validate"
+		}
+		p.r.warn(p.ps, s.Reason, action, s.Message)
+	}
 	if statusErr != nil {
 		return
 	}
@@ -183,13 +191,6 @@ func (p *pass) record(ctx context.Context, statusErr error) {
 		shown = p.ps.Status // clients still see the status they saw
 	}
 	p.r.memory.showStatus(p.ps, shown)
-	if s := p.stalled; s != nil {
-		action := "Create"
-		if s.Reason == podsetv1alpha1.InvalidTemplateReason {
-			action = "Validate"
-		}
-		p.r.warn(p.ps, s.Reason, action, s.Message)
-	}
 	if deadlineExceeded(&p.status) && !deadlineExceeded(&p.ps.Status) {
 		c := meta.FindStatusCondition(p.status.Conditions, podsetv1alpha1.StalledCondition)
 		p.r.warn(p.ps, c.Reason, "Rollout", c.Message)
@@ -202,7 +203,7 @@ func (p *pass) record(ctx context.Context, statusErr error) {
 // passes, or when something the plan waits for is due. 0: on events only.
 func (p *pass) requeue() time.Duration {
 	wait := p.deferred
-	for _, d := range []time.Duration{p.r.memory.recheck(p.key), p.view.WakeAfter(&p.status), p.pods2do.Wake} {
+	for _, d := range []time.Duration{p.r.memory.recheck(p.key), p.view.WakeAfter(&p.status), p.podPlan.Wake} {
 		if d > 0 && (wait == 0 || d < wait) {
 			wait = d
 		}
@@ -227,16 +228,9 @@ func (p *pass) logPass(ctx context.Context, statusErr error) {
 	case !equality.Semantic.DeepEqual(p.ps.Status, p.status):
 		outcome = "written"
 	}
-	plan := &p.pods2do
+	plan := &p.podPlan
 	log.Info("pass", "began", p.began.UTC().Format(time.RFC3339Nano), "took", p.r.Clock.Since(p.began).String(), "pods", len(p.pods),
 		"create", len(plan.Create), "delete", len(plan.Prune)+len(plan.Rollout), "update", len(plan.Update),
 		"repair", len(plan.Repair), "gates", len(plan.Pause)+len(plan.Resume), "status", outcome,
 		"ready", p.status.ReadyReplicas)
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
