@@ -254,55 +254,37 @@ func scrapeAfterAReconcile(t *testing.T) map[string]map[string]map[string]bool {
 		}
 	})
 
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "podset-"}}
-	if err := env.Client.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
-	ps := &podsetv1alpha1.PodSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns.Name},
-		Spec: podsetv1alpha1.PodSetSpec{
-			Replicas: ptr.To[int32](1),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
-				Spec: corev1.PodSpec{
-					SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](65532)},
-					Containers:      []corev1.Container{{Name: "app", Image: "busybox:1.36", Command: []string{"sleep", "infinity"}}},
-				},
-			},
-		},
-	}
-	if err := env.Client.Create(t.Context(), ps); err != nil {
-		t.Fatal(err)
-	}
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	ps := testenv.MakePodSet(ns, "web").Create(t, env.Client)
 	// Play the kubelet until the PodSet is Ready, then scrape until the
 	// pass that wrote Ready has also recorded the rollout's duration.
-	deadline := time.Now().Add(time.Minute)
-	for {
+	var served map[string]map[string]map[string]bool
+	wait := testenv.Waiter{Timeout: time.Minute, Interval: 50 * time.Millisecond}
+	wait.Eventually(t, "PodSet Ready and its rollout recorded", func(ctx context.Context) error {
 		pods := &corev1.PodList{}
-		if err := env.Client.List(t.Context(), pods, client.InNamespace(ns.Name)); err != nil {
-			t.Fatal(err)
+		if err := env.Client.List(ctx, pods, client.InNamespace(ns)); err != nil {
+			return err
 		}
 		for i := range pods.Items {
 			pod := &pods.Items[i]
 			if status, _ := testenv.KubeletStatus(pod, false); pod.Status.Phase != corev1.PodRunning || !podReady(pod) {
 				pod.Status = status
-				_ = env.Client.Status().Update(t.Context(), pod)
+				_ = env.Client.Status().Update(ctx, pod)
 			}
 		}
 		got := &podsetv1alpha1.PodSet{}
-		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ps), got); err != nil {
-			t.Fatal(err)
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ps), got); err != nil {
+			return err
 		}
-		if c := condition(got, podsetv1alpha1.ReadyCondition); c == metav1.ConditionTrue && got.Status.ObservedGeneration == got.Generation {
-			if served := scrape(t, endpoint); served["podset_rollout_duration_seconds_count"] != nil {
-				return served
-			}
+		if c := testenv.Condition(got, podsetv1alpha1.ReadyCondition); c.Status != metav1.ConditionTrue || got.Status.ObservedGeneration != got.Generation {
+			return fmt.Errorf("PodSet not Ready: %+v", got.Status)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("PodSet not Ready, or its rollout not recorded, in a minute: %+v", got.Status)
+		if served = scrape(t, endpoint); served["podset_rollout_duration_seconds_count"] == nil {
+			return fmt.Errorf("PodSet Ready, but its rollout not recorded")
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	return served
 }
 
 // scrape reads the metrics endpoint's text exposition: for every series
@@ -357,13 +339,4 @@ func podReady(pod *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-func condition(ps *podsetv1alpha1.PodSet, typ string) metav1.ConditionStatus {
-	for _, c := range ps.Status.Conditions {
-		if c.Type == typ {
-			return c.Status
-		}
-	}
-	return metav1.ConditionUnknown
 }
