@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/podset-dev/podset-operator/test/testenv"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,47 +30,17 @@ const waitTimeout = 3 * time.Minute
 // pollInterval is how often eventually checks again.
 const pollInterval = 250 * time.Millisecond
 
-// eventually calls check until it returns nil, then logs what (with how
-// long it took, for the reader of -v output, not as a threshold). It fails
-// the test with check's last error when that does not happen within
-// waitTimeout.
-func eventually(t *testing.T, what string, check func(ctx context.Context) error) {
-	t.Helper()
-	start := time.Now()
-	deadline := start.Add(waitTimeout)
-	for {
-		err := check(t.Context())
-		if err == nil {
-			t.Logf("%s (waited %v)", what, time.Since(start).Round(time.Millisecond))
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not so after %v: %v", what, waitTimeout, err)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("%s: %v (last check: %v)", what, t.Context().Err(), err)
-		case <-time.After(pollInterval):
-		}
-	}
-}
-
-// consistently calls check until d has passed, and fails the test with
-// check's error the first time it returns one.
-func consistently(t *testing.T, what string, d time.Duration, check func(ctx context.Context) error) {
-	t.Helper()
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
-		if err := check(t.Context()); err != nil {
-			t.Fatalf("%s: not so any more: %v", what, err)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("%s: %v", what, t.Context().Err())
-		case <-time.After(pollInterval):
-		}
-	}
-	t.Logf("%s (for %v)", what, d)
-}
+// wait is the suite's waiting: eventually calls check until it returns
+// nil, then logs what (with how long it took, for the reader of -v output,
+// not as a threshold), and fails the test with check's last error when that
+// does not happen within waitTimeout; consistently calls check until a
+// duration has passed, and fails the test the first time it returns an
+// error.
+var (
+	wait         = testenv.Waiter{Timeout: waitTimeout, Interval: pollInterval, Log: true}
+	eventually   = wait.Eventually
+	consistently = wait.Consistently
+)
 
 // runTool runs a command line tool with the suite's admin kubeconfig in its
 // environment and returns its standard output, failing the test with its
@@ -149,17 +120,15 @@ func checkGone(ctx context.Context, obj client.Object) error {
 // and deletes it when the test ends.
 func newNamespace(t *testing.T, prefix string, labels map[string]string) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix, Labels: labels}}
-	if err := suite.client.Create(t.Context(), ns); err != nil {
-		t.Fatalf("creating a namespace: %v", err)
-	}
+	ns := testenv.Namespace(t, suite.client, prefix, labels)
 	t.Cleanup(func() {
 		// t.Context() is already canceled when cleanups run.
-		if err := suite.client.Delete(context.Background(), ns); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("deleting namespace %s: %v", ns.Name, err)
+		err := suite.client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("deleting namespace %s: %v", ns, err)
 		}
 	})
-	return ns.Name
+	return ns
 }
 
 // describeCluster is what a person would look at when the workloads of

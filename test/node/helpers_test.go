@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // app is a reference to a test image (test/node/images) by tag.
@@ -42,20 +43,14 @@ func appByDigest(t *testing.T, tag string) string {
 // deleted when the test ends.
 func newNamespace(t *testing.T) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		GenerateName: "node-",
-		Labels:       map[string]string{"pod-security.kubernetes.io/enforce": "restricted"},
-	}}
-	if err := suite.client.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
+	ns := testenv.Namespace(t, suite.client, "node-", map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Log(describe(ns.Name))
+			t.Log(describe(ns))
 		}
-		_ = suite.client.Delete(context.Background(), ns)
+		_ = suite.client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	})
-	return ns.Name
+	return ns
 }
 
 // describe is what a person debugging a failed test would look at.

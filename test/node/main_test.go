@@ -11,7 +11,6 @@ package node
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -188,25 +187,7 @@ const waitTimeout = 2 * time.Minute
 
 // eventually calls check until it returns nil, or fails the test with its
 // last error after waitTimeout.
-func eventually(t *testing.T, what string, check func(ctx context.Context) error) {
-	t.Helper()
-	start := time.Now()
-	for {
-		err := check(t.Context())
-		if err == nil {
-			t.Logf("%s (waited %v)", what, time.Since(start).Round(time.Millisecond))
-			return
-		}
-		if time.Since(start) > waitTimeout {
-			t.Fatalf("%s: still not so after %v: %v", what, waitTimeout, err)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("%s: %v", what, err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
+var eventually = testenv.Waiter{Timeout: waitTimeout, Interval: 200 * time.Millisecond, Log: true}.Eventually
 
 // execKubectl runs kubectl against the cluster.
 func execKubectl(args ...string) (string, error) {
