@@ -185,27 +185,28 @@ func (c *cluster) installCRD(ctx context.Context) error {
 			return fmt.Errorf("installing the PodSet CRD: %w", err)
 		}
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	err = testenv.Poll(ctx, time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
 		crd := &unstructured.Unstructured{}
 		crd.SetAPIVersion("apiextensions.k8s.io/v1")
 		crd.SetKind("CustomResourceDefinition")
-		err := c.cl.Get(ctx, client.ObjectKey{Name: "podsets.podset.dev"}, crd)
-		if err == nil && crdEstablished(crd) {
-			// A fresh client, so that its REST mapper discovers the new type.
-			c.cl, err = client.New(c.cfg, client.Options{Scheme: c.scheme})
-			if err != nil {
-				return err
-			}
-			if err = c.cl.List(ctx, &podsetv1alpha1.PodSetList{}, client.Limit(1)); err == nil {
-				return nil
-			}
+		if err := c.cl.Get(ctx, client.ObjectKey{Name: "podsets.podset.dev"}, crd); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the PodSet CRD is not served after a minute: %v", err)
+		if !crdEstablished(crd) {
+			return errors.New("not Established")
 		}
-		time.Sleep(200 * time.Millisecond)
+		// A fresh client, so that its REST mapper discovers the new type.
+		cl, err := client.New(c.cfg, client.Options{Scheme: c.scheme})
+		if err != nil {
+			return err
+		}
+		c.cl = cl
+		return c.cl.List(ctx, &podsetv1alpha1.PodSetList{}, client.Limit(1))
+	})
+	if err != nil {
+		return fmt.Errorf("the PodSet CRD is not served: %w", err)
 	}
+	return nil
 }
 
 func crdEstablished(crd *unstructured.Unstructured) bool {
@@ -222,17 +223,10 @@ func crdEstablished(crd *unstructured.Unstructured) bool {
 // namespace creates a fresh namespace for one contender's run. It enforces
 // the Pod Security "restricted" profile, as a hardened cluster would.
 func (c *cluster) namespace(ctx context.Context, name string) (string, error) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: "b" + c.runID + "-" + name,
-		Labels: map[string]string{
-			runLabel:                             c.runID,
-			"pod-security.kubernetes.io/enforce": "restricted",
-		},
-	}}
-	if err := c.cl.Create(ctx, ns); err != nil {
-		return "", fmt.Errorf("creating namespace %s: %w", ns.Name, err)
-	}
-	return ns.Name, nil
+	return testenv.NewNamespace(ctx, c.cl, "b"+c.runID+"-"+name, map[string]string{
+		runLabel:                             c.runID,
+		"pod-security.kubernetes.io/enforce": "restricted",
+	})
 }
 
 // cleanup empties the namespaces, deletes them and waits until they are

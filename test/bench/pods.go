@@ -15,6 +15,7 @@ import (
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/internal/podset"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // Labels the benchmark puts in every pod template, so that one pod watch
@@ -101,13 +102,7 @@ var podUpdatePolicy podsetv1alpha1.PodUpdatePolicy
 // InPlaceIfPossible (the default, written out) unless -podset-policy says
 // otherwise.
 func newPodSet(ns, name string, replicas int32, maxUnavailable string) *podsetv1alpha1.PodSet {
-	ps := &podsetv1alpha1.PodSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: podsetv1alpha1.PodSetSpec{
-			Replicas: ptr.To(replicas),
-			Template: template(name, 1),
-		},
-	}
+	ps := testenv.MakePodSet(ns, name).Replicas(replicas).Template(template(name, 1)).Obj()
 	ps.Spec.UpdateStrategy.PodUpdatePolicy = podUpdatePolicy
 	if maxUnavailable != "" {
 		ps.Spec.UpdateStrategy = podsetv1alpha1.PodSetUpdateStrategy{
