@@ -82,16 +82,8 @@ func (b *bench) inPlaceScenario(ctx context.Context, x imageChanger) {
 	id := inPlaceID(n)
 	err := b.session(ctx, "ip-"+slug(x.name()), x, x.kinds(), func(ns string) error {
 		j := job{ns: ns, sets: setNames(1), n: n, rollout: true}
-		if err := x.prepare(ctx, j); err != nil {
-			return err
-		}
-		if err := x.create(ctx, j); err != nil {
-			return err
-		}
-		wctx, cancel := context.WithTimeout(ctx, b.size.timeout)
-		defer cancel()
 		steady := func(s *state) bool { return x.ready(s, j) && podsOnImage(s, j, baseImage) }
-		if err := b.obs.waitFor(wctx, "the in-place rollout's starting point", steady); err != nil {
+		if err := b.setUp(ctx, x, j, "the in-place rollout's starting point", steady); err != nil {
 			return err
 		}
 		time.Sleep(settle)

@@ -241,47 +241,36 @@ func (o *observer) update(obj any, deleted, initial bool) {
 		if tracing {
 			logf("trace podset %s gen=%d observed=%d replicas=%d ready=%d updated=%d", key, obj.Generation, obj.Status.ObservedGeneration, obj.Status.Replicas, obj.Status.ReadyReplicas, obj.Status.UpdatedReplicas)
 		}
-		if deleted {
-			delete(o.st.podsets, key)
-			return
-		}
+		st := workloadState(obj.Generation, obj.Status.ObservedGeneration, obj.Spec.Replicas, obj.Status.Replicas, obj.Status.ReadyReplicas, obj.Status.UpdatedReplicas)
 		ready := meta.FindStatusCondition(obj.Status.Conditions, podsetv1alpha1.ReadyCondition)
-		o.st.podsets[key] = setState{
-			generation: obj.Generation, observed: obj.Status.ObservedGeneration,
-			replicas: deref(obj.Spec.Replicas, 1), statusReplicas: obj.Status.Replicas,
-			ready: obj.Status.ReadyReplicas, updated: obj.Status.UpdatedReplicas,
-			readyCondition: ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == obj.Generation,
-		}
+		st.readyCondition = ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == obj.Generation
+		putSet(o.st.podsets, key, deleted, st)
 	case *appsv1.ReplicaSet:
-		if deleted {
-			delete(o.st.replicasets, key)
-			return
-		}
-		o.st.replicasets[key] = setState{
-			generation: obj.Generation, observed: obj.Status.ObservedGeneration,
-			replicas: deref(obj.Spec.Replicas, 1), statusReplicas: obj.Status.Replicas,
-			ready: obj.Status.ReadyReplicas, updated: obj.Status.Replicas,
-		}
+		// A ReplicaSet's pods are all of its one template.
+		putSet(o.st.replicasets, key, deleted, workloadState(obj.Generation, obj.Status.ObservedGeneration, obj.Spec.Replicas, obj.Status.Replicas, obj.Status.ReadyReplicas, obj.Status.Replicas))
 	case *appsv1.Deployment:
-		if deleted {
-			delete(o.st.deployments, key)
-			return
-		}
-		o.st.deployments[key] = setState{
-			generation: obj.Generation, observed: obj.Status.ObservedGeneration,
-			replicas: deref(obj.Spec.Replicas, 1), statusReplicas: obj.Status.Replicas,
-			ready: obj.Status.ReadyReplicas, updated: obj.Status.UpdatedReplicas,
-		}
+		putSet(o.st.deployments, key, deleted, workloadState(obj.Generation, obj.Status.ObservedGeneration, obj.Spec.Replicas, obj.Status.Replicas, obj.Status.ReadyReplicas, obj.Status.UpdatedReplicas))
 	case *appsv1.StatefulSet:
-		if deleted {
-			delete(o.st.sts, key)
-			return
-		}
-		o.st.sts[key] = setState{
-			generation: obj.Generation, observed: obj.Status.ObservedGeneration,
-			replicas: deref(obj.Spec.Replicas, 1), statusReplicas: obj.Status.Replicas,
-			ready: obj.Status.ReadyReplicas, updated: obj.Status.UpdatedReplicas,
-		}
+		putSet(o.st.sts, key, deleted, workloadState(obj.Generation, obj.Status.ObservedGeneration, obj.Spec.Replicas, obj.Status.Replicas, obj.Status.ReadyReplicas, obj.Status.UpdatedReplicas))
+	}
+}
+
+// putSet records the state of a set, or forgets a deleted one.
+func putSet(sets map[string]setState, key string, deleted bool, s setState) {
+	if deleted {
+		delete(sets, key)
+		return
+	}
+	sets[key] = s
+}
+
+// workloadState is the state of a built-in workload, from its generations,
+// spec.replicas and status counts.
+func workloadState(generation, observed int64, replicas *int32, statusReplicas, ready, updated int32) setState {
+	return setState{
+		generation: generation, observed: observed,
+		replicas: deref(replicas, 1), statusReplicas: statusReplicas,
+		ready: ready, updated: updated,
 	}
 }
 

@@ -32,17 +32,11 @@ func (b *bench) reactionScenario(ctx context.Context, x contender, rec *recorder
 	res := &reactionResult{passes: -1}
 	res.err = b.session(ctx, "re-"+slug(x.name()), x, x.kinds(), func(ns string) error {
 		j := job{ns: ns, sets: setNames(b.size.reactionSets), n: b.size.reactionReplicas}
-		if err := x.prepare(ctx, j); err != nil {
-			return err
-		}
-		if err := x.create(ctx, j); err != nil {
+		if err := b.setUp(ctx, x, j, "the starting point", func(s *state) bool { return x.ready(s, j) }); err != nil {
 			return err
 		}
 		wctx, cancel := context.WithTimeout(ctx, b.size.timeout)
 		defer cancel()
-		if err := b.obs.waitFor(wctx, "the starting point", func(s *state) bool { return x.ready(s, j) }); err != nil {
-			return err
-		}
 		// Let deferred status writes (the operator's StatusInterval) pass.
 		time.Sleep(2 * settle)
 

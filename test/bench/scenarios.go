@@ -416,6 +416,21 @@ func (b *bench) convergence(ctx context.Context, k, n int32, scale bool, x conte
 	}
 }
 
+// setUp prepares and creates a contender's sets, untimed, and waits, for
+// up to the size's timeout, until the observer sees them at the starting
+// point of a timed step (ready).
+func (b *bench) setUp(ctx context.Context, x contender, j job, what string, ready func(*state) bool) error {
+	if err := x.prepare(ctx, j); err != nil {
+		return err
+	}
+	if err := x.create(ctx, j); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, b.size.timeout)
+	defer cancel()
+	return b.obs.waitFor(wctx, what, ready)
+}
+
 // rolloutScenario sets up one set of N pods with maxUnavailable 100% and
 // times the change of its template.
 func (b *bench) rolloutScenario(ctx context.Context, x contender) {
@@ -423,15 +438,7 @@ func (b *bench) rolloutScenario(ctx context.Context, x contender) {
 	id := fmt.Sprintf("rollout %d", n)
 	err := b.session(ctx, "ro-"+slug(x.name()), x, x.kinds(), func(ns string) error {
 		j := job{ns: ns, sets: setNames(1), n: n, rollout: true}
-		if err := x.prepare(ctx, j); err != nil {
-			return err
-		}
-		if err := x.create(ctx, j); err != nil {
-			return err
-		}
-		wctx, cancel := context.WithTimeout(ctx, b.size.timeout)
-		defer cancel()
-		if err := b.obs.waitFor(wctx, "the rollout's starting point", func(s *state) bool { return x.ready(s, j) }); err != nil {
+		if err := b.setUp(ctx, x, j, "the rollout's starting point", func(s *state) bool { return x.ready(s, j) }); err != nil {
 			return err
 		}
 		time.Sleep(settle)
