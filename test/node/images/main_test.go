@@ -15,6 +15,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/podset-dev/podset-operator/hack/ociimage"
 )
 
 // imageSummary is what a node test relies on for one name in the archive.
@@ -156,7 +158,9 @@ type archived struct {
 func readArchive(t *testing.T, path string) map[string]archived {
 	t.Helper()
 	dir := t.TempDir()
-	untar(t, path, dir)
+	if err := ociimage.Untar(path, dir); err != nil {
+		t.Fatal(err)
+	}
 	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -174,35 +178,4 @@ func readArchive(t *testing.T, path string) map[string]archived {
 		images[desc.Annotations[imageNameAnnotation]] = archived{tag: desc.Annotations[refNameAnnotation], image: img}
 	}
 	return images
-}
-
-func untar(t *testing.T, archive, dir string) {
-	t.Helper()
-	f, err := os.Open(archive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		target := filepath.Join(dir, filepath.FromSlash(hdr.Name))
-		if hdr.Typeflag == tar.TypeDir {
-			err = os.MkdirAll(target, 0o755)
-		} else {
-			var data []byte
-			if data, err = io.ReadAll(tr); err == nil {
-				err = os.WriteFile(target, data, 0o644)
-			}
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 }
