@@ -144,6 +144,42 @@ func TestChartValues(t *testing.T) {
 	}
 }
 
+// TestImagesPinned checks what kube-linter's latest-tag and Polaris'
+// tagNotSpecified check: every container that config/ and the chart run
+// names a release, never :latest or no tag at all.
+func TestImagesPinned(t *testing.T) {
+	rendered := map[string]map[string]*unstructured.Unstructured{
+		"config/default":           kustomizeBuild(t, "config/default"),
+		"config/certmanager":       kustomizeBuild(t, "config/certmanager"),
+		"the chart":                helmTemplate(t),
+		"the chart, every option":  helmTemplate(t, everyOption...),
+		"the chart, with a digest": helmTemplate(t, "--set", "image.digest=sha256:"+strings.Repeat("0", 64)),
+	}
+	for source, objs := range rendered {
+		images := 0
+		for key, obj := range objs {
+			if obj.GetKind() != "Deployment" {
+				continue
+			}
+			for _, c := range field(t, obj, "spec.template.spec.containers").([]any) {
+				image, _ := c.(map[string]any)["image"].(string)
+				images++
+				ref, _, _ := strings.Cut(image, "@")
+				tag := ""
+				if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+					tag = ref[i+1:]
+				}
+				if tag == "" || tag == "latest" {
+					t.Errorf("%s: %s runs %q, want a release tag", source, key, image)
+				}
+			}
+		}
+		if images == 0 {
+			t.Errorf("%s: no container found", source)
+		}
+	}
+}
+
 // checkSameObjects fails the test for every object that is only in one of
 // config and chart, and for every difference between the two versions of
 // an object beyond the chart's declared templating points.

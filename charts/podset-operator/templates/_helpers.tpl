@@ -47,12 +47,22 @@ app.kubernetes.io/name: {{ include "podset-operator.name" . }}
 {{- default (include "podset-operator.fullname" .) .Values.serviceAccount.name }}
 {{- end }}
 
+{{/*
+The operator's image: repository:tag, with @digest when image.digest is
+set (the packaged chart of a release sets it: the digest decides what
+runs, the tag says which release it is). global.imageRegistry replaces the
+repository's registry, for mirrors.
+*/}}
 {{- define "podset-operator.image" -}}
-{{- if .Values.image.digest }}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
-{{- else }}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- $repo := .Values.image.repository }}
+{{- with (.Values.global).imageRegistry }}
+{{- $repo = printf "%s/%s" (trimSuffix "/" .) (regexReplaceAll "^(localhost|[^/]*[.:][^/]*)/" $repo "") }}
 {{- end }}
+{{- $ref := printf "%s:%s" $repo (default .Chart.AppVersion .Values.image.tag) }}
+{{- with .Values.image.digest }}
+{{- $ref = printf "%s@%s" $ref . }}
+{{- end }}
+{{- $ref }}
 {{- end }}
 
 {{/*
