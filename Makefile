@@ -109,7 +109,7 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD and the RBAC role from markers.
 	cp config/crd/bases/podset.dev_podsets.yaml $(CHART)/files/crds/
 	cp config/rbac/role.yaml $(CHART)/files/rbac/
 	cp config/policy/hardening.yaml config/policy/pod-validity.yaml $(CHART)/files/policy/
-	cp config/prometheus/rules.yaml $(CHART)/files/prometheus/
+	cp config/prometheus/rules.yaml config/prometheus/dashboard.json $(CHART)/files/prometheus/
 
 .PHONY: fmt
 fmt: ## Format the Go code.

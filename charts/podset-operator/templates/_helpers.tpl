@@ -26,7 +26,8 @@ chart (so release "podset-operator" gives the names config/ uses), else
 {{- end }}
 
 {{/*
-Labels on every object: config/default's part-of label and Helm's own.
+Labels on every object: config/default's part-of label, Helm's own and
+commonLabels.
 */}}
 {{- define "podset-operator.labels" -}}
 app.kubernetes.io/part-of: podset-operator
@@ -34,6 +35,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -95,5 +99,29 @@ Call with (dict "root" $ "file" "files/..." "keep" false).
 ---
 {{ toYaml $obj }}
 {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The image pull secrets: global.imagePullSecrets, then imagePullSecrets.
+*/}}
+{{- define "podset-operator.imagePullSecrets" -}}
+{{- $secrets := concat (default list (.Values.global).imagePullSecrets) .Values.imagePullSecrets | uniq }}
+{{- with $secrets }}
+imagePullSecrets:
+{{- toYaml . | nindent 0 }}
+{{- end }}
+{{- end }}
+
+{{/*
+The token Prometheus scrapes with: metrics.serviceMonitor.authorization's
+credentials, or the Secret of the chart's scraper service account.
+*/}}
+{{- define "podset-operator.scrapeCredentials" -}}
+{{- with .Values.metrics.serviceMonitor.authorization.credentials }}
+{{- toYaml . }}
+{{- else }}
+name: {{ include "podset-operator.fullname" . }}-metrics-token
+key: token
 {{- end }}
 {{- end }}
