@@ -128,11 +128,40 @@ plugin: ## Build the kubectl plugin into bin/kubectl-podset (VERSION stamped in)
 	go build -ldflags "$(PLUGIN_LDFLAGS)" -o $(BIN)/kubectl-podset ./cmd/kubectl-podset
 
 .PHONY: test
-test: test-unit test-e2e test-node ## Run all tests: unit and envtest suites, end-to-end on a local kwok cluster, then the real-node suite.
+test: test-unit test-manifests test-e2e test-node ## Run all tests: unit and envtest suites, the manifests' validation, end-to-end on a local kwok cluster, then the real-node suite.
 
 .PHONY: test-unit
 test-unit: $(KUBE_APISERVER) $(ETCD) ## Run the unit and envtest suites (they need only kube-apiserver and etcd).
 	go test ./... -count=1 $(TESTFLAGS)
+
+# KUBE_SCHEMAS are the JSON schemas kubeconform validates with, made by
+# hack/kubeschemas from the OpenAPI document of the k8s.io/kubernetes
+# module that hack/controlplane builds from, and from config/crd.
+KUBE_SCHEMAS := $(BIN)/kube-schemas/k8s-$(K8S_VERSION)
+# The chart, rendered with its defaults and with every option, as kubeconform
+# validates it.
+CHART_RENDERS := defaults: \
+	every-option:--set=metrics.certificate.certManager.enabled=true,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.grafanaDashboard.enabled=true,networkPolicy.enabled=true,commonLabels.team=platform,global.imagePullSecrets[0].name=pull,image.digest=sha256:0000000000000000000000000000000000000000000000000000000000000000 \
+	existing-cert-one-replica:--set=replicaCount=1,metrics.certificate.existingSecret=cert,metrics.serviceMonitor.enabled=true,metrics.serviceMonitor.authorization.credentials.name=token,metrics.serviceMonitor.authorization.credentials.key=token,metrics.serviceMonitor.relabelings[0].targetLabel=cluster,metrics.serviceMonitor.relabelings[0].replacement=east \
+	no-metrics-no-crds:--set=metrics.enabled=false,crds.enabled=false,admissionPolicies.enabled=false,leaderElection.enabled=false,replicaCount=1
+# Kinds of other projects' CRDs (Prometheus Operator, cert-manager), whose
+# schemas are not in any module here: kubeconform skips them.
+KUBECONFORM_SKIP := ServiceMonitor,PrometheusRule,Certificate,Issuer
+
+.PHONY: test-manifests
+test-manifests: $(KUBECONFORM) $(KUSTOMIZE) $(HELM) ## Validate every manifest of config/ and of the chart (defaults, every option) with kubeconform, strictly, against Kubernetes' schemas and the CRDs, offline.
+	swagger=$$(cd hack/controlplane && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/api/openapi-spec/swagger.json; \
+	go run ./hack/kubeschemas -swagger $$swagger -crds config/crd/bases -out $(KUBE_SCHEMAS)
+	rm -rf .manifests && mkdir -p .manifests
+	for dir in $$(cd config && ls -d */ | tr -d /); do \
+		if [[ -f config/$$dir/kustomization.yaml ]]; then $(KUSTOMIZE) build config/$$dir > .manifests/config-$$dir.yaml; fi; \
+	done
+	for r in $(CHART_RENDERS); do \
+		$(HELM) template podset-operator $(CHART) --namespace podset-system $${r#*:} > .manifests/chart-$${r%%:*}.yaml; \
+	done
+	$(KUBECONFORM) -strict -summary -skip $(KUBECONFORM_SKIP) \
+		-schema-location '$(KUBE_SCHEMAS)/{{ .ResourceKind }}{{ .KindSuffix }}.json' .manifests/*.yaml
+	rm -rf .manifests
 
 .PHONY: test-e2e
 test-e2e: controlplane $(KUSTOMIZE) $(HELM) ## Run the end-to-end suite (with the Helm chart's checks) and a tiny benchmark (correctness only) on local kwok clusters.
@@ -142,11 +171,11 @@ test-e2e: controlplane $(KUSTOMIZE) $(HELM) ## Run the end-to-end suite (with th
 NODE_ENV = CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) CONTAINERD_DIR=$(CONTAINERD_DIR) RUNC=$(RUNC) NODE_IMAGES=$(NODE_IMAGES)
 
 .PHONY: test-node
-test-node: node-host node-deps node-bins $(NODE_IMAGES) ## Run the real-node suite: a real kubelet, containerd and kube-proxy joined to a local kwok cluster (needs root).
+test-node: node-host node-deps node-bins $(NODE_IMAGES) $(HELM) ## Run the real-node suite: a real kubelet, containerd and kube-proxy joined to a local kwok cluster, and the chart installing the operator's image there (needs root).
 	@$(NODE_ENV) hack/node.sh check
 	@# The suite stops the node itself; a timeout kills it before it can,
 	@# so the node is stopped here too, whatever the suite did.
-	rc=0; $(NODE_ENV) go test -tags node ./test/node/ -count=1 -v -timeout 30m $(TESTFLAGS) || rc=$$?; \
+	rc=0; $(NODE_ENV) HELM=$(HELM) go test -tags node ./test/node/ -count=1 -v -timeout 30m $(TESTFLAGS) || rc=$$?; \
 	$(NODE_ENV) hack/node.sh down; exit $$rc
 
 .PHONY: bench
