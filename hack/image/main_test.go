@@ -1,11 +1,8 @@
 package main
 
 import (
-	"archive/tar"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +15,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/podset-dev/podset-operator/hack/ociimage"
 	"github.com/podset-dev/podset-operator/test/testenv"
@@ -77,7 +73,15 @@ func TestImageMatchesDockerfile(t *testing.T) {
 		t.Errorf("the Dockerfile's runtime stage is FROM %s; this test compares with distroless static :nonroot", df.base)
 	}
 
-	files := readFiles(t, img)
+	files, err := ociimage.Files(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type fileInfo struct {
+		mode     int64
+		uid, gid int
+		dir      bool
+	}
 	for name, want := range map[string]fileInfo{
 		"etc/passwd":                        {mode: 0o644},
 		"etc/group":                         {mode: 0o644},
@@ -89,32 +93,31 @@ func TestImageMatchesDockerfile(t *testing.T) {
 		"podset-operator":                   {mode: 0o755},
 		"usr/share/zoneinfo/Europe/Berlin":  {mode: 0o644},
 	} {
-		got, ok := files[name]
+		f, ok := files[name]
 		if !ok {
 			t.Errorf("no /%s in the image", name)
 			continue
 		}
-		got.data = nil
-		if diff := cmp.Diff(want, got, cmp.AllowUnexported(fileInfo{})); diff != "" {
-			t.Errorf("/%s (-want +got):\n%s", name, diff)
+		if got := (fileInfo{mode: f.Mode, uid: f.UID, gid: f.GID, dir: f.Dir}); got != want {
+			t.Errorf("/%s: %+v, want %+v", name, got, want)
 		}
 	}
-	if !strings.Contains(string(files["etc/passwd"].data), "nonroot:x:65532:65532:nonroot:/home/nonroot:") {
-		t.Errorf("/etc/passwd has no nonroot user 65532:\n%s", files["etc/passwd"].data)
+	if !strings.Contains(string(files["etc/passwd"].Data), "nonroot:x:65532:65532:nonroot:/home/nonroot:") {
+		t.Errorf("/etc/passwd has no nonroot user 65532:\n%s", files["etc/passwd"].Data)
 	}
-	if !strings.Contains(string(files["etc/group"].data), "nonroot:x:65532:") {
-		t.Errorf("/etc/group has no nonroot group 65532:\n%s", files["etc/group"].data)
+	if !strings.Contains(string(files["etc/group"].Data), "nonroot:x:65532:") {
+		t.Errorf("/etc/group has no nonroot group 65532:\n%s", files["etc/group"].Data)
 	}
-	if n := countCertificates(t, files["etc/ssl/certs/ca-certificates.crt"].data); n < 100 {
+	if n := countCertificates(t, files["etc/ssl/certs/ca-certificates.crt"].Data); n < 100 {
 		t.Errorf("the CA bundle has %d certificates, want the Mozilla roots (over 100)", n)
 	}
-	if _, err := time.LoadLocationFromTZData("Europe/Berlin", files["usr/share/zoneinfo/Europe/Berlin"].data); err != nil {
+	if _, err := time.LoadLocationFromTZData("Europe/Berlin", files["usr/share/zoneinfo/Europe/Berlin"].Data); err != nil {
 		t.Errorf("/usr/share/zoneinfo/Europe/Berlin: %v", err)
 	}
 
 	// The binary is the operator of this version.
 	bin := filepath.Join(t.TempDir(), "podset-operator")
-	if err := os.WriteFile(bin, files["podset-operator"].data, 0o755); err != nil {
+	if err := os.WriteFile(bin, files["podset-operator"].Data, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	printed, err := exec.CommandContext(t.Context(), bin, "--version").CombinedOutput()
@@ -210,38 +213,6 @@ func readImage(t *testing.T, out, version string, digest v1.Hash) v1.Image {
 		t.Fatal(err)
 	}
 	return img
-}
-
-// fileInfo is one file of the image's flattened file system.
-type fileInfo struct {
-	mode     int64
-	uid, gid int
-	dir      bool
-	data     []byte
-}
-
-func readFiles(t *testing.T, img v1.Image) map[string]fileInfo {
-	t.Helper()
-	files := map[string]fileInfo{}
-	tr := tar.NewReader(mutate.Extract(img))
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return files
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := fileInfo{mode: hdr.Mode, uid: hdr.Uid, gid: hdr.Gid, dir: hdr.Typeflag == tar.TypeDir}
-		if !f.dir {
-			f.data = data
-		}
-		files[strings.TrimSuffix(hdr.Name, "/")] = f
-	}
 }
 
 func countCertificates(t *testing.T, bundle []byte) int {

@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -221,6 +222,31 @@ func Untar(archive, dir string) error {
 		if err != nil {
 			return err
 		}
+	}
+}
+
+// Files reads the file system img unpacks to, by path without a trailing
+// slash: what a test compares with what it expects.
+func Files(img v1.Image) (map[string]File, error) {
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	files := map[string]File{}
+	tr := tar.NewReader(rc)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		f := File{Name: strings.TrimSuffix(hdr.Name, "/"), Mode: hdr.Mode, Dir: hdr.Typeflag == tar.TypeDir, UID: hdr.Uid, GID: hdr.Gid}
+		if !f.Dir {
+			if f.Data, err = io.ReadAll(tr); err != nil {
+				return nil, err
+			}
+		}
+		files[f.Name] = f
 	}
 }
 

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"archive/tar"
 	"encoding/json"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/podset-dev/podset-operator/hack/ociimage"
 )
@@ -117,21 +113,18 @@ func summarize(t *testing.T, a archived) imageSummary {
 // not owned by root.
 func fileModes(t *testing.T, img v1.Image) map[string]int64 {
 	t.Helper()
-	modes := map[string]int64{}
-	tr := tar.NewReader(mutate.Extract(img))
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return modes
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if hdr.Uid != 0 || hdr.Gid != 0 {
-			t.Errorf("%s is owned by %d:%d, want root", hdr.Name, hdr.Uid, hdr.Gid)
-		}
-		modes[hdr.Name] = hdr.Mode
+	files, err := ociimage.Files(img)
+	if err != nil {
+		t.Fatal(err)
 	}
+	modes := map[string]int64{}
+	for name, f := range files {
+		if f.UID != 0 || f.GID != 0 {
+			t.Errorf("%s is owned by %d:%d, want root", name, f.UID, f.GID)
+		}
+		modes[name] = f.Mode
+	}
+	return modes
 }
 
 func readDigests(t *testing.T, dir string) map[string]string {
