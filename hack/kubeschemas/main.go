@@ -3,10 +3,11 @@
 // {{ .ResourceKind }}{{ .KindSuffix }}.json asks for, from Kubernetes'
 // OpenAPI v2 document (api/openapi-spec/swagger.json of the
 // k8s.io/kubernetes module that hack/controlplane builds from) and from
-// CustomResourceDefinitions. The schemas are strict: an object with
+// CustomResourceDefinitions (the project's, and those of other projects
+// that its optional manifests use). The schemas are strict: an object with
 // properties takes no others, so a misspelt field fails.
 //
-//	go run ./hack/kubeschemas -swagger .../swagger.json -crds config/crd/bases -out DIR
+//	go run ./hack/kubeschemas -swagger .../swagger.json -crds config/crd/bases,... -out DIR
 package main
 
 import (
@@ -35,7 +36,7 @@ var overrides = map[string]map[string]any{
 
 func main() {
 	swagger := flag.String("swagger", "", "Kubernetes' OpenAPI v2 document (swagger.json)")
-	crds := flag.String("crds", "", "folder of CustomResourceDefinition manifests")
+	crds := flag.String("crds", "", "comma-separated folders of CustomResourceDefinition manifests")
 	out := flag.String("out", "", "folder to write the schemas to")
 	flag.Parse()
 	if *swagger == "" || *out == "" {
@@ -48,7 +49,7 @@ func main() {
 	}
 }
 
-func run(swaggerPath, crdDir, out string) error {
+func run(swaggerPath, crdDirs, out string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
@@ -56,8 +57,11 @@ func run(swaggerPath, crdDir, out string) error {
 	if err != nil {
 		return err
 	}
-	if crdDir != "" {
-		m, err := writeCRDs(crdDir, out)
+	for dir := range strings.SplitSeq(crdDirs, ",") {
+		if dir == "" {
+			continue
+		}
+		m, err := writeCRDs(dir, out)
 		if err != nil {
 			return err
 		}
