@@ -1,5 +1,8 @@
 # syntax=docker/dockerfile:1
 # The operator image: a static binary on distroless, running as non-root.
+# `make image` builds the same image without Docker (hack/image, on a base
+# made like distroless static :nonroot); hack/image's test compares the two
+# (build command, binary path, user, entrypoint, the base's files).
 #   docker build --build-arg VERSION=v0.1.0 -t ghcr.io/podset-dev/podset-operator:v0.1.0 .
 # Multi-arch (the builder cross-compiles natively):
 #   docker buildx build --platform linux/amd64,linux/arm64 -t ... .

@@ -62,6 +62,15 @@ KUSTOMIZE := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)/kustomize
 HELM_VERSION := $(shell awk '$$1 == "helm.sh/helm/v4" {print $$2}' go.mod)
 HELM := $(BIN)/helm-$(HELM_VERSION)/helm
 CHART := charts/podset-operator
+# Release tooling, each built from its Go module into bin/ on first use:
+# syft writes the images' SBOMs, actionlint checks the GitHub workflows,
+# kubeconform validates every manifest the repository ships.
+SYFT_VERSION := v1.57.0
+SYFT := $(BIN)/syft-$(SYFT_VERSION)/syft
+ACTIONLINT_VERSION := v1.7.12
+ACTIONLINT := $(BIN)/actionlint-$(ACTIONLINT_VERSION)/actionlint
+KUBECONFORM_VERSION := v0.8.0
+KUBECONFORM := $(BIN)/kubeconform-$(KUBECONFORM_VERSION)/kubeconform
 # VERSION is the release stamped into the binary and the image tag:
 # `make release VERSION=v0.2.0`. Default: what git describes.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -75,6 +84,7 @@ VERSION_LDFLAGS = $(foreach pkg,k8s.io/component-base/version k8s.io/client-go/p
 	-X $(pkg).gitVersion=$(K8S_VERSION) -X $(pkg).gitMajor=1 -X $(pkg).gitMinor=$(K8S_MINOR) \
 	-X $(pkg).gitTreeState=clean -X $(pkg).buildDate=1970-01-01T00:00:00Z)
 GO_BUILD_TOOL = CGO_ENABLED=0 go build -trimpath
+comma := ,
 
 ##@ Help
 
@@ -99,7 +109,7 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD and the RBAC role from markers.
 	cp config/crd/bases/podset.dev_podsets.yaml $(CHART)/files/crds/
 	cp config/rbac/role.yaml $(CHART)/files/rbac/
 	cp config/policy/hardening.yaml config/policy/pod-validity.yaml $(CHART)/files/policy/
-	cp config/prometheus/rules.yaml $(CHART)/files/prometheus/
+	cp config/prometheus/rules.yaml config/prometheus/dashboard.json $(CHART)/files/prometheus/
 
 .PHONY: fmt
 fmt: ## Format the Go code.
@@ -118,7 +128,7 @@ plugin: ## Build the kubectl plugin into bin/kubectl-podset (VERSION stamped in)
 	go build -ldflags "$(PLUGIN_LDFLAGS)" -o $(BIN)/kubectl-podset ./cmd/kubectl-podset
 
 .PHONY: test
-test: test-unit test-e2e test-node ## Run all tests: unit and envtest suites, end-to-end on a local kwok cluster, then the real-node suite.
+test: test-unit test-manifests test-e2e test-node ## Run all tests: unit and envtest suites, the manifests' validation, end-to-end on a local kwok cluster, then the real-node suite.
 
 .PHONY: test-unit
 test-unit: $(KUBE_APISERVER) $(ETCD) ## Run the unit and envtest suites (they need only kube-apiserver and etcd).
@@ -128,6 +138,41 @@ test-unit: $(KUBE_APISERVER) $(ETCD) ## Run the unit and envtest suites (they ne
 test-core: ## Run the pure core's and the reconciler's unit tests: no control plane, seconds.
 	go test ./internal/... ./controller/ -count=1 $(TESTFLAGS)
 
+# KUBE_SCHEMAS are the JSON schemas kubeconform validates with, made by
+# hack/kubeschemas from the OpenAPI document of the k8s.io/kubernetes
+# module that hack/controlplane builds from, and from config/crd.
+KUBE_SCHEMAS := $(BIN)/kube-schemas/k8s-$(K8S_VERSION)
+# The chart, rendered with its defaults and with every option, as kubeconform
+# validates it.
+CHART_RENDERS := defaults: \
+	every-option:--set=metrics.certificate.certManager.enabled=true,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.grafanaDashboard.enabled=true,networkPolicy.enabled=true,commonLabels.team=platform,global.imagePullSecrets[0].name=pull,image.digest=sha256:0000000000000000000000000000000000000000000000000000000000000000,extraEnv[0].name=HTTPS_PROXY,extraEnv[0].value=http://proxy:3128,hostAliases[0].ip=10.0.0.10,hostAliases[0].hostnames[0]=api.internal \
+	existing-cert-one-replica:--set=replicaCount=1,metrics.certificate.existingSecret=cert,metrics.serviceMonitor.enabled=true,metrics.serviceMonitor.authorization.credentials.name=token,metrics.serviceMonitor.authorization.credentials.key=token,metrics.serviceMonitor.relabelings[0].targetLabel=cluster,metrics.serviceMonitor.relabelings[0].replacement=east \
+	no-metrics-no-crds:--set=metrics.enabled=false,crds.enabled=false,admissionPolicies.enabled=false,leaderElection.enabled=false,replicaCount=1
+# The optional manifests use the Prometheus Operator's and cert-manager's
+# kinds: their CRDs come from those projects' Go modules (downloaded into
+# the module cache, 44 MB, nothing built).
+PROMETHEUS_OPERATOR_VERSION := v0.85.0
+CERT_MANAGER_VERSION := v1.21.2
+MODULE_DIR = go mod download -json $(1) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'
+
+.PHONY: test-manifests
+test-manifests: $(KUBECONFORM) $(KUSTOMIZE) $(HELM) ## Validate every manifest of config/ and of the chart (defaults, every option) with kubeconform, strictly, against Kubernetes' schemas, the PodSet CRD and the Prometheus Operator's and cert-manager's CRDs, offline.
+	swagger=$$(cd hack/controlplane && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/api/openapi-spec/swagger.json; \
+	prometheus=$$($(call MODULE_DIR,github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION))); \
+	certmanager=$$($(call MODULE_DIR,github.com/cert-manager/cert-manager@$(CERT_MANAGER_VERSION))); \
+	go run ./hack/kubeschemas -swagger $$swagger -out $(KUBE_SCHEMAS) \
+		-crds config/crd/bases,$$prometheus/example/prometheus-operator-crd,$$certmanager/deploy/crds
+	rm -rf .manifests && mkdir -p .manifests
+	for dir in $$(cd config && ls -d */ | tr -d /); do \
+		if [[ -f config/$$dir/kustomization.yaml ]]; then $(KUSTOMIZE) build config/$$dir > .manifests/config-$$dir.yaml; fi; \
+	done
+	for r in $(CHART_RENDERS); do \
+		$(HELM) template podset-operator $(CHART) --namespace podset-system $${r#*:} > .manifests/chart-$${r%%:*}.yaml; \
+	done
+	$(KUBECONFORM) -strict -summary \
+		-schema-location '$(KUBE_SCHEMAS)/{{ .ResourceKind }}{{ .KindSuffix }}.json' .manifests/*.yaml
+	rm -rf .manifests
+
 .PHONY: test-e2e
 test-e2e: controlplane $(KUSTOMIZE) $(HELM) ## Run the end-to-end suite (with the Helm chart's checks) and a tiny benchmark (correctness only) on local kwok clusters.
 	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) KUSTOMIZE=$(KUSTOMIZE) HELM=$(HELM) go test -tags e2e ./test/e2e/ -count=1 -v -timeout 30m $(TESTFLAGS)
@@ -136,11 +181,11 @@ test-e2e: controlplane $(KUSTOMIZE) $(HELM) ## Run the end-to-end suite (with th
 NODE_ENV = CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) CONTAINERD_DIR=$(CONTAINERD_DIR) RUNC=$(RUNC) NODE_IMAGES=$(NODE_IMAGES)
 
 .PHONY: test-node
-test-node: node-host node-deps node-bins $(NODE_IMAGES) ## Run the real-node suite: a real kubelet, containerd and kube-proxy joined to a local kwok cluster (needs root).
+test-node: node-host node-deps node-bins $(NODE_IMAGES) $(HELM) ## Run the real-node suite: a real kubelet, containerd and kube-proxy joined to a local kwok cluster, and the chart installing the operator's image there (needs root).
 	@$(NODE_ENV) hack/node.sh check
 	@# The suite stops the node itself; a timeout kills it before it can,
 	@# so the node is stopped here too, whatever the suite did.
-	rc=0; $(NODE_ENV) go test -tags node ./test/node/ -count=1 -v -timeout 30m $(TESTFLAGS) || rc=$$?; \
+	rc=0; $(NODE_ENV) HELM=$(HELM) go test -tags node ./test/node/ -count=1 -v -timeout 30m $(TESTFLAGS) || rc=$$?; \
 	$(NODE_ENV) hack/node.sh down; exit $$rc
 
 .PHONY: bench
@@ -177,8 +222,11 @@ soak: $(KUBE_APISERVER) $(ETCD) ## Run the long fault soak (SOAK_DURATION, SOAK_
 		go test ./test/reliability/ -run TestModelBasedRandomSteps -count=1 -v -timeout 0
 
 .PHONY: verify
-verify: generate manifests vet $(KUSTOMIZE) ## Fail when generated files are stale, Go code is unformatted or does not vet, or the install does not build.
+verify: generate manifests vet $(KUSTOMIZE) $(ACTIONLINT) ## Fail when generated files are stale, Go code is unformatted or does not vet, the install does not build or a GitHub workflow is wrong (actionlint).
 	for dir in default certmanager prometheus network-policy; do $(KUSTOMIZE) build config/$$dir >/dev/null; done
+	@# shellcheck and pyflakes off: what actionlint checks does not depend
+	@# on what else the machine has installed.
+	$(ACTIONLINT) -no-color -shellcheck= -pyflakes= .github/workflows/*.yaml
 	@test -z "$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'))" || { gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go'); echo "gofmt: the files above are not formatted"; exit 1; }
 	@git diff --exit-code --stat -- . || { echo "generated files are stale: run 'make generate manifests' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain --untracked-files=all -- apis applyconfig config charts)" || { git status --porcelain -- apis applyconfig config charts; echo "untracked generated files: commit them"; exit 1; }
@@ -198,22 +246,52 @@ PLUGIN_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 KREW_MANIFEST ?= plugins/podset.yaml
 PLUGIN_LDFLAGS = -s -w -X github.com/podset-dev/podset-operator/cmd/kubectl-podset/plugin.version=$(VERSION)
 
+# RELEASE_PINS are the files in Git that name the current release (the
+# image tag of config/manager, the chart's version): `make release` points
+# them at VERSION, so that the tagged commit installs its own image.
+RELEASE_PINS ?= config/manager/kustomization.yaml $(CHART)/Chart.yaml
+# IMAGE_PLATFORMS are the platforms of the operator's image.
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_ARCHIVE = $(DIST)/podset-operator_$(VERSION)_oci.tar
+# SBOM=0 leaves the SBOMs out (and syft unbuilt: it takes about 13 minutes
+# to build from a cold cache on 2 cores).
+SBOM ?= 1
+
+.PHONY: image
+image: $(if $(filter 1,$(SBOM)),$(SYFT)) ## Build the operator's image for IMAGE_PLATFORMS without Docker (hack/image) into DIST: an OCI layout archive, its index digest, and an SPDX SBOM per platform (syft).
+	go run ./hack/image -version $(VERSION) -revision $$(git rev-parse HEAD) -platforms $(IMAGE_PLATFORMS) -out $(DIST)
+	$(if $(filter 1,$(SBOM)),for p in $(subst $(comma), ,$(IMAGE_PLATFORMS)); do \
+		SYFT_CHECK_FOR_APP_UPDATE=false $(SYFT) scan --quiet --platform $$p oci-archive:$(IMAGE_ARCHIVE) \
+			--source-name $(IMG_REPO) --source-version $(VERSION) \
+			-o spdx-json=$(DIST)/podset-operator_$(VERSION)_$${p/\//_}.spdx.json; \
+	done)
+
 .PHONY: release
-release: $(KUSTOMIZE) $(HELM) ## Write dist/install.yaml and the chart package for VERSION=vX.Y.Z, and point the GitOps examples at it.
+release: $(KUSTOMIZE) $(HELM) ## Write into DIST everything a release vX.Y.Z attaches (VERSION=vX.Y.Z): the image archives and SBOMs, install.yaml and the chart pinned to the image's digest, the plugin archives, the krew manifest and checksums; point the GitOps examples and RELEASE_PINS at it.
 	@[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]] || { echo "set VERSION=vX.Y.Z (now: $(VERSION))"; exit 1; }
 	rm -rf $(DIST) .release && mkdir -p $(DIST) .release
-	@# config/default with the image pinned to the release (kustomize wants
-	@# a relative path, and bin/ may be a link elsewhere).
-	cd .release && $(KUSTOMIZE) create --resources ../config/default && \
-	$(KUSTOMIZE) edit set image $(IMG_REPO)=$(IMG_REPO):$(VERSION) && \
-	$(KUSTOMIZE) build . > $(DIST)/install.yaml
-	rm -rf .release
+	$(MAKE) --no-print-directory image
+	@# config/default with the image pinned to the release's tag and digest
+	@# (kustomize wants a relative path, and bin/ may be a link elsewhere),
+	@# and the chart with the digest in values.yaml and in Artifact Hub's
+	@# image list.
 	$(HELM) lint --strict $(CHART)
-	$(HELM) package $(CHART) --version $(VERSION:v%=%) --app-version $(VERSION) --destination $(DIST)
+	cp -r $(CHART) .release/podset-operator
+	digest=$$(cat $(IMAGE_ARCHIVE:.tar=.digest)); \
+	(cd .release && $(KUSTOMIZE) create --resources ../config/default && \
+		$(KUSTOMIZE) edit set image $(IMG_REPO)=$(IMG_REPO):$(VERSION)@$$digest && \
+		$(KUSTOMIZE) build . > $(DIST)/install.yaml) && \
+	sed -i -E "s/^(  digest: ).*/\1\"$$digest\"/" .release/podset-operator/values.yaml && \
+	sed -i -E "s#( image: $(IMG_REPO)):.*#\1:$(VERSION)@$$digest#" .release/podset-operator/Chart.yaml
+	$(HELM) package .release/podset-operator --version $(VERSION:v%=%) --app-version $(VERSION) --destination $(DIST)
+	rm -rf .release
 	$(MAKE) --no-print-directory plugin-dist
+	cd $(DIST) && sha256sum $$(ls | grep -v '^checksums.txt$$') > checksums.txt
 	$(if $(GITOPS_EXAMPLES),sed -i -E 's/v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?([" ]|$$)/$(VERSION)\2/g' $(GITOPS_EXAMPLES))
+	$(if $(filter config/manager/kustomization.yaml,$(RELEASE_PINS)),sed -i -E 's/^(  newTag: ).*/\1$(VERSION)/' config/manager/kustomization.yaml)
+	$(if $(filter $(CHART)/Chart.yaml,$(RELEASE_PINS)),sed -i -E 's/^version: .*/version: $(VERSION:v%=%)/; s/^appVersion: .*/appVersion: $(VERSION)/; s#( image: $(IMG_REPO)):.*#\1:$(VERSION)#' $(CHART)/Chart.yaml)
 	@echo "$(DIST): $$(cd $(DIST) && ls | tr '\n' ' ')"
-	@echo "Next: commit, tag $(VERSION), push the tag and the image (make docker-build docker-push VERSION=$(VERSION)), attach dist/* to the release."
+	@echo "Next: commit, tag $(VERSION) and push the tag: .github/workflows/release.yaml pushes and signs the image and the chart and publishes dist/."
 
 .PHONY: plugin-dist
 plugin-dist: ## Write the kubectl plugin's archives for VERSION into dist/, the krew manifest filled with their version, URIs and sha256 beside them, and that manifest to KREW_MANIFEST.
@@ -225,9 +303,9 @@ plugin-dist: ## Write the kubectl plugin's archives for VERSION into dist/, the 
 	cp plugins/podset.yaml $(DIST)/podset.yaml
 	for p in $(PLUGIN_PLATFORMS); do os=$${p%/*} arch=$${p#*/} dir=$$(mktemp -d); \
 		GOOS=$$os GOARCH=$$arch go build -ldflags "$(PLUGIN_LDFLAGS)" -o $$dir/kubectl-podset ./cmd/kubectl-podset; \
-		cp README.md $$dir/; \
+		cp README.md LICENSE $$dir/; \
 		archive=kubectl-podset_$(VERSION)_$${os}_$${arch}.tar.gz; \
-		tar -C $$dir -czf $(DIST)/$$archive --owner=0 --group=0 --mtime=@0 --sort=name kubectl-podset README.md; rm -rf $$dir; \
+		tar -C $$dir -czf $(DIST)/$$archive --owner=0 --group=0 --mtime=@0 --sort=name kubectl-podset README.md LICENSE; rm -rf $$dir; \
 		sum=$$(sha256sum $(DIST)/$$archive | cut -d' ' -f1); \
 		sed -i -E "/_$${os}_$${arch}\.tar\.gz/,/sha256:/ s/sha256: .*/sha256: \"$$sum\"/" $(DIST)/podset.yaml; \
 	done
@@ -332,6 +410,15 @@ $(KUSTOMIZE):
 
 $(HELM):
 	go build -ldflags "-X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)" -o $@ helm.sh/helm/v4/cmd/helm
+
+$(SYFT):
+	GOBIN=$(dir $@) CGO_ENABLED=0 go install github.com/anchore/syft/cmd/syft@$(SYFT_VERSION)
+
+$(ACTIONLINT):
+	GOBIN=$(dir $@) CGO_ENABLED=0 go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+
+$(KUBECONFORM):
+	GOBIN=$(dir $@) CGO_ENABLED=0 go install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION)
 
 $(CONTROLLER_GEN):
 	GOBIN=$(dir $@) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)

@@ -3,6 +3,7 @@ package gitops_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // gitopsExamples are the Argo CD and Flux examples that install the
@@ -27,7 +30,8 @@ var release = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
 
 // TestGitOpsExamplesPinOneRelease checks that every example installs a
 // release, never a branch: each Git revision and each image tag it sets is
-// one and the same vX.Y.Z, which `make release` rewrites.
+// one and the same vX.Y.Z, which `make release` rewrites, and the one that
+// config/manager and the chart name.
 func TestGitOpsExamplesPinOneRelease(t *testing.T) {
 	pinning := []struct {
 		kind, field string
@@ -61,6 +65,31 @@ func TestGitOpsExamplesPinOneRelease(t *testing.T) {
 	if len(pins) == 0 {
 		t.Fatal("no pinned versions found in the GitOps examples")
 	}
+	// What a checkout installs names the same release: config/manager's
+	// image tag and the chart's appVersion (and version, without the v).
+	for _, obj := range readConfigManifests(t, "manager", "kustomization.yaml") {
+		images, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "images")
+		for i, v := range versionsIn(images) {
+			pins[fmt.Sprintf("config/manager/kustomization.yaml: images[%d].newTag", i)] = v
+		}
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "charts", "podset-operator", "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chart struct {
+		Version    string `json:"version"`
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(raw, &chart); err != nil {
+		t.Fatal(err)
+	}
+	pins["charts/podset-operator/Chart.yaml: appVersion"] = chart.AppVersion
+	pins["charts/podset-operator/Chart.yaml: v + version"] = "v" + chart.Version
 	var first string
 	for where, v := range pins {
 		if !release.MatchString(v) {

@@ -59,11 +59,14 @@ func TestChartLint(t *testing.T) {
 }
 
 // everyOption turns on the chart's optional objects: those of the
-// config/certmanager overlay, config/prometheus and config/network-policy.
+// config/certmanager overlay, config/prometheus (the ServiceMonitor with
+// its scraper's token, the alerts, the Grafana dashboard) and
+// config/network-policy.
 var everyOption = []string{
 	"--set", "metrics.certificate.certManager.enabled=true",
 	"--set", "metrics.serviceMonitor.enabled=true",
 	"--set", "metrics.prometheusRule.enabled=true",
+	"--set", "metrics.grafanaDashboard.enabled=true",
 	"--set", "networkPolicy.enabled=true",
 }
 
@@ -141,6 +144,132 @@ func TestChartValues(t *testing.T) {
 	out, err = helmTemplateErr(t, "--set", "metrics.serviceMonitor.enabled=true")
 	if err == nil || !strings.Contains(out, "metrics.certificate") {
 		t.Errorf("a ServiceMonitor without a certificate to verify: err %v, want a message naming metrics.certificate:\n%s", err, out)
+	}
+}
+
+// TestChartPlatformValues checks the values platform teams ask of charts
+// like cert-manager's: labels on everything, pull secrets and a registry
+// mirror, the disruption budget, the ServiceMonitor's relabelings and
+// credentials, and the Grafana dashboard's placement.
+func TestChartPlatformValues(t *testing.T) {
+	deployment := "apps/v1, Kind=Deployment " + operatorNamespace + "/" + operatorName
+	pdb := "policy/v1, Kind=PodDisruptionBudget " + operatorNamespace + "/" + operatorName
+	monitor := "monitoring.coreos.com/v1, Kind=ServiceMonitor " + operatorNamespace + "/" + operatorName + "-metrics"
+	certificate := []string{"--set", "metrics.certificate.existingSecret=my-cert", "--set", "metrics.serviceMonitor.enabled=true"}
+
+	chart := helmTemplate(t, append(everyOption, "--set", "commonLabels.team=platform")...)
+	for key, obj := range chart {
+		if got := obj.GetLabels()["team"]; got != "platform" {
+			t.Errorf("%s: label team=%q, want commonLabels' platform", key, got)
+		}
+	}
+	if got := field(t, chart[deployment], "spec.template.metadata.labels.team"); got != "platform" {
+		t.Errorf("the operator's pods: label team=%v, want commonLabels' platform", got)
+	}
+	if got := field(t, chart[deployment], "spec.selector.matchLabels.team"); got != nil {
+		t.Errorf("commonLabels reached the Deployment's selector (team=%v), which cannot change after install", got)
+	}
+
+	chart = helmTemplate(t, "--set", "global.imageRegistry=mirror.example.com:5000",
+		"--set", "global.imagePullSecrets[0].name=global", "--set", "imagePullSecrets[0].name=own")
+	for path, want := range map[string]any{
+		"spec.template.spec.containers[0].image": "mirror.example.com:5000/podset-dev/podset-operator:" + readChartMetadata(t).AppVersion,
+		"spec.template.spec.imagePullSecrets":    []any{map[string]any{"name": "global"}, map[string]any{"name": "own"}},
+	} {
+		if diff := cmp.Diff(want, field(t, chart[deployment], path)); diff != "" {
+			t.Errorf("Deployment %s (-want +got):\n%s", path, diff)
+		}
+	}
+
+	if chart := helmTemplate(t, "--set", "replicaCount=1"); chart[pdb] != nil {
+		t.Error("replicaCount=1 renders a PodDisruptionBudget, which would block every drain")
+	}
+	chart = helmTemplate(t, "--set", "replicaCount=3", "--set", "podDisruptionBudget.maxUnavailable=1")
+	if diff := cmp.Diff(map[string]any{"maxUnavailable": float64(1), "selector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "podset-operator"}}}, field(t, chart[pdb], "spec")); diff != "" {
+		t.Errorf("PodDisruptionBudget spec (-want +got):\n%s", diff)
+	}
+
+	chart = helmTemplate(t, append(certificate,
+		"--set", "metrics.serviceMonitor.authorization.credentials.name=prometheus-token",
+		"--set", "metrics.serviceMonitor.authorization.credentials.key=token",
+		"--set", "metrics.serviceMonitor.relabelings[0].targetLabel=cluster",
+		"--set", "metrics.serviceMonitor.relabelings[0].replacement=east",
+		"--set", "metrics.serviceMonitor.metricRelabelings[0].action=drop",
+		"--set", "metrics.serviceMonitor.metricRelabelings[0].sourceLabels[0]=__name__",
+		"--set", "metrics.serviceMonitor.metricRelabelings[0].regex=go_.*",
+		"--set", "metrics.grafanaDashboard.enabled=true",
+		"--set", "metrics.grafanaDashboard.namespace=monitoring",
+		"--set", "metrics.grafanaDashboard.annotations.grafana_folder=Operators")...)
+	for path, want := range map[string]any{
+		"spec.endpoints[0].authorization":     map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "prometheus-token", "key": "token"}},
+		"spec.endpoints[0].relabelings":       []any{map[string]any{"targetLabel": "cluster", "replacement": "east"}},
+		"spec.endpoints[0].metricRelabelings": []any{map[string]any{"action": "drop", "sourceLabels": []any{"__name__"}, "regex": "go_.*"}},
+		"spec.endpoints[0].bearerTokenFile":   nil,
+	} {
+		if diff := cmp.Diff(want, field(t, chart[monitor], path)); diff != "" {
+			t.Errorf("ServiceMonitor %s (-want +got):\n%s", path, diff)
+		}
+	}
+	for key := range chart {
+		if strings.Contains(key, "metrics-scraper") || strings.Contains(key, "metrics-token") {
+			t.Errorf("%s is rendered although metrics.serviceMonitor.authorization names credentials", key)
+		}
+	}
+	dashboard := chart["/v1, Kind=ConfigMap monitoring/"+operatorName+"-dashboard"]
+	if dashboard == nil {
+		t.Fatal("no dashboard ConfigMap in namespace monitoring")
+	}
+	if got := dashboard.GetLabels()["grafana_dashboard"]; got != "1" {
+		t.Errorf("the dashboard ConfigMap is labelled grafana_dashboard=%q, want the sidecar's 1", got)
+	}
+	if got := dashboard.GetAnnotations()["grafana_folder"]; got != "Operators" {
+		t.Errorf("the dashboard ConfigMap's grafana_folder is %q, want Operators", got)
+	}
+
+	for _, refused := range [][]string{
+		{"--set", "podDisruptionBudget.minAvalable=1"},
+		{"--set", "metrics.serviceMonitor.authorization.credentials.name=only-a-name"},
+		{"--set", "global.imageRegistry=https://mirror.example.com"},
+	} {
+		if out, err := helmTemplateErr(t, refused...); err == nil {
+			t.Errorf("helm template %s: accepted, want the schema to refuse it:\n%s", strings.Join(refused, " "), out)
+		}
+	}
+}
+
+// TestImagesPinned checks what kube-linter's latest-tag and Polaris'
+// tagNotSpecified check: every container that config/ and the chart run
+// names a release, never :latest or no tag at all.
+func TestImagesPinned(t *testing.T) {
+	rendered := map[string]map[string]*unstructured.Unstructured{
+		"config/default":           kustomizeBuild(t, "config/default"),
+		"config/certmanager":       kustomizeBuild(t, "config/certmanager"),
+		"the chart":                helmTemplate(t),
+		"the chart, every option":  helmTemplate(t, everyOption...),
+		"the chart, with a digest": helmTemplate(t, "--set", "image.digest=sha256:"+strings.Repeat("0", 64)),
+	}
+	for source, objs := range rendered {
+		images := 0
+		for key, obj := range objs {
+			if obj.GetKind() != "Deployment" {
+				continue
+			}
+			for _, c := range field(t, obj, "spec.template.spec.containers").([]any) {
+				image, _ := c.(map[string]any)["image"].(string)
+				images++
+				ref, _, _ := strings.Cut(image, "@")
+				tag := ""
+				if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+					tag = ref[i+1:]
+				}
+				if tag == "" || tag == "latest" {
+					t.Errorf("%s: %s runs %q, want a release tag", source, key, image)
+				}
+			}
+		}
+		if images == 0 {
+			t.Errorf("%s: no container found", source)
+		}
 	}
 }
 

@@ -32,6 +32,11 @@ var suite struct {
 	client                            client.Client
 	// images maps each test image reference to its manifest digest.
 	images map[string]string
+	// operatorDir holds the operator that startOperator runs, and
+	// stopOperator stops it (a test that installs its own operator
+	// stops it for a while: pauseSuiteOperator).
+	operatorDir  string
+	stopOperator func()
 }
 
 // nodeName is the real node's name (hack/node.sh).
@@ -92,11 +97,11 @@ func run(m *testing.M) int {
 		return fail(err)
 	}
 	defer os.RemoveAll(tmp)
-	stop, err := startOperator(tmp)
-	if err != nil {
+	suite.operatorDir = tmp
+	if suite.stopOperator, err = startOperator(tmp, false); err != nil {
 		return fail(err)
 	}
-	defer stop()
+	defer func() { suite.stopOperator() }()
 	suite.plugin = filepath.Join(tmp, "kubectl-podset")
 	if out, err := goCommand("build", "-o", suite.plugin, "./cmd/kubectl-podset"); err != nil {
 		return fail(fmt.Errorf("building the kubectl plugin: %w\n%s", err, out))
@@ -123,8 +128,9 @@ func goCommand(args ...string) ([]byte, error) {
 }
 
 // startOperator installs the CRD and the admission policies, builds the
-// operator and runs it against the cluster, and returns what stops it.
-func startOperator(dir string) (func(), error) {
+// operator and runs it against the cluster, and returns what stops it. Its
+// log is bin/node/operator.log, started anew unless appendLog.
+func startOperator(dir string, appendLog bool) (func(), error) {
 	for _, path := range []string{"config/crd/bases", "config/policy/hardening.yaml", "config/policy/pod-validity.yaml"} {
 		cmd := exec.Command(suite.kubectl, "--kubeconfig", suite.kubeconfig, "apply", "--server-side", "-f", filepath.Join(suite.root, path))
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -140,7 +146,11 @@ func startOperator(dir string) (func(), error) {
 		return nil, fmt.Errorf("building the operator: %w\n%s", err, out)
 	}
 	logPath := filepath.Join(suite.root, "bin", "node", "operator.log")
-	log, err := os.Create(logPath)
+	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if appendLog {
+		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	}
+	log, err := os.OpenFile(logPath, flags, 0o644)
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,8 @@ chart (so release "podset-operator" gives the names config/ uses), else
 {{- end }}
 
 {{/*
-Labels on every object: config/default's part-of label and Helm's own.
+Labels on every object: config/default's part-of label, Helm's own and
+commonLabels.
 */}}
 {{- define "podset-operator.labels" -}}
 app.kubernetes.io/part-of: podset-operator
@@ -34,6 +35,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -47,12 +51,22 @@ app.kubernetes.io/name: {{ include "podset-operator.name" . }}
 {{- default (include "podset-operator.fullname" .) .Values.serviceAccount.name }}
 {{- end }}
 
+{{/*
+The operator's image: repository:tag, with @digest when image.digest is
+set (the packaged chart of a release sets it: the digest decides what
+runs, the tag says which release it is). global.imageRegistry replaces the
+repository's registry, for mirrors.
+*/}}
 {{- define "podset-operator.image" -}}
-{{- if .Values.image.digest }}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
-{{- else }}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- $repo := .Values.image.repository }}
+{{- with (.Values.global).imageRegistry }}
+{{- $repo = printf "%s/%s" (trimSuffix "/" .) (regexReplaceAll "^(localhost|[^/]*[.:][^/]*)/" $repo "") }}
 {{- end }}
+{{- $ref := printf "%s:%s" $repo (default .Chart.AppVersion .Values.image.tag) }}
+{{- with .Values.image.digest }}
+{{- $ref = printf "%s@%s" $ref . }}
+{{- end }}
+{{- $ref }}
 {{- end }}
 
 {{/*
@@ -85,5 +99,29 @@ Call with (dict "root" $ "file" "files/..." "keep" false).
 ---
 {{ toYaml $obj }}
 {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The image pull secrets: global.imagePullSecrets, then imagePullSecrets.
+*/}}
+{{- define "podset-operator.imagePullSecrets" -}}
+{{- $secrets := concat (default list (.Values.global).imagePullSecrets) .Values.imagePullSecrets | uniq }}
+{{- with $secrets }}
+imagePullSecrets:
+{{- toYaml . | nindent 0 }}
+{{- end }}
+{{- end }}
+
+{{/*
+The token Prometheus scrapes with: metrics.serviceMonitor.authorization's
+credentials, or the Secret of the chart's scraper service account.
+*/}}
+{{- define "podset-operator.scrapeCredentials" -}}
+{{- with .Values.metrics.serviceMonitor.authorization.credentials }}
+{{- toYaml . }}
+{{- else }}
+name: {{ include "podset-operator.fullname" . }}-metrics-token
+key: token
 {{- end }}
 {{- end }}

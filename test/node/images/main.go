@@ -11,28 +11,22 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/podset-dev/podset-operator/hack/ociimage"
 )
 
 const (
@@ -73,9 +67,6 @@ var imageSet = []struct {
 	{appRepo + ":crash", program{pkg: appPkg, entrypoint: "/app", version: "crash", crash: true}},
 	{pauseRepo + ":3.10", program{pkg: pausePkg, entrypoint: "/pause"}},
 }
-
-// epoch is every timestamp in the images and the archive, for stable digests.
-var epoch = time.Unix(0, 0).UTC()
 
 func main() {
 	out := flag.String("out", "", "directory to write images.tar and images.json to")
@@ -138,7 +129,7 @@ func writeImages(ctx context.Context, outDir string) error {
 		digests[tag.Context().Digest(digest.String()).Name()] = digest.String()
 	}
 
-	archive, err := tarDir(layoutDir)
+	archive, err := ociimage.TarDir(layoutDir)
 	if err != nil {
 		return fmt.Errorf("archiving OCI layout: %w", err)
 	}
@@ -150,8 +141,8 @@ func writeImages(ctx context.Context, outDir string) error {
 		return err
 	}
 	return errors.Join(
-		writeIfChanged(filepath.Join(outDir, "images.tar"), archive),
-		writeIfChanged(filepath.Join(outDir, "images.json"), append(index, '\n')))
+		ociimage.WriteIfChanged(filepath.Join(outDir, "images.tar"), archive),
+		ociimage.WriteIfChanged(filepath.Join(outDir, "images.json"), append(index, '\n')))
 }
 
 // compile builds p as a static binary for the host's architecture.
@@ -175,14 +166,6 @@ func compile(ctx context.Context, p program, out string) error {
 	return nil
 }
 
-// Users and groups as in distroless static: root and nonroot.
-const (
-	passwd = "root:x:0:0:root:/root:/sbin/nologin\n" +
-		"nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"
-	group = "root:x:0:\n" +
-		"nonroot:x:65532:\n"
-)
-
 // newImage makes a one-layer image that runs the binary bin, placed at
 // entrypoint, as nonroot.
 func newImage(bin, entrypoint string) (v1.Image, error) {
@@ -190,106 +173,16 @@ func newImage(bin, entrypoint string) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	var fsTar bytes.Buffer
-	tw := tar.NewWriter(&fsTar)
-	err = errors.Join(
-		addDir(tw, "etc/", 0o755),
-		addFile(tw, "etc/group", 0o644, []byte(group)),
-		addFile(tw, "etc/passwd", 0o644, []byte(passwd)),
-		addDir(tw, "tmp/", 0o1777),
-		addFile(tw, entrypoint[1:], 0o755, binary),
-		tw.Close())
-	if err != nil {
-		return nil, err
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(fsTar.Bytes())), nil
-	}, tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
-	if err != nil {
-		return nil, err
-	}
-
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	img, err = mutate.Append(img, mutate.Addendum{
-		Layer:   layer,
-		History: v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "podset-operator test/node/images"},
+	layer, err := ociimage.Layer([]ociimage.File{
+		ociimage.Dir("etc", 0o755),
+		ociimage.Regular("etc/group", 0o644, []byte(ociimage.Group)),
+		ociimage.Regular("etc/passwd", 0o644, []byte(ociimage.Passwd)),
+		ociimage.Dir("tmp", 0o1777),
+		ociimage.Regular(entrypoint[1:], 0o755, binary),
 	})
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cfg = cfg.DeepCopy()
-	cfg.OS = "linux"
-	cfg.Architecture = runtime.GOARCH
-	cfg.Created = v1.Time{Time: epoch}
-	cfg.Config = v1.Config{
-		User:       "65532:65532",
-		Entrypoint: []string{entrypoint},
-		WorkingDir: "/",
-		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-	}
-	return mutate.ConfigFile(img, cfg)
-}
-
-// tarDir archives dir with fixed modes and times, so equal directories
-// give equal archives.
-func tarDir(dir string) ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || path == dir {
-			return err
-		}
-		rel, err := filepath.Rel(dir, path)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			return addDir(tw, rel+"/", 0o755)
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return addFile(tw, rel, 0o644, data)
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-// addDir and addFile write entries owned by root, dated epoch.
-func addDir(tw *tar.Writer, name string, mode int64) error {
-	return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name, Mode: mode, ModTime: epoch})
-}
-
-func addFile(tw *tar.Writer, name string, mode int64, data []byte) error {
-	err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data)), ModTime: epoch})
-	if err != nil {
-		return err
-	}
-	_, err = tw.Write(data)
-	return err
-}
-
-// writeIfChanged leaves a file with the same content alone, so its mtime
-// stays put and whatever depends on it is not redone.
-func writeIfChanged(path string, data []byte) error {
-	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
-		return nil
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return ociimage.New(ociimage.Config{Architecture: runtime.GOARCH, Entrypoint: []string{entrypoint}},
+		ociimage.Layered{Layer: layer, CreatedBy: "podset-operator test/node/images"})
 }

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"archive/tar"
 	"encoding/json"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,7 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/podset-dev/podset-operator/hack/ociimage"
 )
 
 // imageSummary is what a node test relies on for one name in the archive.
@@ -115,21 +113,18 @@ func summarize(t *testing.T, a archived) imageSummary {
 // not owned by root.
 func fileModes(t *testing.T, img v1.Image) map[string]int64 {
 	t.Helper()
-	modes := map[string]int64{}
-	tr := tar.NewReader(mutate.Extract(img))
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return modes
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if hdr.Uid != 0 || hdr.Gid != 0 {
-			t.Errorf("%s is owned by %d:%d, want root", hdr.Name, hdr.Uid, hdr.Gid)
-		}
-		modes[hdr.Name] = hdr.Mode
+	files, err := ociimage.Files(img)
+	if err != nil {
+		t.Fatal(err)
 	}
+	modes := map[string]int64{}
+	for name, f := range files {
+		if f.UID != 0 || f.GID != 0 {
+			t.Errorf("%s is owned by %d:%d, want root", name, f.UID, f.GID)
+		}
+		modes[name] = f.Mode
+	}
+	return modes
 }
 
 func readDigests(t *testing.T, dir string) map[string]string {
@@ -156,7 +151,9 @@ type archived struct {
 func readArchive(t *testing.T, path string) map[string]archived {
 	t.Helper()
 	dir := t.TempDir()
-	untar(t, path, dir)
+	if err := ociimage.Untar(path, dir); err != nil {
+		t.Fatal(err)
+	}
 	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -174,35 +171,4 @@ func readArchive(t *testing.T, path string) map[string]archived {
 		images[desc.Annotations[imageNameAnnotation]] = archived{tag: desc.Annotations[refNameAnnotation], image: img}
 	}
 	return images
-}
-
-func untar(t *testing.T, archive, dir string) {
-	t.Helper()
-	f, err := os.Open(archive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		target := filepath.Join(dir, filepath.FromSlash(hdr.Name))
-		if hdr.Typeflag == tar.TypeDir {
-			err = os.MkdirAll(target, 0o755)
-		} else {
-			var data []byte
-			if data, err = io.ReadAll(tr); err == nil {
-				err = os.WriteFile(target, data, 0o644)
-			}
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 }
