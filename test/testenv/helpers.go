@@ -3,6 +3,8 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +115,27 @@ func Namespace(t testing.TB, c client.Client, name string, labels map[string]str
 		t.Fatal(err)
 	}
 	return ns
+}
+
+// FreePort is a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// FreeAddress is FreePort for a test, as 127.0.0.1:port; it fails the
+// test when there is none.
+func FreeAddress(t testing.TB) string {
+	t.Helper()
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // Condition is a condition of the PodSet's status, or a zero one.
