@@ -1,6 +1,7 @@
 package reliability_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // TestRestartMidRolloutKeepsTheDeadlineClock restarts the operator in the
@@ -22,9 +24,9 @@ import (
 // write until then.
 func TestRestartMidRolloutKeepsTheDeadlineClock(t *testing.T) {
 	const deadline = 8 * time.Second
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, env.Client, "rel-", nil)
 	first := startOperator(t, ns, operatorOptions{})
-	ps := newPodSet(t, ns, "web", 2)
+	ps := testenv.MakePodSet(ns, "web").Replicas(2).Create(t, env.Client)
 	key := types.NamespacedName{Namespace: ns, Name: ps.Name}
 	update(t, key, func(ps *podsetv1alpha1.PodSet) {
 		ps.Spec.ProgressDeadlineSeconds = ptr.To(int32(deadline / time.Second))
@@ -32,13 +34,15 @@ func TestRestartMidRolloutKeepsTheDeadlineClock(t *testing.T) {
 		ps.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
 	})
 	markPodsReady(t, ns, 2)
-	eventually(t, "Ready", func() error { return conditionIs(t, key, podsetv1alpha1.ReadyCondition, metav1.ConditionTrue) })
+	eventually(t, "Ready", func(context.Context) error {
+		return conditionIs(t, key, podsetv1alpha1.ReadyCondition, metav1.ConditionTrue)
+	})
 
 	// A template whose pods never turn ready: the first one is replaced,
 	// and the rollout waits for it.
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Containers[0].Image = "busybox:never-ready" })
 	var progress metav1.Time
-	eventually(t, "the new web-1 created and counted", func() error {
+	eventually(t, "the new web-1 created and counted", func(context.Context) error {
 		got := &podsetv1alpha1.PodSet{}
 		if err := env.Client.Get(t.Context(), key, got); err != nil {
 			return err
@@ -58,12 +62,12 @@ func TestRestartMidRolloutKeepsTheDeadlineClock(t *testing.T) {
 	second := startOperator(t, ns, operatorOptions{})
 
 	var stalledAt time.Time
-	eventually(t, "Stalled/ProgressDeadlineExceeded", func() error {
+	eventually(t, "Stalled/ProgressDeadlineExceeded", func(context.Context) error {
 		got := &podsetv1alpha1.PodSet{}
 		if err := env.Client.Get(t.Context(), key, got); err != nil {
 			return err
 		}
-		c := condition(got, podsetv1alpha1.StalledCondition)
+		c := testenv.Condition(got, podsetv1alpha1.StalledCondition)
 		if c.Status != metav1.ConditionTrue || c.Reason != podsetv1alpha1.ProgressDeadlineExceededReason {
 			return fmt.Errorf("Stalled is %s/%s, want True/%s", c.Status, c.Reason, podsetv1alpha1.ProgressDeadlineExceededReason)
 		}
@@ -87,7 +91,7 @@ func TestRestartMidRolloutKeepsTheDeadlineClock(t *testing.T) {
 // Ready, as the kubelet would.
 func markPodsReady(t *testing.T, ns string, n int) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%d pods ready", n), func() error {
+	eventually(t, fmt.Sprintf("%d pods ready", n), func(context.Context) error {
 		list := &corev1.PodList{}
 		if err := env.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
 			return err
@@ -117,7 +121,7 @@ func conditionIs(t *testing.T, key types.NamespacedName, typ string, want metav1
 	if err := env.Client.Get(t.Context(), key, got); err != nil {
 		return err
 	}
-	if c := condition(got, typ); got.Status.ObservedGeneration != got.Generation || c.Status != want {
+	if c := testenv.Condition(got, typ); got.Status.ObservedGeneration != got.Generation || c.Status != want {
 		return fmt.Errorf("%s is %q at generation %d, want %s at %d", typ, c.Status, got.Status.ObservedGeneration, want, got.Generation)
 	}
 	return nil

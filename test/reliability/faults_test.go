@@ -1,6 +1,7 @@
 package reliability_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // livePods lists the live pods of the namespace.
@@ -36,7 +38,7 @@ func livePods(t *testing.T, ns string) []corev1.Pod {
 // waitForPodCount waits until at least n pods exist in the namespace.
 func waitForPodCount(t *testing.T, ns string, n int) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%d pods", n), func() error {
+	eventually(t, fmt.Sprintf("%d pods", n), func(context.Context) error {
 		if got := len(livePods(t, ns)); got < n {
 			return fmt.Errorf("%d pods", got)
 		}
@@ -45,12 +47,12 @@ func waitForPodCount(t *testing.T, ns string, n int) {
 }
 
 func TestTransientAPIErrors(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, env.Client, "rel-", nil)
 	faults := &faultyTransport{rng: rand.New(rand.NewPCG(1, 2)), rate: 0.2}
 	faults.on.Store(true)
 	op := startOperator(t, ns, operatorOptions{transport: faults.wrap})
 	kubelet(t, ns)
-	ps := newPodSet(t, ns, "web", 20)
+	ps := testenv.MakePodSet(ns, "web").Replicas(20).Create(t, env.Client)
 	key := types.NamespacedName{Namespace: ns, Name: ps.Name}
 	converged(t, ns)
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { *ps.Spec.Replicas = 7 })
@@ -66,14 +68,14 @@ func TestTransientAPIErrors(t *testing.T) {
 }
 
 func TestLeaderFailoverMidScaleUp(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, env.Client, "rel-", nil)
 	leader := startOperator(t, ns, operatorOptions{leaderElection: true, identity: "a"})
-	eventually(t, "a leader", func() error {
+	eventually(t, "a leader", func(context.Context) error {
 		return env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "podset-operator.podset.dev"}, &coordinationv1.Lease{})
 	})
 	standby := startOperator(t, ns, operatorOptions{leaderElection: true, identity: "b"})
 	kubelet(t, ns)
-	newPodSet(t, ns, "web", 60)
+	testenv.MakePodSet(ns, "web").Replicas(60).Create(t, env.Client)
 	waitForPodCount(t, ns, 1)
 	leader.stop() // a crash: the lease is not released
 	checkInvariants(t, ns, nil, standby)
@@ -83,9 +85,9 @@ func TestLeaderFailoverMidScaleUp(t *testing.T) {
 }
 
 func TestAPIServerRestartMidScaleUp(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, env.Client, "rel-", nil)
 	op := startOperator(t, ns, operatorOptions{})
-	newPodSet(t, ns, "web", 60)
+	testenv.MakePodSet(ns, "web").Replicas(60).Create(t, env.Client)
 	waitForPodCount(t, ns, 1)
 	if err := env.RestartAPIServer(2 * time.Second); err != nil {
 		t.Fatal(err)
@@ -95,10 +97,8 @@ func TestAPIServerRestartMidScaleUp(t *testing.T) {
 }
 
 func TestAnotherFieldManagerFightsOverPodFields(t *testing.T) {
-	ns := newNamespace(t)
-	op := startOperator(t, ns, operatorOptions{})
-	kubelet(t, ns)
-	newPodSet(t, ns, "web", 3)
+	ns, op := newScene(t)
+	testenv.MakePodSet(ns, "web").Replicas(3).Create(t, env.Client)
 	converged(t, ns)
 	for round := range 5 {
 		// kubectl apply --server-side --force-conflicts, by hand.
@@ -107,7 +107,7 @@ func TestAnotherFieldManagerFightsOverPodFields(t *testing.T) {
 		if err := env.Client.Apply(t.Context(), fight, client.FieldOwner("kubectl"), client.ForceOwnership); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, fmt.Sprintf("round %d restored", round), func() error {
+		eventually(t, fmt.Sprintf("round %d restored", round), func(context.Context) error {
 			p := &corev1.Pod{}
 			if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web-1"}, p); err != nil {
 				return err
@@ -122,10 +122,8 @@ func TestAnotherFieldManagerFightsOverPodFields(t *testing.T) {
 }
 
 func TestRandomPodDeletionsWhileScaling(t *testing.T) {
-	ns := newNamespace(t)
-	op := startOperator(t, ns, operatorOptions{})
-	kubelet(t, ns)
-	ps := newPodSet(t, ns, "web", 40)
+	ns, op := newScene(t)
+	ps := testenv.MakePodSet(ns, "web").Replicas(40).Create(t, env.Client)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 25 {
 		if pods := livePods(t, ns); len(pods) > 0 {
@@ -139,10 +137,8 @@ func TestRandomPodDeletionsWhileScaling(t *testing.T) {
 }
 
 func TestPodSetRecreatedWhileOldPodsExist(t *testing.T) {
-	ns := newNamespace(t)
-	op := startOperator(t, ns, operatorOptions{})
-	kubelet(t, ns)
-	old := newPodSet(t, ns, "web", 3)
+	ns, op := newScene(t)
+	old := testenv.MakePodSet(ns, "web").Replicas(3).Create(t, env.Client)
 	converged(t, ns)
 	if err := env.Client.Delete(t.Context(), old); err != nil {
 		t.Fatal(err)
@@ -153,7 +149,7 @@ func TestPodSetRecreatedWhileOldPodsExist(t *testing.T) {
 	for _, p := range livePods(t, ns) {
 		foreign[p.Name] = p.ResourceVersion
 	}
-	ps := newPodSet(t, ns, "web", 3)
+	ps := testenv.MakePodSet(ns, "web").Replicas(3).Create(t, env.Client)
 	stalled(t, client.ObjectKeyFromObject(ps), podsetv1alpha1.PodConflictReason)
 	for _, p := range livePods(t, ns) {
 		if rv, ok := foreign[p.Name]; !ok || rv != p.ResourceVersion {
@@ -168,10 +164,8 @@ func TestPodSetRecreatedWhileOldPodsExist(t *testing.T) {
 }
 
 func TestPodStuckTerminatingBehindAFinalizer(t *testing.T) {
-	ns := newNamespace(t)
-	op := startOperator(t, ns, operatorOptions{})
-	kubelet(t, ns)
-	ps := newPodSet(t, ns, "web", 3)
+	ns, op := newScene(t)
+	ps := testenv.MakePodSet(ns, "web").Replicas(3).Create(t, env.Client)
 	key := types.NamespacedName{Namespace: ns, Name: ps.Name}
 	converged(t, ns)
 
@@ -184,7 +178,7 @@ func TestPodStuckTerminatingBehindAFinalizer(t *testing.T) {
 		t.Fatal(err)
 	}
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { *ps.Spec.Replicas = 2 })
-	eventually(t, "web-2 terminating", func() error {
+	eventually(t, "web-2 terminating", func(context.Context) error {
 		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(stuck), stuck); err != nil {
 			return err
 		}
@@ -195,7 +189,18 @@ func TestPodStuckTerminatingBehindAFinalizer(t *testing.T) {
 	})
 	// Scaling back up must wait for the old web-2, not duplicate it.
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { *ps.Spec.Replicas = 3 })
-	time.Sleep(time.Second)
+	// The operator has run a pass over the scale-up: its status shows the
+	// new generation.
+	eventually(t, "the scale-up observed", func(context.Context) error {
+		cur := &podsetv1alpha1.PodSet{}
+		if err := env.Client.Get(t.Context(), key, cur); err != nil {
+			return err
+		}
+		if *cur.Spec.Replicas != 3 || cur.Status.ObservedGeneration != cur.Generation {
+			return fmt.Errorf("status at generation %d, spec (%d replicas) at %d", cur.Status.ObservedGeneration, *cur.Spec.Replicas, cur.Generation)
+		}
+		return nil
+	})
 	got := &corev1.Pod{}
 	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(stuck), got); err != nil || got.UID != stuck.UID {
 		t.Fatalf("web-2 while its predecessor terminates: %v, uid %s (want the old %s)", err, got.UID, stuck.UID)
@@ -208,9 +213,7 @@ func TestPodStuckTerminatingBehindAFinalizer(t *testing.T) {
 }
 
 func TestPodsRefusedByAnAdmissionPolicy(t *testing.T) {
-	ns := newNamespace(t)
-	op := startOperator(t, ns, operatorOptions{})
-	kubelet(t, ns)
+	ns, op := newScene(t)
 	policy, binding := denyPodsPolicy(ns)
 	for _, o := range []client.Object{policy, binding} {
 		if err := env.Client.Create(t.Context(), o); err != nil {
@@ -218,7 +221,7 @@ func TestPodsRefusedByAnAdmissionPolicy(t *testing.T) {
 		}
 	}
 	// A policy is enforced once the API server's informer has it.
-	eventually(t, "the policy enforced", func() error {
+	eventually(t, "the policy enforced", func(context.Context) error {
 		probe := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
@@ -228,7 +231,7 @@ func TestPodsRefusedByAnAdmissionPolicy(t *testing.T) {
 		}
 		return nil
 	})
-	ps := newPodSet(t, ns, "web", 3)
+	ps := testenv.MakePodSet(ns, "web").Replicas(3).Create(t, env.Client)
 	stalled(t, client.ObjectKeyFromObject(ps), podsetv1alpha1.PodRejectedReason)
 	if err := env.Client.Delete(t.Context(), binding); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package reliability_test
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // TestRestartMidInPlaceUpdateFinishesIt stops the operator while it has
@@ -20,17 +22,17 @@ import (
 // new operator finishes the rollout in place: the same pods, on the new
 // image, gates open.
 func TestRestartMidInPlaceUpdateFinishesIt(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, env.Client, "rel-", nil)
 	first := startOperator(t, ns, operatorOptions{})
 	slow := kubelet(t, ns)
-	ps := newPodSet(t, ns, "web", 3)
+	ps := testenv.MakePodSet(ns, "web").Replicas(3).Create(t, env.Client)
 	key := types.NamespacedName{Namespace: ns, Name: ps.Name}
 	converged(t, ns)
 	before := podUIDs(t, ns)
 
 	slow.Store(true)
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Containers[0].Image = "busybox:1.37" })
-	eventually(t, "a pod taken out of Ready for the update", func() error {
+	eventually(t, "a pod taken out of Ready for the update", func(context.Context) error {
 		for _, p := range livePods(t, ns) {
 			if gate(&p) == corev1.ConditionFalse {
 				return nil

@@ -1,6 +1,7 @@
 package reliability_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // TestModelBasedRandomSteps interleaves random scale changes, template
@@ -35,7 +37,7 @@ func TestModelBasedRandomSteps(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(seed, seed))
 
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, env.Client, "rel-", nil)
 	faults := &faultyTransport{rng: rand.New(rand.NewPCG(seed, seed+1)), rate: rate}
 	op := startOperator(t, ns, operatorOptions{transport: faults.wrap})
 	faults.on.Store(true) // after start-up: a failed start is a crash, retried by Kubernetes
@@ -43,7 +45,7 @@ func TestModelBasedRandomSteps(t *testing.T) {
 	garbageCollector(t, ns)
 	names := []string{"a", "b"}
 	for _, n := range names {
-		newPodSet(t, ns, n, int32(rng.IntN(6)))
+		testenv.MakePodSet(ns, n).Replicas(int32(rng.IntN(6))).Create(t, env.Client)
 	}
 
 	images := []string{"busybox:1.35", "busybox:1.36", "busybox:1.37"}
@@ -103,13 +105,13 @@ func recreate(t *testing.T, key types.NamespacedName, replicas int32) {
 	if err := env.Client.Delete(t.Context(), old); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "PodSet gone", func() error {
+	eventually(t, "PodSet gone", func(context.Context) error {
 		if err := env.Client.Get(t.Context(), key, &podsetv1alpha1.PodSet{}); !isGone(err) {
 			return fmt.Errorf("still there: %v", err)
 		}
 		return nil
 	})
-	newPodSet(t, key.Namespace, key.Name, replicas)
+	testenv.MakePodSet(key.Namespace, key.Name).Replicas(replicas).Create(t, env.Client)
 }
 
 func envString(name, def string) string {

@@ -1,9 +1,9 @@
 package reliability_test
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
-	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -117,7 +117,7 @@ func shippedRole(t *testing.T) *rbacv1.ClusterRole {
 }
 
 func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
-	ns := newNamespace(t)
+	ns := testenv.Namespace(t, env.Client, "rel-", nil)
 	role := shippedRole(t)
 	role.Name = "podset-operator-" + ns
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "podset-operator", Namespace: ns}}
@@ -144,7 +144,7 @@ func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
 	// and recreate a pod whose resize is refused, replace a deleted
 	// pod, find a pod name taken by a pod it does not control, and stall on
 	// a refused template (Warning events).
-	ps := newPodSet(t, ns, "web", 3)
+	ps := testenv.MakePodSet(ns, "web").Replicas(3).Create(t, env.Client)
 	key := types.NamespacedName{Namespace: ns, Name: ps.Name}
 	converged(t, ns)
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { *ps.Spec.Replicas = 2 })
@@ -173,7 +173,7 @@ func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
 		ps.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("200m")
 	})
 	converged(t, ns)
-	eventually(t, "old revisions pruned to the history limit", func() error {
+	eventually(t, "old revisions pruned to the history limit", func(context.Context) error {
 		list := &appsv1.ControllerRevisionList{}
 		if err := env.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
 			return err
@@ -238,8 +238,8 @@ func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
 }
 
 func TestMetricsEndpointRefusesUnauthenticatedRequests(t *testing.T) {
-	ns := newNamespace(t)
-	addr := freeAddress(t)
+	ns := testenv.Namespace(t, env.Client, "rel-", nil)
+	addr := testenv.FreeAddress(t)
 	startOperator(t, ns, operatorOptions{metricsAddr: addr})
 
 	reader := &rbacv1.ClusterRole{
@@ -269,7 +269,7 @@ func TestMetricsEndpointRefusesUnauthenticatedRequests(t *testing.T) {
 	httpClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			eventually(t, "metrics answer", func() error {
+			eventually(t, "metrics answer", func(context.Context) error {
 				req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://"+addr+"/metrics", nil)
 				if tc.token != "" {
 					req.Header.Set("Authorization", "Bearer "+tc.token)
@@ -296,15 +296,4 @@ func token(t *testing.T, sa *corev1.ServiceAccount) string {
 		t.Fatal(err)
 	}
 	return req.Status.Token
-}
-
-// freeAddress is a free 127.0.0.1 port.
-func freeAddress(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
