@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"regexp"
@@ -231,14 +230,10 @@ func TestEveryMetricQueriedIsScraped(t *testing.T) {
 func scrapeAfterAReconcile(t *testing.T) map[string]map[string]map[string]bool {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	endpoint := "http://" + listener.Addr().String() + "/metrics"
-	listener.Close()
+	addr := testenv.FreeAddress(t)
+	endpoint := "http://" + addr + "/metrics"
 	mgr, err := controller.NewManager(ctx, env.Config, manager.Options{
-		Metrics:                metricsserver.Options{BindAddress: strings.TrimSuffix(strings.TrimPrefix(endpoint, "http://"), "/metrics")},
+		Metrics:                metricsserver.Options{BindAddress: addr},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	}, controller.Options{MaxConcurrentReconciles: 1})

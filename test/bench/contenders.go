@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // job is one piece of identical work: K sets of n replicas in a namespace.
@@ -575,7 +576,7 @@ func (p *podSetContender) start(ctx context.Context, namespaces []string) (func(
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := testenv.FreePort()
 	if err != nil {
 		return nil, err
 	}

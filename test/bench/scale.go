@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -24,6 +23,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // The scale scenario (-only scale; make bench-scale): K PodSets of N pods
@@ -183,7 +184,7 @@ func (b *bench) restart(ctx context.Context, ns, token string, sets int) *restar
 		if err != nil {
 			return err
 		}
-		port, err := freePort()
+		port, err := testenv.FreePort()
 		if err != nil {
 			return err
 		}
@@ -233,7 +234,7 @@ func (b *bench) leaderChange(ctx context.Context, ns, token string, sets int) *r
 			}
 		}()
 		for i := range 2 {
-			port, err := freePort()
+			port, err := testenv.FreePort()
 			if err != nil {
 				return err
 			}
@@ -560,16 +561,6 @@ func peakRSS(op *operatorProcess) uint64 {
 		}
 	}
 	return 0
-}
-
-// freePort is a TCP port free on 127.0.0.1 a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

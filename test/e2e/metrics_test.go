@@ -17,11 +17,9 @@ import (
 	"io"
 	"maps"
 	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // metricsServerName is the DNS name of the metrics Service, which the
@@ -57,7 +56,7 @@ func TestMetricsServedWithAMountedCertificate(t *testing.T) {
 	ca := newCA(t)
 	certDir := t.TempDir()
 	first := ca.issue(t, certDir)
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	addr := testenv.FreeAddress(t)
 	startOperator(t, "--metrics-bind-address", addr, "--metrics-cert-path", certDir)
 	url := "https://" + addr + "/metrics"
 

@@ -5,12 +5,10 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -51,7 +49,7 @@ func startOperator(t *testing.T, extraArgs ...string) *operator {
 	t.Helper()
 	dir := t.TempDir()
 	kubeconfig := impersonatingKubeconfig(t, dir)
-	probeAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	probeAddr := testenv.FreeAddress(t)
 	op := &operator{logPath: filepath.Join(dir, "operator.log"), exited: make(chan struct{})}
 	logFile, err := os.Create(op.logPath)
 	if err != nil {
@@ -163,17 +161,6 @@ func impersonatingKubeconfig(t *testing.T, dir string) string {
 	}
 	t.Logf("the operator authenticates as %s, groups %v", operatorUser, review.Status.UserInfo.Groups)
 	return path
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // checkHTTPOK is nil when a GET of url answers 200 OK.
