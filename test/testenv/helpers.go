@@ -146,6 +146,21 @@ func Condition(ps *podsetv1alpha1.PodSet, typ string) metav1.Condition {
 	return metav1.Condition{}
 }
 
+// PodReady reports whether the pod's Ready condition is True.
+func PodReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// RunningAndReady reports whether the pod is Running and Ready.
+func RunningAndReady(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodRunning && PodReady(p)
+}
+
 // PodSetBuilder builds PodSet fixtures.
 type PodSetBuilder struct{ ps *podsetv1alpha1.PodSet }
 
