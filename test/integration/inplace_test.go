@@ -272,8 +272,7 @@ func TestImageChangeUpdatesPodsInPlaceBehindTheirGate(t *testing.T) {
 	t.Parallel()
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	kubelet := startKubelet(t, ns)
-	ps := testenv.MakePodSet(ns, "web").Replicas(3).MaxUnavailable(1).Create(t, env.Client)
-	waitForStatus(t, ps, readyStatus(3))
+	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(3).MaxUnavailable(1))
 	before := uids(t, ns)
 	applies := requests.count("PATCH", ns, "pods", "")
 	statuses := requests.count("PATCH", ns, "pods", "status")
@@ -342,8 +341,7 @@ func TestGateOpensOnlyOnceTheKubeletHasCarriedOutTheUpdate(t *testing.T) {
 			t.Parallel()
 			ns := testenv.Namespace(t, env.Client, "podset-", nil)
 			kubelet := startKubelet(t, ns)
-			ps := testenv.MakePodSet(ns, "web").Mutate(restartOnCPU).Create(t, env.Client)
-			waitForStatus(t, ps, readyStatus(1))
+			ps := createRunning(t, testenv.MakePodSet(ns, "web").Mutate(restartOnCPU))
 			before := uids(t, ns)["web-0"]
 
 			kubelet.setSlow(true)
@@ -355,8 +353,10 @@ func TestGateOpensOnlyOnceTheKubeletHasCarriedOutTheUpdate(t *testing.T) {
 				return nil
 			})
 			// The operator has nothing to wait on but the kubelet now: a
-			// few of its passes (pod events, the status interval) go by.
+			// few of its passes (pod events, the status interval) go by,
+			// and one more that surely ran (a repair of web-0).
 			time.Sleep(2 * time.Second)
+			repairPass(t, pods(t, ns)["web-0"])
 			p := pods(t, ns)["web-0"]
 			if c := podCondition(&p, podsetv1alpha1.InPlaceUpdateReadyCondition); c == nil || c.Status != corev1.ConditionFalse {
 				t.Errorf("web-0 gate %+v while the kubelet has not carried out the update, want False", c)
@@ -393,8 +393,7 @@ func TestLabelAndAnnotationChangeUpdatesEveryPodAtOnceWithoutRestart(t *testing.
 	t.Parallel()
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	kubelet := startKubelet(t, ns)
-	ps := testenv.MakePodSet(ns, "web").Replicas(3).MaxUnavailable(1).Create(t, env.Client)
-	waitForStatus(t, ps, readyStatus(3))
+	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(3).MaxUnavailable(1))
 	before := uids(t, ns)
 
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) {
@@ -439,8 +438,7 @@ func TestResourceChangeResizesPodsInPlace(t *testing.T) {
 	t.Parallel()
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	startKubelet(t, ns)
-	ps := testenv.MakePodSet(ns, "web").Replicas(2).Mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))).Create(t, env.Client)
-	waitForStatus(t, ps, readyStatus(2))
+	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(2).Mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))))
 	before := uids(t, ns)
 
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) {
@@ -477,9 +475,8 @@ func TestInfeasibleResizeRecreatesThePod(t *testing.T) {
 	t.Parallel()
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	kubelet := startKubelet(t, ns)
-	ps := testenv.MakePodSet(ns, "web").Mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))).Create(t, env.Client)
-	waitForStatus(t, ps, readyStatus(1))
-	before := uids(t, ns)["web-0"]
+	ps := createRunning(t, testenv.MakePodSet(ns, "web").Mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))))
+	before := pods(t, ns)
 
 	kubelet.mu.Lock()
 	kubelet.infeasible = true
@@ -487,16 +484,10 @@ func TestInfeasibleResizeRecreatesThePod(t *testing.T) {
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) {
 		tmpl.Spec.Containers[0].Resources = resources("10m", "16Mi", "64", "64Mi")
 	})
-	eventually(t, "web-0 recreated", func(context.Context) error {
-		p, ok := pods(t, ns)["web-0"]
-		if !ok || p.UID == before || p.DeletionTimestamp != nil {
-			return fmt.Errorf("web-0 not recreated yet")
-		}
-		if cpu := p.Spec.Containers[0].Resources.Limits.Cpu(); cpu.String() != "64" {
-			return fmt.Errorf("the new web-0 has a cpu limit of %s", cpu)
-		}
-		return nil
-	})
+	p := waitForReplacement(t, ns, before, "web-0")["web-0"]
+	if cpu := p.Spec.Containers[0].Resources.Limits.Cpu(); cpu.String() != "64" {
+		t.Errorf("the new web-0 has a cpu limit of %s, want the new template's 64", cpu)
+	}
 	wantEvent(t, ps, podsetv1alpha1.RollingOutReason, "Infeasible", "no event says the pod was recreated for an Infeasible resize")
 }
 
@@ -504,21 +495,17 @@ func TestChangesBeyondImagesAndResourcesRecreatePods(t *testing.T) {
 	t.Parallel()
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	startKubelet(t, ns)
-	ps := testenv.MakePodSet(ns, "web").Replicas(2).MaxUnavailable(2).Create(t, env.Client)
-	waitForStatus(t, ps, readyStatus(2))
-	before := uids(t, ns)
+	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(2).MaxUnavailable(2))
+	before := pods(t, ns)
 
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) {
 		tmpl.Spec.Containers[0].Command = []string{"sleep", "3600"}
 	})
-	eventually(t, "pods recreated", func(context.Context) error {
-		for name, p := range pods(t, ns) {
-			if p.UID == before[name] || p.DeletionTimestamp != nil || len(p.Spec.Containers[0].Command) < 2 || p.Spec.Containers[0].Command[1] != "3600" {
-				return fmt.Errorf("%s not recreated yet", name)
-			}
+	for name, p := range waitForReplacement(t, ns, before, "web-0", "web-1") {
+		if c := p.Spec.Containers[0].Command; p.DeletionTimestamp == nil && !slices.Equal(c, []string{"sleep", "3600"}) {
+			t.Errorf("the new %s runs %v, want the new template's sleep 3600", name, c)
 		}
-		return nil
-	})
+	}
 	wantEvent(t, ps, podsetv1alpha1.RollingOutReason, "the template changed beyond images", "no event says why pods were recreated")
 }
 
@@ -526,8 +513,7 @@ func TestRecreatePolicyReplacesPodsForAnImage(t *testing.T) {
 	t.Parallel()
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	startKubelet(t, ns)
-	ps := testenv.MakePodSet(ns, "web").Recreate().Create(t, env.Client)
-	waitForStatus(t, ps, readyStatus(1))
+	ps := createRunning(t, testenv.MakePodSet(ns, "web").Recreate())
 	if p := pods(t, ns)["web-0"]; len(p.Spec.ReadinessGates) != 0 {
 		t.Errorf("a pod made under Recreate has readiness gates %v", p.Spec.ReadinessGates)
 	}
@@ -543,8 +529,7 @@ func TestInPlaceRolloutHonoursPartition(t *testing.T) {
 	t.Parallel()
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	kubelet := startKubelet(t, ns)
-	ps := testenv.MakePodSet(ns, "web").Replicas(4).MaxUnavailable(1).Partition(2).Create(t, env.Client)
-	waitForStatus(t, ps, readyStatus(4))
+	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(4).MaxUnavailable(1).Partition(2))
 	before := uids(t, ns)
 
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) { tmpl.Spec.Containers[0].Image = "busybox:1.37" })
@@ -581,8 +566,7 @@ func TestPodDeletedMidUpdateComesBackOnTheNewRevision(t *testing.T) {
 	t.Parallel()
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	kubelet := startKubelet(t, ns)
-	ps := testenv.MakePodSet(ns, "web").Create(t, env.Client)
-	waitForStatus(t, ps, readyStatus(1))
+	ps := createRunning(t, testenv.MakePodSet(ns, "web"))
 	before := uids(t, ns)["web-0"]
 
 	// The kubelet stalls: the gate closes, the pod never leaves Ready.
@@ -627,8 +611,7 @@ func TestResizeByAnotherWriterIsKeptThroughARepair(t *testing.T) {
 func testResizeKeptThroughARepair(t *testing.T, switchToRecreate bool) {
 	ns := testenv.Namespace(t, env.Client, "podset-", map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 	startKubelet(t, ns)
-	ps := testenv.MakePodSet(ns, "rz").Mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))).Create(t, env.Client)
-	waitForStatus(t, ps, readyStatus(1))
+	ps := createRunning(t, testenv.MakePodSet(ns, "rz").Mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))))
 	if switchToRecreate {
 		eventually(t, "switch to Recreate", func(context.Context) error {
 			cur := get(t, ps)
@@ -684,8 +667,7 @@ func TestPodsWithoutTheGateAreRecreatedForAnImage(t *testing.T) {
 	t.Parallel()
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	startKubelet(t, ns)
-	ps := testenv.MakePodSet(ns, "web").Recreate().Create(t, env.Client)
-	waitForStatus(t, ps, readyStatus(1))
+	ps := createRunning(t, testenv.MakePodSet(ns, "web").Recreate())
 	before := uids(t, ns)["web-0"]
 	eventually(t, "switch to InPlaceIfPossible with a new image", func(context.Context) error {
 		cur := get(t, ps)

@@ -143,6 +143,24 @@ func healthy(n, updated int32) func(*podsetv1alpha1.PodSet) error {
 	}
 }
 
+// deadlinePassedSaying waits until the PodSet is Stalled for its progress
+// deadline and checks the Stalled message says each of want.
+func deadlinePassedSaying(t *testing.T, ps *podsetv1alpha1.PodSet, want ...string) {
+	t.Helper()
+	got := waitForStatus(t, ps, stalledFor(podsetv1alpha1.ProgressDeadlineExceededReason))
+	wantSaid(t, "Stalled message", testenv.Condition(got, podsetv1alpha1.StalledCondition).Message, want...)
+}
+
+// wantSaid fails the test unless the message (what) says each of want.
+func wantSaid(t *testing.T, what, msg string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("%s %q does not say %q", what, msg, w)
+		}
+	}
+}
+
 // stalledFor checks that the PodSet is Stalled for the reason.
 func stalledFor(reason string) func(*podsetv1alpha1.PodSet) error {
 	return func(ps *podsetv1alpha1.PodSet) error {
@@ -299,15 +317,11 @@ func TestProgressDeadlineStallsUnschedulablePodsAndTheFixRecovers(t *testing.T) 
 	if c := testenv.Condition(got, podsetv1alpha1.ReconcilingCondition); c.Status != metav1.ConditionFalse || c.Reason != podsetv1alpha1.ProgressDeadlineExceededReason {
 		t.Errorf("Reconciling = %+v while stalled, want False/ProgressDeadlineExceeded", c)
 	}
-	for _, want := range []string{
+	wantSaid(t, "Stalled message", stalled.Message,
 		"no progress for 3s (spec.progressDeadlineSeconds)",
 		"0/2 pods available",
-		"web-0, web-1: Unschedulable: " + schedulerMessage,
-	} {
-		if !strings.Contains(stalled.Message, want) {
-			t.Errorf("Stalled message %q does not say %q", stalled.Message, want)
-		}
-	}
+		"web-0, web-1: Unschedulable: "+schedulerMessage,
+	)
 	switch lp := got.Status.LastProgressTime; {
 	case lp == nil:
 		t.Errorf("status.lastProgressTime is not set")
@@ -376,24 +390,18 @@ func TestProgressDeadlineMessageSaysWhatTheKubeletReports(t *testing.T) {
 	playKubelet(t, ns, "web-2", crashLoopBackOff)
 	playKubelet(t, ns, "web-3", readinessProbeFailing)
 
-	got := waitForStatus(t, ps, stalledFor(podsetv1alpha1.ProgressDeadlineExceededReason))
-	msg := testenv.Condition(got, podsetv1alpha1.StalledCondition).Message
-	for _, want := range []string{
+	deadlinePassedSaying(t, ps,
 		"0/4 pods available",
 		// Pods with the same problem together.
 		"web-0, web-1: container app: ImagePullBackOff",
 		"web-2: container app: CrashLoopBackOff (last exit: Error, code 1)",
 		"web-3: ContainersNotReady: containers with unready status: [app]",
-	} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("Stalled message %q does not say %q", msg, want)
-		}
-	}
+	)
 
 	// The pods recover by themselves (the registry came back, the
 	// dependency answered): progress clears the stall with no new spec.
 	markAllReady(t, ns)
-	got = waitForStatus(t, ps, healthy(4, 4))
+	got := waitForStatus(t, ps, healthy(4, 4))
 	if c := testenv.Condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionFalse {
 		t.Errorf("Stalled = %+v once Ready, want False", c)
 	}
@@ -457,10 +465,7 @@ func TestMinReadySecondsPacesARollout(t *testing.T) {
 
 func TestPartitionHoldsLowerOrdinalsThroughADeletion(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := testenv.MakePodSet(ns, "web").Recreate().Replicas(4).MaxUnavailable(1).Partition(2).Create(t, env.Client)
-	waitForPods(t, ns, "web-0", "web-1", "web-2", "web-3")
-	markAllReady(t, ns)
-	waitForStatus(t, ps, healthy(4, 4))
+	ps := createReady(t, testenv.MakePodSet(ns, "web").Recreate().Replicas(4).MaxUnavailable(1).Partition(2))
 	before := pods(t, ns)
 	oldHash := hashOf(before["web-0"])
 
@@ -533,18 +538,15 @@ func TestPartitionHoldsLowerOrdinalsThroughADeletion(t *testing.T) {
 func TestRevisionHistoryLimitKeepsRevisionsInUse(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	// Partition 1 keeps web-0 on the first template throughout.
-	ps := testenv.MakePodSet(ns, "web").Recreate().Replicas(2).MaxUnavailable(1).Partition(1).RevisionHistoryLimit(1).Create(t, env.Client)
-	waitForPods(t, ns, "web-0", "web-1")
-	markAllReady(t, ns)
-	got := waitForStatus(t, ps, healthy(2, 2))
-	first := got.Status.UpdateRevision
+	ps := createReady(t, testenv.MakePodSet(ns, "web").Recreate().Replicas(2).MaxUnavailable(1).Partition(1).RevisionHistoryLimit(1))
+	first := ps.Status.UpdateRevision
 	firstUID := controllerRevisions(t, ns)[first].UID
 
 	revisions := []string{first}
 	for _, img := range []string{"busybox:1.37", "busybox:1.38", "busybox:1.35"} {
 		setImage(t, ps, img)
 		markReady(t, waitForImage(t, ns, "web-1", img))
-		got = waitForStatus(t, ps, healthy(2, 1))
+		got := waitForStatus(t, ps, healthy(2, 1))
 		revisions = append(revisions, got.Status.UpdateRevision)
 		// The revision web-0 runs is never deleted.
 		if cr, ok := controllerRevisions(t, ns)[first]; !ok || cr.UID != firstUID {
@@ -581,10 +583,8 @@ func TestRevisionHistoryLimitKeepsRevisionsInUse(t *testing.T) {
 
 func TestRollbackMakesTheOldRevisionTheNewest(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := testenv.MakePodSet(ns, "web").Recreate().Replicas(2).MaxUnavailable(1).Create(t, env.Client)
-	waitForPods(t, ns, "web-0", "web-1")
-	markAllReady(t, ns)
-	revA := waitForStatus(t, ps, healthy(2, 2)).Status.UpdateRevision
+	ps := createReady(t, testenv.MakePodSet(ns, "web").Recreate().Replicas(2).MaxUnavailable(1))
+	revA := ps.Status.UpdateRevision
 	crA := controllerRevisions(t, ns)[revA]
 
 	setImage(t, ps, "busybox:1.37")
@@ -648,7 +648,7 @@ func TestConvergedPassSendsNoWrite(t *testing.T) {
 			if p.DeletionTimestamp != nil || image(p) != "busybox:1.37" {
 				continue
 			}
-			if !isReady(p) {
+			if !testenv.RunningAndReady(&p) {
 				markReady(t, p)
 			}
 			updated++
@@ -687,10 +687,8 @@ func readySince(status *corev1.PodStatus, now metav1.Time) {
 func TestProgressDeadlineStallsABrokenRolloutAndARollbackRecovers(t *testing.T) {
 	waitsOnTheClock(t)
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := testenv.MakePodSet(ns, "web").Recreate().Replicas(3).MaxUnavailable(1).ProgressDeadline(3).Create(t, env.Client)
-	waitForPods(t, ns, "web-0", "web-1", "web-2")
-	markAllReady(t, ns)
-	revA := waitForStatus(t, ps, healthy(3, 3)).Status.UpdateRevision
+	ps := createReady(t, testenv.MakePodSet(ns, "web").Recreate().Replicas(3).MaxUnavailable(1).ProgressDeadline(3))
+	revA := ps.Status.UpdateRevision
 	before := pods(t, ns)
 
 	// The new image never pulls: the first new pod is stuck, and the
@@ -698,17 +696,11 @@ func TestProgressDeadlineStallsABrokenRolloutAndARollbackRecovers(t *testing.T) 
 	setImage(t, ps, "registry.example/app:missing")
 	waitForImage(t, ns, "web-2", "registry.example/app:missing")
 	playKubelet(t, ns, "web-2", imagePullBackOff)
-	got := waitForStatus(t, ps, stalledFor(podsetv1alpha1.ProgressDeadlineExceededReason))
-	msg := testenv.Condition(got, podsetv1alpha1.StalledCondition).Message
-	for _, want := range []string{
+	deadlinePassedSaying(t, ps,
 		"2/3 pods available",
 		"web-0, web-1: waiting to be updated",
 		"web-2: container app: ImagePullBackOff",
-	} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("Stalled message %q does not say %q", msg, want)
-		}
-	}
+	)
 	assertUntouched(t, ns, before, "web-0", "web-1")
 
 	// Rolling back is progress: the stuck pod is replaced from the old
@@ -722,7 +714,7 @@ func TestProgressDeadlineStallsABrokenRolloutAndARollbackRecovers(t *testing.T) 
 		return nil
 	})
 	markReady(t, waitForReplacement(t, ns, stuck, "web-2")["web-2"])
-	got = waitForStatus(t, ps, healthy(3, 3))
+	got := waitForStatus(t, ps, healthy(3, 3))
 	assertUntouched(t, ns, before, "web-0", "web-1")
 	if got.Status.CurrentRevision != revA || got.Status.UpdateRevision != revA {
 		t.Errorf("currentRevision %q, updateRevision %q after the rollback; want both %q", got.Status.CurrentRevision, got.Status.UpdateRevision, revA)
@@ -763,10 +755,8 @@ func TestProgressDeadlineIsNotHeldOffByAPodFlappingReady(t *testing.T) {
 
 func TestPartitionRecreatesEachHeldBackPodFromItsOwnRevision(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := testenv.MakePodSet(ns, "web").Recreate().Replicas(4).MaxUnavailable(1).Partition(3).Create(t, env.Client)
-	waitForPods(t, ns, "web-0", "web-1", "web-2", "web-3")
-	markAllReady(t, ns)
-	revA := waitForStatus(t, ps, healthy(4, 4)).Status.UpdateRevision
+	ps := createReady(t, testenv.MakePodSet(ns, "web").Recreate().Replicas(4).MaxUnavailable(1).Partition(3))
+	revA := ps.Status.UpdateRevision
 
 	// B reaches web-3, then, the partition lowered, web-2; then C comes
 	// with the partition back at 3: three revisions live at once.

@@ -104,8 +104,7 @@ func TestMetricsShowThePodSetStatusAndGoWithIt(t *testing.T) {
 	t.Parallel()
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	startKubelet(t, ns)
-	ps := testenv.MakePodSet(ns, "web").Replicas(2).MaxUnavailable(1).Create(t, env.Client)
-	waitForStatus(t, ps, readyStatus(2))
+	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(2).MaxUnavailable(1))
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) { tmpl.Spec.Containers[0].Image = "busybox:1.37" })
 	waitForRollout(t, ps, "busybox:1.37")
 

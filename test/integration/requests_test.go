@@ -6,8 +6,6 @@ import (
 	"maps"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
@@ -20,15 +18,7 @@ func TestWriteRequests(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	// Pods replaced; TestImageChangeUpdatesPodsInPlaceBehindTheirGate counts
 	// the writes of an in-place rollout.
-	ps := testenv.MakePodSet(ns, "web").Recreate().Replicas(n).MaxUnavailable(10).Create(t, env.Client)
-
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("web-%d", i)
-	}
-	waitForPods(t, ns, names...)
-	markAllReady(t, ns)
-	waitForStatus(t, ps, readyStatus(n))
+	ps := createReady(t, testenv.MakePodSet(ns, "web").Recreate().Replicas(n).MaxUnavailable(10))
 	podWrites, statusWrites := requests.writes(ns, "pods", ""), requests.writes(ns, "podsets", "status")
 	reads := requests.count("GET", ns, "pods", "")
 	t.Logf("0 -> %d: %d pod writes, %d status writes, %d uncached pod reads", n, podWrites, statusWrites, reads)
@@ -76,7 +66,7 @@ func TestWriteRequests(t *testing.T) {
 			if p.DeletionTimestamp != nil || image(p) != "busybox:1.37" {
 				continue
 			}
-			if !isReady(p) {
+			if !testenv.RunningAndReady(&p) {
 				markReady(t, p)
 			}
 			done++
@@ -93,27 +83,15 @@ func TestWriteRequests(t *testing.T) {
 	}
 }
 
-func isReady(p corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue && p.Status.Phase == corev1.PodRunning
-		}
-	}
-	return false
-}
-
 func TestStatusOnlyChangeRunsNoPass(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := testenv.MakePodSet(ns, "web").Create(t, env.Client)
-	waitForPods(t, ns, "web-0")
-	markAllReady(t, ns)
-	cur := waitForStatus(t, ps, readyStatus(1))
+	ps := createReady(t, testenv.MakePodSet(ns, "web"))
 
 	// Someone else writes status; the generation does not change, so the
 	// operator's PodSet watch drops the event and no pass corrects it.
 	statusWrites := requests.writes(ns, "podsets", "status")
-	cur.Status.ReadyReplicas = 99
-	if err := env.Client.Status().Update(t.Context(), cur); err != nil {
+	ps.Status.ReadyReplicas = 99
+	if err := env.Client.Status().Update(t.Context(), ps); err != nil {
 		t.Fatal(err)
 	}
 

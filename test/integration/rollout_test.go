@@ -53,10 +53,7 @@ func assertUntouched(t *testing.T, ns string, before map[string]corev1.Pod, name
 
 func TestRolloutReplacesFromTheHighestOrdinalWithinMaxUnavailable(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := testenv.MakePodSet(ns, "web").Recreate().Replicas(3).MaxUnavailable(1).Create(t, env.Client)
-	waitForPods(t, ns, "web-0", "web-1", "web-2")
-	markAllReady(t, ns)
-	waitForStatus(t, ps, readyStatus(3))
+	ps := createReady(t, testenv.MakePodSet(ns, "web").Recreate().Replicas(3).MaxUnavailable(1))
 	before := pods(t, ns)
 
 	setImage(t, ps, "busybox:1.37")
@@ -74,10 +71,7 @@ func TestRolloutReplacesFromTheHighestOrdinalWithinMaxUnavailable(t *testing.T) 
 
 func TestRolloutReplacesUnreadyPodsFirst(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := testenv.MakePodSet(ns, "web").Recreate().Replicas(3).MaxUnavailable(1).Create(t, env.Client)
-	waitForPods(t, ns, "web-0", "web-1", "web-2")
-	markAllReady(t, ns)
-	waitForStatus(t, ps, readyStatus(3))
+	ps := createReady(t, testenv.MakePodSet(ns, "web").Recreate().Replicas(3).MaxUnavailable(1))
 	before := pods(t, ns)
 	setPodStatus(t, before["web-0"], corev1.PodRunning, corev1.ConditionFalse)
 	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
@@ -100,10 +94,7 @@ func TestRolloutReplacesUnreadyPodsFirst(t *testing.T) {
 
 func TestOnDeleteReplacesOnlyDeletedPods(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := testenv.MakePodSet(ns, "web").Replicas(2).OnDelete().Create(t, env.Client)
-	waitForPods(t, ns, "web-0", "web-1")
-	markAllReady(t, ns)
-	waitForStatus(t, ps, readyStatus(2))
+	ps := createReady(t, testenv.MakePodSet(ns, "web").Replicas(2).OnDelete())
 	before := pods(t, ns)
 
 	// Under OnDelete a PodSet whose pods all exist and are available is

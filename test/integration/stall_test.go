@@ -18,12 +18,7 @@ import (
 // the condition's message.
 func waitForStall(t *testing.T, ps *podsetv1alpha1.PodSet, reason string) string {
 	t.Helper()
-	got := waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
-		if c := testenv.Condition(got, podsetv1alpha1.StalledCondition); c.Status != metav1.ConditionTrue || c.Reason != reason {
-			return fmt.Errorf("Stalled = %+v, want True/%s", c, reason)
-		}
-		return nil
-	})
+	got := waitForStatus(t, ps, stalledFor(reason))
 	if c := testenv.Condition(got, podsetv1alpha1.ReadyCondition); c.Status != metav1.ConditionFalse {
 		t.Errorf("Ready = %s while stalled", c.Status)
 	}

@@ -209,6 +209,31 @@ func waitForPods(t *testing.T, ns string, want ...string) map[string]corev1.Pod 
 	return got
 }
 
+// createReady creates the PodSet, waits for its pods, plays the kubelet
+// to make them Running and Ready, and waits until its status shows them all
+// ready, available and up to date. It returns the PodSet as read then.
+func createReady(t *testing.T, b *testenv.PodSetBuilder) *podsetv1alpha1.PodSet {
+	t.Helper()
+	ps := b.Create(t, env.Client)
+	n := *ps.Spec.Replicas
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%d", ps.Name, i)
+	}
+	waitForPods(t, ps.Namespace, names...)
+	markAllReady(t, ps.Namespace)
+	return waitForStatus(t, ps, healthy(n, n))
+}
+
+// createRunning creates the PodSet and waits until the namespace's kubelet
+// (startKubelet) runs its pods and its status shows them ready and up to
+// date. It returns the PodSet as read then.
+func createRunning(t *testing.T, b *testenv.PodSetBuilder) *podsetv1alpha1.PodSet {
+	t.Helper()
+	ps := b.Create(t, env.Client)
+	return waitForStatus(t, ps, readyStatus(*ps.Spec.Replicas))
+}
+
 // get reads a PodSet back from the API server.
 func get(t *testing.T, ps *podsetv1alpha1.PodSet) *podsetv1alpha1.PodSet {
 	t.Helper()
