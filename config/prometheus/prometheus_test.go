@@ -262,7 +262,7 @@ func scrapeAfterAReconcile(t *testing.T) map[string]map[string]map[string]bool {
 		}
 		for i := range pods.Items {
 			pod := &pods.Items[i]
-			if status, _ := testenv.KubeletStatus(pod, false); pod.Status.Phase != corev1.PodRunning || !podReady(pod) {
+			if status, _ := testenv.KubeletStatus(pod, false); pod.Status.Phase != corev1.PodRunning || !testenv.PodReady(pod) {
 				pod.Status = status
 				_ = env.Client.Status().Update(ctx, pod)
 			}
@@ -325,13 +325,4 @@ func scrape(t *testing.T, endpoint string) map[string]map[string]map[string]bool
 		}
 	}
 	return served
-}
-
-func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // kinds selects what an observer watches.
@@ -204,7 +205,7 @@ func (o *observer) update(obj any, deleted, initial bool) {
 	switch obj := obj.(type) {
 	case *corev1.Pod:
 		if tracing {
-			logf("trace pod %s deleted=%v phase=%s ready=%v terminating=%v image=%s stale=%v", key, deleted, obj.Status.Phase, podReady(obj), obj.DeletionTimestamp != nil, specImage(obj), staleImage(obj))
+			logf("trace pod %s deleted=%v phase=%s ready=%v terminating=%v image=%s stale=%v", key, deleted, obj.Status.Phase, testenv.PodReady(obj), obj.DeletionTimestamp != nil, specImage(obj), staleImage(obj))
 		}
 		if deleted {
 			delete(o.st.pods, key)
@@ -223,7 +224,7 @@ func (o *observer) update(obj any, deleted, initial bool) {
 		p.set, p.rev, p.uid = obj.Labels[setLabel], obj.Labels[revLabel], obj.UID
 		p.image, p.staleImage = specImage(obj), staleImage(obj)
 		p.running = obj.Status.Phase == corev1.PodRunning
-		p.ready = p.running && podReady(obj)
+		p.ready = p.running && testenv.PodReady(obj)
 		p.terminating = obj.DeletionTimestamp != nil
 		switch {
 		case was.ready && !p.ready:
@@ -341,15 +342,6 @@ func staleImage(pod *corev1.Pod) bool {
 // (docker.io/library/busybox:1.37 for busybox:1.37).
 func sameImage(status, spec string) bool {
 	return status == spec || status == "docker.io/library/"+spec || status == "docker.io/"+spec
-}
-
-func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func deref[T any](p *T, def T) T {

@@ -101,7 +101,7 @@ func markPodsReady(t *testing.T, ns string, n int) {
 		}
 		for i := range list.Items {
 			p := &list.Items[i]
-			if ready(p) {
+			if testenv.RunningAndReady(p) {
 				continue
 			}
 			p.Status.Phase = corev1.PodRunning

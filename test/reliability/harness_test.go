@@ -224,15 +224,6 @@ func garbageCollector(t *testing.T, ns string) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 }
 
-func ready(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue && p.Status.Phase == corev1.PodRunning
-		}
-	}
-	return false
-}
-
 // foreignPods records pods that no PodSet controls, to prove they are never
 // modified or deleted.
 type foreignPods map[string]string // name -> resourceVersion
@@ -340,7 +331,7 @@ func describePods(t *testing.T, ns string) string {
 			owner = string(ref.UID)[:8]
 		}
 		out = append(out, fmt.Sprintf("%s(uid %s, owner %s, phase %s, ready %t, hash %s, deleting %t, rv %s)",
-			p.Name, string(p.UID)[:8], owner, p.Status.Phase, ready(&p), p.Labels[podsetv1alpha1.TemplateHashLabel], p.DeletionTimestamp != nil, p.ResourceVersion))
+			p.Name, string(p.UID)[:8], owner, p.Status.Phase, testenv.RunningAndReady(&p), p.Labels[podsetv1alpha1.TemplateHashLabel], p.DeletionTimestamp != nil, p.ResourceVersion))
 	}
 	return strings.Join(out, " ")
 }
@@ -458,7 +449,7 @@ func wantStatus(ps *podsetv1alpha1.PodSet, pods []corev1.Pod) string {
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		if ready(p) {
+		if testenv.RunningAndReady(p) {
 			readyN++
 		}
 		n, _ := strconv.Atoi(p.Labels[podsetv1alpha1.OrdinalLabel])
