@@ -64,6 +64,14 @@ type restart struct {
 	ready bool
 }
 
+// kubeletNamespace is a new namespace with a stand-in kubelet
+// (startKubelet) running its pods.
+func kubeletNamespace(t *testing.T) (string, *fakeKubelet) {
+	t.Helper()
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	return ns, startKubelet(t, ns)
+}
+
 func startKubelet(t *testing.T, ns string) *fakeKubelet {
 	k := &fakeKubelet{t: t, ns: ns, gated: map[string]bool{}, openWhileSlow: map[string]bool{}}
 	done := make(chan struct{})
@@ -270,8 +278,7 @@ func replicas(ps *podsetv1alpha1.PodSet) int32 { return ptr.Deref(ps.Spec.Replic
 
 func TestImageChangeUpdatesPodsInPlaceBehindTheirGate(t *testing.T) {
 	t.Parallel()
-	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	kubelet := startKubelet(t, ns)
+	ns, kubelet := kubeletNamespace(t)
 	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(3).MaxUnavailable(1))
 	before := uids(t, ns)
 	applies := requests.count("PATCH", ns, "pods", "")
@@ -339,8 +346,7 @@ func TestGateOpensOnlyOnceTheKubeletHasCarriedOutTheUpdate(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			ns := testenv.Namespace(t, env.Client, "podset-", nil)
-			kubelet := startKubelet(t, ns)
+			ns, kubelet := kubeletNamespace(t)
 			ps := createRunning(t, testenv.MakePodSet(ns, "web").Mutate(restartOnCPU))
 			before := uids(t, ns)["web-0"]
 
@@ -391,8 +397,7 @@ func TestGateOpensOnlyOnceTheKubeletHasCarriedOutTheUpdate(t *testing.T) {
 
 func TestLabelAndAnnotationChangeUpdatesEveryPodAtOnceWithoutRestart(t *testing.T) {
 	t.Parallel()
-	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	kubelet := startKubelet(t, ns)
+	ns, kubelet := kubeletNamespace(t)
 	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(3).MaxUnavailable(1))
 	before := uids(t, ns)
 
@@ -436,8 +441,7 @@ func withResources(r corev1.ResourceRequirements) func(*podsetv1alpha1.PodSet) {
 
 func TestResourceChangeResizesPodsInPlace(t *testing.T) {
 	t.Parallel()
-	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	startKubelet(t, ns)
+	ns, _ := kubeletNamespace(t)
 	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(2).Mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))))
 	before := uids(t, ns)
 
@@ -473,8 +477,7 @@ func ownedThroughResize(p corev1.Pod) bool {
 
 func TestInfeasibleResizeRecreatesThePod(t *testing.T) {
 	t.Parallel()
-	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	kubelet := startKubelet(t, ns)
+	ns, kubelet := kubeletNamespace(t)
 	ps := createRunning(t, testenv.MakePodSet(ns, "web").Mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))))
 	before := pods(t, ns)
 
@@ -493,8 +496,7 @@ func TestInfeasibleResizeRecreatesThePod(t *testing.T) {
 
 func TestChangesBeyondImagesAndResourcesRecreatePods(t *testing.T) {
 	t.Parallel()
-	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	startKubelet(t, ns)
+	ns, _ := kubeletNamespace(t)
 	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(2).MaxUnavailable(2))
 	before := pods(t, ns)
 
@@ -511,8 +513,7 @@ func TestChangesBeyondImagesAndResourcesRecreatePods(t *testing.T) {
 
 func TestRecreatePolicyReplacesPodsForAnImage(t *testing.T) {
 	t.Parallel()
-	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	startKubelet(t, ns)
+	ns, _ := kubeletNamespace(t)
 	ps := createRunning(t, testenv.MakePodSet(ns, "web").Recreate())
 	if p := pods(t, ns)["web-0"]; len(p.Spec.ReadinessGates) != 0 {
 		t.Errorf("a pod made under Recreate has readiness gates %v", p.Spec.ReadinessGates)
@@ -527,8 +528,7 @@ func TestRecreatePolicyReplacesPodsForAnImage(t *testing.T) {
 
 func TestInPlaceRolloutHonoursPartition(t *testing.T) {
 	t.Parallel()
-	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	kubelet := startKubelet(t, ns)
+	ns, kubelet := kubeletNamespace(t)
 	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(4).MaxUnavailable(1).Partition(2))
 	before := uids(t, ns)
 
@@ -564,8 +564,7 @@ func TestInPlaceRolloutHonoursPartition(t *testing.T) {
 
 func TestPodDeletedMidUpdateComesBackOnTheNewRevision(t *testing.T) {
 	t.Parallel()
-	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	kubelet := startKubelet(t, ns)
+	ns, kubelet := kubeletNamespace(t)
 	ps := createRunning(t, testenv.MakePodSet(ns, "web"))
 	before := uids(t, ns)["web-0"]
 
@@ -665,8 +664,7 @@ func testResizeKeptThroughARepair(t *testing.T, switchToRecreate bool) {
 // a new image rather than restarted while in Service endpoints.
 func TestPodsWithoutTheGateAreRecreatedForAnImage(t *testing.T) {
 	t.Parallel()
-	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	startKubelet(t, ns)
+	ns, _ := kubeletNamespace(t)
 	ps := createRunning(t, testenv.MakePodSet(ns, "web").Recreate())
 	before := uids(t, ns)["web-0"]
 	eventually(t, "switch to InPlaceIfPossible with a new image", func(context.Context) error {

@@ -102,8 +102,7 @@ func only(samples map[string]float64, prefixes ...string) map[string]float64 {
 
 func TestMetricsShowThePodSetStatusAndGoWithIt(t *testing.T) {
 	t.Parallel()
-	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	startKubelet(t, ns)
+	ns, _ := kubeletNamespace(t)
 	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(2).MaxUnavailable(1))
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) { tmpl.Spec.Containers[0].Image = "busybox:1.37" })
 	waitForRollout(t, ps, "busybox:1.37")
