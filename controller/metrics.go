@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -189,11 +192,21 @@ func newStatusCollector() *statusCollector {
 	}
 }
 
-// add makes the collector report the PodSets of a memory.
-func (c *statusCollector) add(m *memory) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.memories = append(c.memories, m)
+// reporting is a runnable of the manager that makes the collector report
+// the PodSets of a memory while the operator runs, as the leader where
+// leader election is on, and stop once it stops: a process that ran
+// another operator before (a test suite) reports only the live one's.
+func (c *statusCollector) reporting(m *memory) manager.RunnableFunc {
+	return func(ctx context.Context) error {
+		c.mu.Lock()
+		c.memories = append(c.memories, m)
+		c.mu.Unlock()
+		<-ctx.Done()
+		c.mu.Lock()
+		c.memories = slices.DeleteFunc(c.memories, func(x *memory) bool { return x == m })
+		c.mu.Unlock()
+		return nil
+	}
 }
 
 // Describe sends the descriptors of the status gauges.
@@ -206,12 +219,16 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect sends the status gauges of every PodSet the operator knows.
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	memories := c.memories
+	memories := slices.Clone(c.memories)
 	c.mu.Unlock()
+	// Two operators running in one process (tests of a leader change)
+	// may both know a PodSet: the registry refuses a series sent twice.
+	seen := map[types.NamespacedName]bool{}
 	for _, m := range memories {
 		m.mu.Lock()
 		for key, r := range m.records {
-			if r.shown != nil {
+			if r.shown != nil && !seen[key] {
+				seen[key] = true
 				c.collect(ch, key, *r.shown)
 			}
 		}

@@ -87,7 +87,9 @@ func (r *PodSetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		r.Workers = DefaultWorkers
 	}
 	r.memory = newMemory(r.Clock)
-	podSetStatus.add(r.memory)
+	if err := mgr.Add(podSetStatus.reporting(r.memory)); err != nil {
+		return fmt.Errorf("adding the status metrics: %w", err)
+	}
 	nameLabel := func(o client.Object) []string { return []string{o.GetLabels()[podsetv1alpha1.NameLabel]} }
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, byPodSet, nameLabel); err != nil {
 		return fmt.Errorf("indexing pods by PodSet: %w", err)
