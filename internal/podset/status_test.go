@@ -46,6 +46,51 @@ func TestComputeStatus(t *testing.T) {
 		cond(stalled, fls, "ScalingUp", "0/3 pods ready, 0/3 available, 0/3 up to date", earlier, 3),
 	}
 
+	// status is the status of the PodSet web at generation 4 with these
+	// counts, pod names and Ready, Reconciling and Stalled conditions.
+	status := func(replicas, readyN, available, updated int32, names []string, conditions []metav1.Condition) podsetv1alpha1.PodSetStatus {
+		return podsetv1alpha1.PodSetStatus{
+			ObservedGeneration: 4,
+			Replicas:           replicas,
+			ReadyReplicas:      readyN,
+			AvailableReplicas:  available,
+			UpdatedReplicas:    updated,
+			PodNames:           names,
+			Selector:           "podset.dev/name=web",
+			Conditions:         conditions,
+		}
+	}
+	// progressing are the conditions of a PodSet on its way: not Ready,
+	// Reconciling and not Stalled for reason, all saying msg since at.
+	progressing := func(msg, reason string, at metav1.Time) []metav1.Condition {
+		return []metav1.Condition{
+			cond(ready, fls, "ReplicasNotReady", msg, at, 4),
+			cond(reconciling, tru, reason, msg, at, 4),
+			cond(stalled, fls, reason, msg, at, 4),
+		}
+	}
+	// converged are the conditions of a ready PodSet: Ready and Reconciling
+	// moved now, Stalled False since stalledAt.
+	converged := func(msg string, stalledAt metav1.Time) []metav1.Condition {
+		return []metav1.Condition{
+			cond(ready, tru, "AllReplicasReady", msg, now, 4),
+			cond(reconciling, fls, "Converged", msg, now, 4),
+			cond(stalled, fls, "Converged", msg, stalledAt, 4),
+		}
+	}
+	// stalledFor are the conditions of a stalled PodSet: not Ready, saying
+	// msg since readyAt; Stalled and not Reconciling, for reason and
+	// saying stallMsg since now.
+	stalledFor := func(msg string, readyAt metav1.Time, reason, stallMsg string) []metav1.Condition {
+		return []metav1.Condition{
+			cond(ready, fls, "ReplicasNotReady", msg, readyAt, 4),
+			cond(reconciling, fls, reason, stallMsg, now, 4),
+			cond(stalled, tru, reason, stallMsg, now, 4),
+		}
+	}
+	const conflict1 = "pods web-1 exist and are not controlled by this PodSet; it leaves them alone: delete or rename them"
+	web012 := []string{"web-0", "web-1", "web-2"}
+
 	cases := map[string]struct {
 		ps      *podsetv1alpha1.PodSet
 		pods    []corev1.Pod
@@ -53,167 +98,59 @@ func TestComputeStatus(t *testing.T) {
 		want    podsetv1alpha1.PodSetStatus
 	}{
 		"no pods: scaling up": {
-			ps: ps3,
-			want: podsetv1alpha1.PodSetStatus{
-				ObservedGeneration: 4,
-				Selector:           "podset.dev/name=web",
-				Conditions: []metav1.Condition{
-					cond(ready, fls, "ReplicasNotReady", "0/3 pods ready, 0/3 available, 0/3 up to date", now, 4),
-					cond(reconciling, tru, "ScalingUp", "0/3 pods ready, 0/3 available, 0/3 up to date", now, 4),
-					cond(stalled, fls, "ScalingUp", "0/3 pods ready, 0/3 available, 0/3 up to date", now, 4),
-				},
-			},
+			ps:   ps3,
+			want: status(0, 0, 0, 0, nil, progressing("0/3 pods ready, 0/3 available, 0/3 up to date", "ScalingUp", now)),
 		},
 		"all ready and up to date, pod names by ordinal as numbers": {
 			ps:   makePodSet("web").replicas(11).generation(4).obj(),
 			pods: readyPods(10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-			want: podsetv1alpha1.PodSetStatus{
-				ObservedGeneration: 4,
-				Replicas:           11,
-				ReadyReplicas:      11,
-				AvailableReplicas:  11,
-				UpdatedReplicas:    11,
-				PodNames:           []string{"web-0", "web-1", "web-2", "web-3", "web-4", "web-5", "web-6", "web-7", "web-8", "web-9", "web-10"},
-				Selector:           "podset.dev/name=web",
-				Conditions: []metav1.Condition{
-					cond(ready, tru, "AllReplicasReady", "11/11 pods ready, 11/11 available, 11/11 up to date", now, 4),
-					cond(reconciling, fls, "Converged", "11/11 pods ready, 11/11 available, 11/11 up to date", now, 4),
-					cond(stalled, fls, "Converged", "11/11 pods ready, 11/11 available, 11/11 up to date", now, 4),
-				},
-			},
+			want: status(11, 11, 11, 11,
+				[]string{"web-0", "web-1", "web-2", "web-3", "web-4", "web-5", "web-6", "web-7", "web-8", "web-9", "web-10"},
+				converged("11/11 pods ready, 11/11 available, 11/11 up to date", now)),
 		},
 		"terminating pods count in replicas only": {
 			ps: ps3,
 			pods: append(readyPods(0, 1),
 				makePod("web-2").controlledBy(ps3).ready().hash(h).terminating().obj()),
-			want: podsetv1alpha1.PodSetStatus{
-				ObservedGeneration: 4,
-				Replicas:           3,
-				ReadyReplicas:      2,
-				AvailableReplicas:  2,
-				UpdatedReplicas:    2,
-				PodNames:           []string{"web-0", "web-1"},
-				Selector:           "podset.dev/name=web",
-				Conditions: []metav1.Condition{
-					cond(ready, fls, "ReplicasNotReady", "2/3 pods ready, 2/3 available, 2/3 up to date", now, 4),
-					cond(reconciling, tru, "ScalingUp", "2/3 pods ready, 2/3 available, 2/3 up to date", now, 4),
-					cond(stalled, fls, "ScalingUp", "2/3 pods ready, 2/3 available, 2/3 up to date", now, 4),
-				},
-			},
+			want: status(3, 2, 2, 2, []string{"web-0", "web-1"}, progressing("2/3 pods ready, 2/3 available, 2/3 up to date", "ScalingUp", now)),
 		},
 		"a terminating surplus pod keeps the PodSet from being ready": {
 			ps: ps3,
 			pods: append(readyPods(0, 1, 2),
 				makePod("web-3").controlledBy(ps3).ready().hash(h).terminating().obj()),
-			want: podsetv1alpha1.PodSetStatus{
-				ObservedGeneration: 4,
-				Replicas:           4,
-				ReadyReplicas:      3,
-				AvailableReplicas:  3,
-				UpdatedReplicas:    3,
-				PodNames:           []string{"web-0", "web-1", "web-2"},
-				Selector:           "podset.dev/name=web",
-				Conditions: []metav1.Condition{
-					cond(ready, fls, "ReplicasNotReady", "3/3 pods ready, 3/3 available, 3/3 up to date", now, 4),
-					cond(reconciling, tru, "WaitingForPods", "3/3 pods ready, 3/3 available, 3/3 up to date", now, 4),
-					cond(stalled, fls, "WaitingForPods", "3/3 pods ready, 3/3 available, 3/3 up to date", now, 4),
-				},
-			},
+			want: status(4, 3, 3, 3, web012, progressing("3/3 pods ready, 3/3 available, 3/3 up to date", "WaitingForPods", now)),
 		},
 		"stale pods: rolling out": {
 			ps: ps3,
 			pods: append(readyPods(0, 1),
 				makePod("web-2").controlledBy(ps3).ready().hash(stale).obj()),
-			want: podsetv1alpha1.PodSetStatus{
-				ObservedGeneration: 4,
-				Replicas:           3,
-				ReadyReplicas:      3,
-				AvailableReplicas:  3,
-				UpdatedReplicas:    2,
-				PodNames:           []string{"web-0", "web-1", "web-2"},
-				Selector:           "podset.dev/name=web",
-				Conditions: []metav1.Condition{
-					cond(ready, fls, "ReplicasNotReady", "3/3 pods ready, 3/3 available, 2/3 up to date", now, 4),
-					cond(reconciling, tru, "RollingOut", "3/3 pods ready, 3/3 available, 2/3 up to date", now, 4),
-					cond(stalled, fls, "RollingOut", "3/3 pods ready, 3/3 available, 2/3 up to date", now, 4),
-				},
-			},
+			want: status(3, 3, 3, 2, web012, progressing("3/3 pods ready, 3/3 available, 2/3 up to date", "RollingOut", now)),
 		},
 		"surplus pods: scaling down": {
 			ps:   makePodSet("web").replicas(2).generation(4).obj(),
 			pods: readyPods(0, 1, 2),
-			want: podsetv1alpha1.PodSetStatus{
-				ObservedGeneration: 4,
-				Replicas:           3,
-				ReadyReplicas:      3,
-				AvailableReplicas:  3,
-				UpdatedReplicas:    3,
-				PodNames:           []string{"web-0", "web-1", "web-2"},
-				Selector:           "podset.dev/name=web",
-				Conditions: []metav1.Condition{
-					cond(ready, fls, "ReplicasNotReady", "3/2 pods ready, 3/2 available, 3/2 up to date", now, 4),
-					cond(reconciling, tru, "ScalingDown", "3/2 pods ready, 3/2 available, 3/2 up to date", now, 4),
-					cond(stalled, fls, "ScalingDown", "3/2 pods ready, 3/2 available, 3/2 up to date", now, 4),
-				},
-			},
+			want: status(3, 3, 3, 3, web012, progressing("3/2 pods ready, 3/2 available, 3/2 up to date", "ScalingDown", now)),
 		},
 		"unready up-to-date pods: waiting for pods": {
 			ps: ps3,
 			pods: append(readyPods(0, 1),
 				makePod("web-2").controlledBy(ps3).running().hash(h).obj()),
-			want: podsetv1alpha1.PodSetStatus{
-				ObservedGeneration: 4,
-				Replicas:           3,
-				ReadyReplicas:      2,
-				AvailableReplicas:  2,
-				UpdatedReplicas:    3,
-				PodNames:           []string{"web-0", "web-1", "web-2"},
-				Selector:           "podset.dev/name=web",
-				Conditions: []metav1.Condition{
-					cond(ready, fls, "ReplicasNotReady", "2/3 pods ready, 2/3 available, 3/3 up to date", now, 4),
-					cond(reconciling, tru, "WaitingForPods", "2/3 pods ready, 2/3 available, 3/3 up to date", now, 4),
-					cond(stalled, fls, "WaitingForPods", "2/3 pods ready, 2/3 available, 3/3 up to date", now, 4),
-				},
-			},
+			want: status(3, 2, 2, 3, web012, progressing("2/3 pods ready, 2/3 available, 3/3 up to date", "WaitingForPods", now)),
 		},
 		"a conflict stalls the PodSet and the foreign pod is not counted": {
 			ps: ps3,
 			pods: append(readyPods(0, 2),
 				makePod("web-1").label(podsetv1alpha1.NameLabel, "web").ready().hash(h).obj()),
 			stalled: ConflictStall([]string{"web-1"}),
-			want: podsetv1alpha1.PodSetStatus{
-				ObservedGeneration: 4,
-				Replicas:           2,
-				ReadyReplicas:      2,
-				AvailableReplicas:  2,
-				UpdatedReplicas:    2,
-				PodNames:           []string{"web-0", "web-2"},
-				Selector:           "podset.dev/name=web",
-				Conditions: []metav1.Condition{
-					cond(ready, fls, "ReplicasNotReady", "2/3 pods ready, 2/3 available, 2/3 up to date", now, 4),
-					cond(reconciling, fls, "PodConflict", "pods web-1 exist and are not controlled by this PodSet; it leaves them alone: delete or rename them", now, 4),
-					cond(stalled, tru, "PodConflict", "pods web-1 exist and are not controlled by this PodSet; it leaves them alone: delete or rename them", now, 4),
-				},
-			},
+			want: status(2, 2, 2, 2, []string{"web-0", "web-2"},
+				stalledFor("2/3 pods ready, 2/3 available, 2/3 up to date", now, "PodConflict", conflict1)),
 		},
 		"a stall keeps a PodSet with every pod ready from being ready": {
 			ps:      ps3,
 			pods:    readyPods(0, 1, 2),
 			stalled: &Stall{Reason: "InvalidTemplate", Message: "spec.template.spec.hostPID: must not be true (Pod Security restricted)"},
-			want: podsetv1alpha1.PodSetStatus{
-				ObservedGeneration: 4,
-				Replicas:           3,
-				ReadyReplicas:      3,
-				AvailableReplicas:  3,
-				UpdatedReplicas:    3,
-				PodNames:           []string{"web-0", "web-1", "web-2"},
-				Selector:           "podset.dev/name=web",
-				Conditions: []metav1.Condition{
-					cond(ready, fls, "ReplicasNotReady", "3/3 pods ready, 3/3 available, 3/3 up to date", now, 4),
-					cond(reconciling, fls, "InvalidTemplate", "spec.template.spec.hostPID: must not be true (Pod Security restricted)", now, 4),
-					cond(stalled, tru, "InvalidTemplate", "spec.template.spec.hostPID: must not be true (Pod Security restricted)", now, 4),
-				},
-			},
+			want: status(3, 3, 3, 3, web012,
+				stalledFor("3/3 pods ready, 3/3 available, 3/3 up to date", now, "InvalidTemplate", "spec.template.spec.hostPID: must not be true (Pod Security restricted)")),
 		},
 		"foreign pods are never counted": {
 			ps: ps3,
@@ -221,76 +158,25 @@ func TestComputeStatus(t *testing.T) {
 				makePod("web-7").label(podsetv1alpha1.NameLabel, "web").ready().hash(h).obj(),
 				makePod("web-5").controlledByOther("other-uid").label(podsetv1alpha1.NameLabel, "web").ready().hash(h).obj(),
 				makePod("api-0").controlledBy(makePodSet("api").obj()).ready().hash(h).obj()),
-			want: podsetv1alpha1.PodSetStatus{
-				ObservedGeneration: 4,
-				Replicas:           3,
-				ReadyReplicas:      3,
-				AvailableReplicas:  3,
-				UpdatedReplicas:    3,
-				PodNames:           []string{"web-0", "web-1", "web-2"},
-				Selector:           "podset.dev/name=web",
-				Conditions: []metav1.Condition{
-					cond(ready, tru, "AllReplicasReady", "3/3 pods ready, 3/3 available, 3/3 up to date", now, 4),
-					cond(reconciling, fls, "Converged", "3/3 pods ready, 3/3 available, 3/3 up to date", now, 4),
-					cond(stalled, fls, "Converged", "3/3 pods ready, 3/3 available, 3/3 up to date", now, 4),
-				},
-			},
+			want: status(3, 3, 3, 3, web012, converged("3/3 pods ready, 3/3 available, 3/3 up to date", now)),
 		},
 		"unchanged condition statuses keep their transition time": {
 			ps: makePodSet("web").replicas(3).generation(4).conditions(reconcilingSince...).obj(),
 			pods: append(readyPods(0, 1),
 				makePod("web-2").controlledBy(ps3).ready().hash(stale).obj()),
-			want: podsetv1alpha1.PodSetStatus{
-				ObservedGeneration: 4,
-				Replicas:           3,
-				ReadyReplicas:      3,
-				AvailableReplicas:  3,
-				UpdatedReplicas:    2,
-				PodNames:           []string{"web-0", "web-1", "web-2"},
-				Selector:           "podset.dev/name=web",
-				Conditions: []metav1.Condition{
-					cond(ready, fls, "ReplicasNotReady", "3/3 pods ready, 3/3 available, 2/3 up to date", earlier, 4),
-					cond(reconciling, tru, "RollingOut", "3/3 pods ready, 3/3 available, 2/3 up to date", earlier, 4),
-					cond(stalled, fls, "RollingOut", "3/3 pods ready, 3/3 available, 2/3 up to date", earlier, 4),
-				},
-			},
+			want: status(3, 3, 3, 2, web012, progressing("3/3 pods ready, 3/3 available, 2/3 up to date", "RollingOut", earlier)),
 		},
 		"changed condition statuses move their transition time to now": {
 			ps:   makePodSet("web").replicas(3).generation(4).conditions(reconcilingSince...).obj(),
 			pods: readyPods(0, 1, 2),
-			want: podsetv1alpha1.PodSetStatus{
-				ObservedGeneration: 4,
-				Replicas:           3,
-				ReadyReplicas:      3,
-				AvailableReplicas:  3,
-				UpdatedReplicas:    3,
-				PodNames:           []string{"web-0", "web-1", "web-2"},
-				Selector:           "podset.dev/name=web",
-				Conditions: []metav1.Condition{
-					cond(ready, tru, "AllReplicasReady", "3/3 pods ready, 3/3 available, 3/3 up to date", now, 4),
-					cond(reconciling, fls, "Converged", "3/3 pods ready, 3/3 available, 3/3 up to date", now, 4),
-					cond(stalled, fls, "Converged", "3/3 pods ready, 3/3 available, 3/3 up to date", earlier, 4),
-				},
-			},
+			want: status(3, 3, 3, 3, web012, converged("3/3 pods ready, 3/3 available, 3/3 up to date", earlier)),
 		},
 		"a stall after scaling up moves Stalled and Reconciling, not Ready": {
 			ps:      makePodSet("web").replicas(3).generation(4).conditions(reconcilingSince...).obj(),
 			pods:    readyPods(0, 2),
 			stalled: ConflictStall([]string{"web-1"}),
-			want: podsetv1alpha1.PodSetStatus{
-				ObservedGeneration: 4,
-				Replicas:           2,
-				ReadyReplicas:      2,
-				AvailableReplicas:  2,
-				UpdatedReplicas:    2,
-				PodNames:           []string{"web-0", "web-2"},
-				Selector:           "podset.dev/name=web",
-				Conditions: []metav1.Condition{
-					cond(ready, fls, "ReplicasNotReady", "2/3 pods ready, 2/3 available, 2/3 up to date", earlier, 4),
-					cond(reconciling, fls, "PodConflict", "pods web-1 exist and are not controlled by this PodSet; it leaves them alone: delete or rename them", now, 4),
-					cond(stalled, tru, "PodConflict", "pods web-1 exist and are not controlled by this PodSet; it leaves them alone: delete or rename them", now, 4),
-				},
-			},
+			want: status(2, 2, 2, 2, []string{"web-0", "web-2"},
+				stalledFor("2/3 pods ready, 2/3 available, 2/3 up to date", earlier, "PodConflict", conflict1)),
 		},
 	}
 	for name, tc := range cases {
