@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 
 	"github.com/podset-dev/podset-operator/hack/ociimage"
 	"github.com/podset-dev/podset-operator/test/testenv"
@@ -178,10 +177,6 @@ func readDockerfile(t *testing.T, path string) dockerfile {
 // build wrote.
 func readImage(t *testing.T, out, version string, digest v1.Hash) v1.Image {
 	t.Helper()
-	dir := t.TempDir()
-	if err := ociimage.Untar(filepath.Join(out, archiveName(version)), dir); err != nil {
-		t.Fatal(err)
-	}
 	written, err := os.ReadFile(filepath.Join(out, strings.TrimSuffix(archiveName(version), ".tar")+".digest"))
 	if err != nil {
 		t.Fatal(err)
@@ -189,11 +184,7 @@ func readImage(t *testing.T, out, version string, digest v1.Hash) v1.Image {
 	if strings.TrimSpace(string(written)) != digest.String() {
 		t.Errorf("the digest file says %s, the build returned %s", written, digest)
 	}
-	lp, err := layout.FromPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := lp.ImageIndex()
+	root, err := ociimage.ReadArchive(filepath.Join(out, archiveName(version)), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

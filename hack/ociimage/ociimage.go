@@ -22,6 +22,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -189,6 +190,15 @@ func TarDir(dir string) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// ReadArchive unpacks an archive of an OCI layout that TarDir wrote into
+// dir and returns the layout's index.
+func ReadArchive(archive, dir string) (v1.ImageIndex, error) {
+	if err := Untar(archive, dir); err != nil {
+		return nil, err
+	}
+	return layout.ImageIndexFromPath(dir)
 }
 
 // Untar unpacks an archive that TarDir wrote into dir.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 
 	"github.com/podset-dev/podset-operator/hack/ociimage"
 )
@@ -150,11 +149,7 @@ type archived struct {
 // the name ctr import gives them.
 func readArchive(t *testing.T, path string) map[string]archived {
 	t.Helper()
-	dir := t.TempDir()
-	if err := ociimage.Untar(path, dir); err != nil {
-		t.Fatal(err)
-	}
-	idx, err := layout.ImageIndexFromPath(dir)
+	idx, err := ociimage.ReadArchive(path, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
