@@ -143,6 +143,45 @@ func hardenedSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
 		WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))
 }
 
+// wantPod is the pod of ordinal of the fixture PodSet "web" with hash:
+// with templateMeta, it carries the template's label and annotation too.
+func wantPod(ordinal, hash string, templateMeta bool) *corev1ac.PodApplyConfiguration {
+	labels := map[string]string{
+		"podset.dev/name":          "web",
+		"podset.dev/ordinal":       ordinal,
+		"podset.dev/template-hash": hash,
+	}
+	pod := corev1ac.Pod("web-"+ordinal, "demo")
+	if templateMeta {
+		labels["tier"] = "web"
+		pod.WithAnnotations(map[string]string{"example.com/note": "kept"})
+	}
+	return pod.WithLabels(labels).WithOwnerReferences(ownerRef())
+}
+
+// wantAppSpec is the spec of a pod from the fixture's template with this
+// pod security context: its one container, hardened, and no token.
+func wantAppSpec(sc *corev1ac.PodSecurityContextApplyConfiguration) *corev1ac.PodSpecApplyConfiguration {
+	return corev1ac.PodSpec().WithReadinessGates(inPlaceGate()).
+		WithAutomountServiceAccountToken(false).
+		WithSecurityContext(sc).
+		WithContainers(corev1ac.Container().
+			WithName("app").
+			WithImage("busybox:1.36").
+			WithCommand("sleep", "3600").
+			WithResources(corev1ac.ResourceRequirements()).
+			WithSecurityContext(hardenedSecurityContext()))
+}
+
+// fixtureSecurityContext is the pod security context of the fixture's
+// template, as the operator makes it.
+func fixtureSecurityContext() *corev1ac.PodSecurityContextApplyConfiguration {
+	return corev1ac.PodSecurityContext().
+		WithRunAsUser(65532).
+		WithRunAsNonRoot(true).
+		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
+}
+
 func TestDesiredPod(t *testing.T) {
 	cases := map[string]struct {
 		ps      *podsetv1alpha1.PodSet
@@ -154,27 +193,7 @@ func TestDesiredPod(t *testing.T) {
 			ps:      makePodSet("web").replicas(3).obj(),
 			ordinal: 2,
 			hash:    "abc",
-			want: corev1ac.Pod("web-2", "demo").
-				WithLabels(map[string]string{
-					"tier":                     "web",
-					"podset.dev/name":          "web",
-					"podset.dev/ordinal":       "2",
-					"podset.dev/template-hash": "abc",
-				}).
-				WithAnnotations(map[string]string{"example.com/note": "kept"}).
-				WithOwnerReferences(ownerRef()).
-				WithSpec(corev1ac.PodSpec().WithReadinessGates(inPlaceGate()).
-					WithAutomountServiceAccountToken(false).
-					WithSecurityContext(corev1ac.PodSecurityContext().
-						WithRunAsUser(65532).
-						WithRunAsNonRoot(true).
-						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
-					WithContainers(corev1ac.Container().
-						WithName("app").
-						WithImage("busybox:1.36").
-						WithCommand("sleep", "3600").
-						WithResources(corev1ac.ResourceRequirements()).
-						WithSecurityContext(hardenedSecurityContext()))),
+			want:    wantPod("2", "abc", true).WithSpec(wantAppSpec(fixtureSecurityContext())),
 		},
 		"no template labels or annotations, ordinal 10": {
 			ps: func() *podsetv1alpha1.PodSet {
@@ -186,24 +205,9 @@ func TestDesiredPod(t *testing.T) {
 			}(),
 			ordinal: 10,
 			hash:    "h1",
-			want: corev1ac.Pod("web-10", "demo").
-				WithLabels(map[string]string{
-					"podset.dev/name":          "web",
-					"podset.dev/ordinal":       "10",
-					"podset.dev/template-hash": "h1",
-				}).
-				WithOwnerReferences(ownerRef()).
-				WithSpec(corev1ac.PodSpec().WithReadinessGates(inPlaceGate()).
-					WithAutomountServiceAccountToken(false).
-					WithSecurityContext(corev1ac.PodSecurityContext().
-						WithRunAsNonRoot(true).
-						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
-					WithContainers(corev1ac.Container().
-						WithName("app").
-						WithImage("busybox:1.36").
-						WithCommand("sleep", "3600").
-						WithResources(corev1ac.ResourceRequirements()).
-						WithSecurityContext(hardenedSecurityContext()))),
+			want: wantPod("10", "h1", false).WithSpec(wantAppSpec(corev1ac.PodSecurityContext().
+				WithRunAsNonRoot(true).
+				WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)))),
 		},
 		"the operator's labels win over template labels with their keys": {
 			ps: makePodSet("web").
@@ -212,27 +216,7 @@ func TestDesiredPod(t *testing.T) {
 				templateLabel("podset.dev/template-hash", "forged").obj(),
 			ordinal: 0,
 			hash:    "abc",
-			want: corev1ac.Pod("web-0", "demo").
-				WithLabels(map[string]string{
-					"tier":                     "web",
-					"podset.dev/name":          "web",
-					"podset.dev/ordinal":       "0",
-					"podset.dev/template-hash": "abc",
-				}).
-				WithAnnotations(map[string]string{"example.com/note": "kept"}).
-				WithOwnerReferences(ownerRef()).
-				WithSpec(corev1ac.PodSpec().WithReadinessGates(inPlaceGate()).
-					WithAutomountServiceAccountToken(false).
-					WithSecurityContext(corev1ac.PodSecurityContext().
-						WithRunAsUser(65532).
-						WithRunAsNonRoot(true).
-						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
-					WithContainers(corev1ac.Container().
-						WithName("app").
-						WithImage("busybox:1.36").
-						WithCommand("sleep", "3600").
-						WithResources(corev1ac.ResourceRequirements()).
-						WithSecurityContext(hardenedSecurityContext()))),
+			want:    wantPod("0", "abc", true).WithSpec(wantAppSpec(fixtureSecurityContext())),
 		},
 		"explicit template choices are kept, the rest hardened": {
 			ps: func() *podsetv1alpha1.PodSet {
@@ -274,13 +258,7 @@ func TestDesiredPod(t *testing.T) {
 			}(),
 			ordinal: 1,
 			hash:    "abc",
-			want: corev1ac.Pod("web-1", "demo").
-				WithLabels(map[string]string{
-					"podset.dev/name":          "web",
-					"podset.dev/ordinal":       "1",
-					"podset.dev/template-hash": "abc",
-				}).
-				WithOwnerReferences(ownerRef()).
+			want: wantPod("1", "abc", false).
 				WithSpec(corev1ac.PodSpec().WithReadinessGates(inPlaceGate()).
 					WithAutomountServiceAccountToken(true).
 					WithSecurityContext(corev1ac.PodSecurityContext().
@@ -327,27 +305,10 @@ func TestDesiredPod(t *testing.T) {
 			}(),
 			ordinal: 0,
 			hash:    "abc",
-			want: corev1ac.Pod("web-0", "demo").
-				WithLabels(map[string]string{
-					"tier":                     "web",
-					"podset.dev/name":          "web",
-					"podset.dev/ordinal":       "0",
-					"podset.dev/template-hash": "abc",
-				}).
-				WithAnnotations(map[string]string{"example.com/note": "kept"}).
-				WithOwnerReferences(ownerRef()).
-				WithSpec(corev1ac.PodSpec().WithReadinessGates(inPlaceGate()).
-					WithAutomountServiceAccountToken(false).
-					WithSecurityContext(corev1ac.PodSecurityContext().
-						WithRunAsNonRoot(true).
-						WithRunAsUser(1000).
-						WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))).
-					WithContainers(corev1ac.Container().
-						WithName("app").
-						WithImage("busybox:1.36").
-						WithCommand("sleep", "3600").
-						WithResources(corev1ac.ResourceRequirements()).
-						WithSecurityContext(hardenedSecurityContext()))),
+			want: wantPod("0", "abc", true).WithSpec(wantAppSpec(corev1ac.PodSecurityContext().
+				WithRunAsNonRoot(true).
+				WithRunAsUser(1000).
+				WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)))),
 		},
 	}
 	for name, tc := range cases {
