@@ -52,10 +52,11 @@ func TestTemplateViolations(t *testing.T) {
 		app  = "spec.template.spec.containers[name=app]"
 		init = "spec.template.spec.initContainers[name=init]"
 	)
-	cases := map[string]struct {
+	type violationCase struct {
 		change func(*corev1.PodSpec)
 		want   []string
-	}{
+	}
+	cases := map[string]violationCase{
 		"a clean template": {
 			change: func(*corev1.PodSpec) {},
 		},
@@ -107,14 +108,6 @@ func TestTemplateViolations(t *testing.T) {
 			},
 			want: []string{"spec.template.spec.securityContext.seccompProfile.type: must not be Unconfined (Pod Security restricted)"},
 		},
-		"container privileged": {
-			change: func(s *corev1.PodSpec) { s.Containers[0].SecurityContext.Privileged = ptr.To(true) },
-			want:   []string{app + ".securityContext.privileged: must not be true (Pod Security restricted)"},
-		},
-		"container allowPrivilegeEscalation true": {
-			change: func(s *corev1.PodSpec) { s.Containers[0].SecurityContext.AllowPrivilegeEscalation = ptr.To(true) },
-			want:   []string{app + ".securityContext.allowPrivilegeEscalation: must not be true (Pod Security restricted)"},
-		},
 		"container capabilities.add with SYS_ADMIN": {
 			change: func(s *corev1.PodSpec) {
 				s.Containers[0].SecurityContext.Capabilities.Add = []corev1.Capability{"SYS_ADMIN"}
@@ -126,20 +119,6 @@ func TestTemplateViolations(t *testing.T) {
 				s.Containers[0].SecurityContext.Capabilities.Add = []corev1.Capability{"NET_BIND_SERVICE", "NET_RAW"}
 			},
 			want: []string{app + ".securityContext.capabilities.add: may only contain NET_BIND_SERVICE (Pod Security restricted)"},
-		},
-		"container runAsNonRoot false": {
-			change: func(s *corev1.PodSpec) { s.Containers[0].SecurityContext.RunAsNonRoot = ptr.To(false) },
-			want:   []string{app + ".securityContext.runAsNonRoot: must not be false (Pod Security restricted)"},
-		},
-		"container runAsUser 0": {
-			change: func(s *corev1.PodSpec) { s.Containers[0].SecurityContext.RunAsUser = ptr.To[int64](0) },
-			want:   []string{app + ".securityContext.runAsUser: must not be 0 (Pod Security restricted)"},
-		},
-		"container seccomp Unconfined": {
-			change: func(s *corev1.PodSpec) {
-				s.Containers[0].SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
-			},
-			want: []string{app + ".securityContext.seccompProfile.type: must not be Unconfined (Pod Security restricted)"},
 		},
 		"container hostPort, named once for two ports": {
 			change: func(s *corev1.PodSpec) {
@@ -153,33 +132,11 @@ func TestTemplateViolations(t *testing.T) {
 			},
 			want: []string{"spec.template.spec.containers[name=sidecar].securityContext.privileged: must not be true (Pod Security restricted)"},
 		},
-		"init container privileged": {
-			change: func(s *corev1.PodSpec) { s.InitContainers[0].SecurityContext.Privileged = ptr.To(true) },
-			want:   []string{init + ".securityContext.privileged: must not be true (Pod Security restricted)"},
-		},
-		"init container allowPrivilegeEscalation true": {
-			change: func(s *corev1.PodSpec) { s.InitContainers[0].SecurityContext.AllowPrivilegeEscalation = ptr.To(true) },
-			want:   []string{init + ".securityContext.allowPrivilegeEscalation: must not be true (Pod Security restricted)"},
-		},
 		"init container capabilities.add with SYS_PTRACE": {
 			change: func(s *corev1.PodSpec) {
 				s.InitContainers[0].SecurityContext.Capabilities.Add = []corev1.Capability{"SYS_PTRACE"}
 			},
 			want: []string{init + ".securityContext.capabilities.add: may only contain NET_BIND_SERVICE (Pod Security restricted)"},
-		},
-		"init container runAsNonRoot false": {
-			change: func(s *corev1.PodSpec) { s.InitContainers[0].SecurityContext.RunAsNonRoot = ptr.To(false) },
-			want:   []string{init + ".securityContext.runAsNonRoot: must not be false (Pod Security restricted)"},
-		},
-		"init container runAsUser 0": {
-			change: func(s *corev1.PodSpec) { s.InitContainers[0].SecurityContext.RunAsUser = ptr.To[int64](0) },
-			want:   []string{init + ".securityContext.runAsUser: must not be 0 (Pod Security restricted)"},
-		},
-		"init container seccomp Unconfined": {
-			change: func(s *corev1.PodSpec) {
-				s.InitContainers[0].SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
-			},
-			want: []string{init + ".securityContext.seccompProfile.type: must not be Unconfined (Pod Security restricted)"},
 		},
 		"init container hostPort": {
 			change: func(s *corev1.PodSpec) {
@@ -211,6 +168,33 @@ func TestTemplateViolations(t *testing.T) {
 				app + ".securityContext.runAsUser: must not be 0 (Pod Security restricted)",
 			},
 		},
+	}
+	// The same settings of a container and of an init container are
+	// violations, each named by its own path.
+	for _, c := range []struct {
+		kind, path string
+		sc         func(*corev1.PodSpec) *corev1.SecurityContext
+	}{
+		{"container", app, func(s *corev1.PodSpec) *corev1.SecurityContext { return s.Containers[0].SecurityContext }},
+		{"init container", init, func(s *corev1.PodSpec) *corev1.SecurityContext { return s.InitContainers[0].SecurityContext }},
+	} {
+		for setting, v := range map[string]struct {
+			change func(*corev1.SecurityContext)
+			want   string
+		}{
+			"privileged":                    {func(sc *corev1.SecurityContext) { sc.Privileged = ptr.To(true) }, ".securityContext.privileged: must not be true (Pod Security restricted)"},
+			"allowPrivilegeEscalation true": {func(sc *corev1.SecurityContext) { sc.AllowPrivilegeEscalation = ptr.To(true) }, ".securityContext.allowPrivilegeEscalation: must not be true (Pod Security restricted)"},
+			"runAsNonRoot false":            {func(sc *corev1.SecurityContext) { sc.RunAsNonRoot = ptr.To(false) }, ".securityContext.runAsNonRoot: must not be false (Pod Security restricted)"},
+			"runAsUser 0":                   {func(sc *corev1.SecurityContext) { sc.RunAsUser = ptr.To[int64](0) }, ".securityContext.runAsUser: must not be 0 (Pod Security restricted)"},
+			"seccomp Unconfined": {func(sc *corev1.SecurityContext) {
+				sc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
+			}, ".securityContext.seccompProfile.type: must not be Unconfined (Pod Security restricted)"},
+		} {
+			cases[c.kind+" "+setting] = violationCase{
+				change: func(s *corev1.PodSpec) { v.change(c.sc(s)) },
+				want:   []string{c.path + v.want},
+			}
+		}
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
