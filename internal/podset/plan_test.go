@@ -270,6 +270,15 @@ func TestPlanPods(t *testing.T) {
 		}
 		return pods
 	}
+	// stalePods is the pods of these ordinals, controlled by ps3, ready and
+	// of a stale template.
+	stalePods := func(ordinals ...int) []corev1.Pod {
+		var pods []corev1.Pod
+		for _, o := range ordinals {
+			pods = append(pods, makePod(PodName("web", o)).controlledBy(ps3).ready().hash(stale).obj())
+		}
+		return pods
+	}
 
 	cases := map[string]struct {
 		ps       *podsetv1alpha1.PodSet
@@ -368,12 +377,8 @@ func TestPlanPods(t *testing.T) {
 			want:     planNames{Create: []int{2}},
 		},
 		"rolling update, maxUnavailable 1, all ready and stale: only the highest ordinal": {
-			ps: ps3,
-			pods: []corev1.Pod{
-				makePod("web-0").controlledBy(ps3).ready().hash(stale).obj(),
-				makePod("web-1").controlledBy(ps3).ready().hash(stale).obj(),
-				makePod("web-2").controlledBy(ps3).ready().hash(stale).obj(),
-			},
+			ps:   ps3,
+			pods: stalePods(0, 1, 2),
 			want: planNames{Rollout: []string{"web-2"}},
 		},
 		"stale unready pods go first, all of them, and take no ready pod over budget": {
@@ -397,55 +402,33 @@ func TestPlanPods(t *testing.T) {
 			want: planNames{Rollout: []string{"web-1", "web-3", "web-2"}},
 		},
 		"an unready current pod uses up the budget": {
-			ps: ps3,
-			pods: []corev1.Pod{
-				makePod("web-0").controlledBy(ps3).running().hash(h).obj(),
-				makePod("web-1").controlledBy(ps3).ready().hash(stale).obj(),
-				makePod("web-2").controlledBy(ps3).ready().hash(stale).obj(),
-			},
+			ps:   ps3,
+			pods: append([]corev1.Pod{makePod("web-0").controlledBy(ps3).running().hash(h).obj()}, stalePods(1, 2)...),
 			want: planNames{Empty: true},
 		},
 		"a missing pod uses up the budget": {
-			ps: ps3,
-			pods: []corev1.Pod{
-				makePod("web-1").controlledBy(ps3).ready().hash(stale).obj(),
-				makePod("web-2").controlledBy(ps3).ready().hash(stale).obj(),
-			},
+			ps:   ps3,
+			pods: stalePods(1, 2),
 			want: planNames{Create: []int{0}},
 		},
 		"a foreign pod holding a name uses up the budget": {
-			ps: ps3,
-			pods: []corev1.Pod{
-				makePod("web-0").ready().obj(),
-				makePod("web-1").controlledBy(ps3).ready().hash(stale).obj(),
-				makePod("web-2").controlledBy(ps3).ready().hash(stale).obj(),
-			},
+			ps:   ps3,
+			pods: append([]corev1.Pod{makePod("web-0").ready().obj()}, stalePods(1, 2)...),
 			want: planNames{Conflicts: []string{"web-0"}, Empty: true},
 		},
 		"maxUnavailable 2": {
-			ps: makePodSet("web").replicas(4).maxUnavailable(intstr.FromInt32(2)).obj(),
-			pods: []corev1.Pod{
-				makePod("web-0").controlledBy(ps3).ready().hash(stale).obj(),
-				makePod("web-1").controlledBy(ps3).ready().hash(stale).obj(),
-				makePod("web-2").controlledBy(ps3).ready().hash(stale).obj(),
-				makePod("web-3").controlledBy(ps3).ready().hash(stale).obj(),
-			},
+			ps:   makePodSet("web").replicas(4).maxUnavailable(intstr.FromInt32(2)).obj(),
+			pods: stalePods(0, 1, 2, 3),
 			want: planNames{Rollout: []string{"web-3", "web-2"}},
 		},
 		"maxUnavailable 50% of 5 rounds down to 2": {
-			ps: makePodSet("web").replicas(5).maxUnavailable(intstr.FromString("50%")).obj(),
-			pods: []corev1.Pod{
-				makePod("web-0").controlledBy(ps3).ready().hash(stale).obj(),
-				makePod("web-1").controlledBy(ps3).ready().hash(stale).obj(),
-				makePod("web-2").controlledBy(ps3).ready().hash(stale).obj(),
-				makePod("web-3").controlledBy(ps3).ready().hash(stale).obj(),
-				makePod("web-4").controlledBy(ps3).ready().hash(stale).obj(),
-			},
+			ps:   makePodSet("web").replicas(5).maxUnavailable(intstr.FromString("50%")).obj(),
+			pods: stalePods(0, 1, 2, 3, 4),
 			want: planNames{Rollout: []string{"web-4", "web-3"}},
 		},
 		"maxUnavailable 50% of 1 is still 1": {
 			ps:   makePodSet("web").replicas(1).maxUnavailable(intstr.FromString("50%")).obj(),
-			pods: []corev1.Pod{makePod("web-0").controlledBy(ps3).ready().hash(stale).obj()},
+			pods: stalePods(0),
 			want: planNames{Rollout: []string{"web-0"}},
 		},
 		"OnDelete never rolls out": {
