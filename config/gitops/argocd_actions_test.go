@@ -3,7 +3,6 @@ package gitops_test
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,14 +45,7 @@ type argoAction struct {
 // must offer the listed actions, and each action.lua must turn the input
 // into the expected output, once the time a restart writes is normalized.
 func TestArgoCDResourceActions(t *testing.T) {
-	root := customizationsRoot(t)
-	files := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.Name() != "action_test.yaml" {
-			return err
-		}
-		files++
-		dir := filepath.Dir(path)
+	forEachCustomization(t, "action_test.yaml", func(path, dir string) error {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return err
@@ -93,12 +85,6 @@ func TestArgoCDResourceActions(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if files == 0 {
-		t.Fatalf("no action_test.yaml under %s", root)
-	}
 }
 
 // normalizeRestartedAt checks that the template's restartedAt, if set, is
@@ -200,19 +186,9 @@ func readObject(t *testing.T, dir, path string) *unstructured.Unstructured {
 // and date functions, with a one-second budget. close releases it.
 func newArgoActionState(ctx context.Context, obj *unstructured.Unstructured) (l *lua.LState, close func(), err error) {
 	l = lua.NewState(lua.Options{SkipOpenLibs: true})
-	for _, lib := range []struct {
-		name string
-		open lua.LGFunction
-	}{
-		{lua.LoadLibName, lua.OpenPackage},
-		{lua.BaseLibName, lua.OpenBase},
-		{lua.TabLibName, lua.OpenTable},
-		{lua.OsLibName, lua.OpenOs},
-	} {
-		if err := l.CallByParam(lua.P{Fn: l.NewFunction(lib.open), Protect: true}, lua.LString(lib.name)); err != nil {
-			l.Close()
-			return nil, nil, err
-		}
+	if err := openLuaLibs(l, append(slices.Clip(argoLuaLibs), luaLib{lua.OsLibName, lua.OpenOs})); err != nil {
+		l.Close()
+		return nil, nil, err
 	}
 	full := l.GetGlobal(lua.OsLibName).(*lua.LTable)
 	reduced := l.NewTable()
@@ -227,21 +203,35 @@ func newArgoActionState(ctx context.Context, obj *unstructured.Unstructured) (l 
 	return l, func() { l.Close(); cancel() }, nil
 }
 
+// runArgoActionScript runs script, the file name of an action's, in a state
+// from newArgoActionState and returns the table it returns; close releases
+// the state.
+func runArgoActionScript(ctx context.Context, name, script string, obj *unstructured.Unstructured) (result *lua.LTable, close func(), err error) {
+	l, close, err := newArgoActionState(ctx, obj)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := l.DoString(script); err != nil {
+		close()
+		return nil, nil, err
+	}
+	result, ok := l.Get(-1).(*lua.LTable)
+	if !ok {
+		err := fmt.Errorf("%s returned %s, want a table", name, l.Get(-1).Type())
+		close()
+		return nil, nil, err
+	}
+	return result, close, nil
+}
+
 // runArgoActionDiscovery runs a discovery.lua and returns the actions it
 // offers, by name.
 func runArgoActionDiscovery(ctx context.Context, script string, obj *unstructured.Unstructured) ([]argoAction, error) {
-	l, close, err := newArgoActionState(ctx, obj)
+	result, close, err := runArgoActionScript(ctx, "discovery.lua", script, obj)
 	if err != nil {
 		return nil, err
 	}
 	defer close()
-	if err := l.DoString(script); err != nil {
-		return nil, err
-	}
-	result, ok := l.Get(-1).(*lua.LTable)
-	if !ok {
-		return nil, fmt.Errorf("discovery.lua returned %s, want a table", l.Get(-1).Type())
-	}
 	var actions []argoAction
 	var bad error
 	result.ForEach(func(k, v lua.LValue) {
@@ -258,18 +248,11 @@ func runArgoActionDiscovery(ctx context.Context, script string, obj *unstructure
 
 // runArgoAction runs an action.lua and returns the object it returns.
 func runArgoAction(ctx context.Context, script string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	l, close, err := newArgoActionState(ctx, obj)
+	result, close, err := runArgoActionScript(ctx, "action.lua", script, obj)
 	if err != nil {
 		return nil, err
 	}
 	defer close()
-	if err := l.DoString(script); err != nil {
-		return nil, err
-	}
-	result, ok := l.Get(-1).(*lua.LTable)
-	if !ok {
-		return nil, fmt.Errorf("action.lua returned %s, want a table", l.Get(-1).Type())
-	}
 	out, ok := goValue(result).(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("action.lua returned a list, want an object")

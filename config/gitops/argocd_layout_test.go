@@ -7,10 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
-
-	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // healthTests is a health_test.yaml of Argo CD's resource_customizations.
@@ -27,14 +24,7 @@ type healthTests struct {
 // argoproj/argo-cd util/lua): the input decoded from YAML, the script run,
 // its status and message compared with the expected ones.
 func TestArgoCDResourceCustomizations(t *testing.T) {
-	root := customizationsRoot(t)
-	scripts := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.Name() != "health.lua" {
-			return err
-		}
-		scripts++
-		dir := filepath.Dir(path)
+	forEachCustomization(t, "health.lua", func(path, dir string) error {
 		script, err := os.ReadFile(path)
 		if err != nil {
 			return err
@@ -52,15 +42,7 @@ func TestArgoCDResourceCustomizations(t *testing.T) {
 		}
 		for _, tc := range tests.Tests {
 			t.Run(filepath.Join(filepath.Base(filepath.Dir(dir)), filepath.Base(dir), tc.InputPath), func(t *testing.T) {
-				input, err := os.ReadFile(filepath.Join(dir, tc.InputPath))
-				if err != nil {
-					t.Fatal(err)
-				}
-				obj := &unstructured.Unstructured{}
-				if err := yaml.Unmarshal(input, &obj.Object); err != nil {
-					t.Fatal(err)
-				}
-				got, err := runArgoHealthCheck(t.Context(), string(script), obj)
+				got, err := runArgoHealthCheck(t.Context(), string(script), readObject(t, dir, tc.InputPath))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -71,12 +53,6 @@ func TestArgoCDResourceCustomizations(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if scripts == 0 {
-		t.Fatalf("no health.lua under %s", root)
-	}
 }
 
 // TestArgoCDResourceCustomizationIsHealthLua keeps one source of the
@@ -94,11 +70,29 @@ func TestArgoCDResourceCustomizationIsHealthLua(t *testing.T) {
 	}
 }
 
-func customizationsRoot(t *testing.T) string {
+// forEachCustomization calls fn with the path and the folder of every file
+// named name under argocd/resource_customizations, and fails the test if fn
+// fails or there is no such file.
+func forEachCustomization(t *testing.T, name string, fn func(path, dir string) error) {
 	t.Helper()
-	root, err := testenv.RepoRoot()
+	root := customizationsRoot(t)
+	found := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.Name() != name {
+			return err
+		}
+		found++
+		return fn(path, filepath.Dir(path))
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(root, "config", "gitops", "argocd", "resource_customizations")
+	if found == 0 {
+		t.Fatalf("no %s under %s", name, root)
+	}
+}
+
+func customizationsRoot(t *testing.T) string {
+	t.Helper()
+	return configPath(t, "gitops", "argocd", "resource_customizations")
 }

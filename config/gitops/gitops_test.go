@@ -58,6 +58,36 @@ const (
 	heldMessage     = "4/4 pods ready, 4/4 available, 2/4 up to date; 2 pods run an older template (partition 2 holds back ordinals below it)"
 )
 
+// progressing is the health of a PodSet on its way in every tool: Argo CD
+// saying argoMessage, kstatus kstatusMessage.
+func progressing(argoMessage, kstatusMessage string) health {
+	return health{
+		Argo:    argoHealth{"Progressing", argoMessage},
+		Kstatus: kstatusHealth{status.InProgressStatus, kstatusMessage},
+		Flux:    status.InProgressStatus,
+	}
+}
+
+// healthy is the health of a ready PodSet in every tool: Argo CD saying
+// argoMessage, kstatus its generic "Resource is Ready".
+func healthy(argoMessage string) health {
+	return health{
+		Argo:    argoHealth{"Healthy", argoMessage},
+		Kstatus: kstatusHealth{status.CurrentStatus, "Resource is Ready"},
+		Flux:    status.CurrentStatus,
+	}
+}
+
+// degraded is the health of a stalled PodSet in every tool, Argo CD and
+// kstatus both saying message.
+func degraded(message string) health {
+	return health{
+		Argo:    argoHealth{"Degraded", message},
+		Kstatus: kstatusHealth{status.FailedStatus, message},
+		Flux:    status.FailedStatus,
+	}
+}
+
 func TestHealthOfPodSets(t *testing.T) {
 	ns := newNamespace(t)
 	script := string(readConfig(t, "gitops", "argocd", "health.lua"))
@@ -84,20 +114,16 @@ func TestHealthOfPodSets(t *testing.T) {
 		name: "created, no status yet",
 		// The schema defaults status.observedGeneration to 0, so before the
 		// operator's first pass every tool sees a PodSet in progress.
-		want: health{
-			Argo:    argoHealth{"Progressing", "Waiting for the operator to observe generation 1 (observed: 0)"},
-			Kstatus: kstatusHealth{status.InProgressStatus, "PodSet generation is 1, but latest observed generation is 0"},
-			Flux:    status.InProgressStatus,
-		},
+		want: progressing(
+			"Waiting for the operator to observe generation 1 (observed: 0)",
+			"PodSet generation is 1, but latest observed generation is 0"),
 	}, {
 		name:        "spec changed, not observed yet",
 		specChanged: true,
 		status:      readyStatus(1),
-		want: health{
-			Argo:    argoHealth{"Progressing", "Waiting for the operator to observe generation 2 (observed: 1)"},
-			Kstatus: kstatusHealth{status.InProgressStatus, "PodSet generation is 2, but latest observed generation is 1"},
-			Flux:    status.InProgressStatus,
-		},
+		want: progressing(
+			"Waiting for the operator to observe generation 2 (observed: 1)",
+			"PodSet generation is 2, but latest observed generation is 1"),
 	}, {
 		name: "scaling up",
 		status: &podsetv1alpha1.PodSetStatus{
@@ -109,11 +135,7 @@ func TestHealthOfPodSets(t *testing.T) {
 				condition(podsetv1alpha1.StalledCondition, metav1.ConditionFalse, podsetv1alpha1.ScalingUpReason, ""),
 			},
 		},
-		want: health{
-			Argo:    argoHealth{"Progressing", "creating pods: 1 of 3 exist"},
-			Kstatus: kstatusHealth{status.InProgressStatus, "creating pods: 1 of 3 exist"},
-			Flux:    status.InProgressStatus,
-		},
+		want: progressing("creating pods: 1 of 3 exist", "creating pods: 1 of 3 exist"),
 	}, {
 		name: "waiting for pods to become ready",
 		status: &podsetv1alpha1.PodSetStatus{
@@ -126,27 +148,15 @@ func TestHealthOfPodSets(t *testing.T) {
 				condition(podsetv1alpha1.ReadyCondition, metav1.ConditionFalse, podsetv1alpha1.NotReadyReason, "2 of 3 pods ready"),
 			},
 		},
-		want: health{
-			Argo:    argoHealth{"Progressing", "2 of 3 pods ready"},
-			Kstatus: kstatusHealth{status.InProgressStatus, "2 of 3 pods ready"},
-			Flux:    status.InProgressStatus,
-		},
+		want: progressing("2 of 3 pods ready", "2 of 3 pods ready"),
 	}, {
 		name:   "ready and up to date",
 		status: readyStatus(1),
-		want: health{
-			Argo:    argoHealth{"Healthy", "3 of 3 pods ready and up to date"},
-			Kstatus: kstatusHealth{status.CurrentStatus, "Resource is Ready"},
-			Flux:    status.CurrentStatus,
-		},
+		want:   healthy("3 of 3 pods ready and up to date"),
 	}, {
 		name:   "stalled",
 		status: stalled,
-		want: health{
-			Argo:    argoHealth{"Degraded", "pod web-5-1 exists and is not controlled by this PodSet"},
-			Kstatus: kstatusHealth{status.FailedStatus, "pod web-5-1 exists and is not controlled by this PodSet"},
-			Flux:    status.FailedStatus,
-		},
+		want:   degraded("pod web-5-1 exists and is not controlled by this PodSet"),
 	}, {
 		// A template whose pods never run: Degraded with the operator's
 		// message once spec.progressDeadlineSeconds passes without progress.
@@ -163,11 +173,7 @@ func TestHealthOfPodSets(t *testing.T) {
 				condition(podsetv1alpha1.StalledCondition, metav1.ConditionTrue, podsetv1alpha1.ProgressDeadlineExceededReason, deadlineMessage),
 			},
 		},
-		want: health{
-			Argo:    argoHealth{"Degraded", deadlineMessage},
-			Kstatus: kstatusHealth{status.FailedStatus, deadlineMessage},
-			Flux:    status.FailedStatus,
-		},
+		want: degraded(deadlineMessage),
 	}, {
 		// OnDelete and a partition hold pods on an older template on
 		// purpose: healthy once every pod is available, as a StatefulSet.
@@ -186,22 +192,16 @@ func TestHealthOfPodSets(t *testing.T) {
 				condition(podsetv1alpha1.StalledCondition, metav1.ConditionFalse, podsetv1alpha1.ConvergedReason, heldMessage),
 			},
 		},
-		want: health{
-			Argo:    argoHealth{"Healthy", heldMessage},
-			Kstatus: kstatusHealth{status.CurrentStatus, "Resource is Ready"},
-			Flux:    status.CurrentStatus,
-		},
+		want: healthy(heldMessage),
 	}, {
 		// A fix for a stalled PodSet is Progressing as soon as it is pushed,
 		// not Degraded until the operator catches up.
 		name:        "stalled, then spec changed",
 		specChanged: true,
 		status:      stalled,
-		want: health{
-			Argo:    argoHealth{"Progressing", "Waiting for the operator to observe generation 2 (observed: 1)"},
-			Kstatus: kstatusHealth{status.InProgressStatus, "PodSet generation is 2, but latest observed generation is 1"},
-			Flux:    status.InProgressStatus,
-		},
+		want: progressing(
+			"Waiting for the operator to observe generation 2 (observed: 1)",
+			"PodSet generation is 2, but latest observed generation is 1"),
 	}}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -341,14 +341,20 @@ func newNamespace(t *testing.T) string {
 	return ns.Name
 }
 
-// readConfig reads a file under config/.
-func readConfig(t *testing.T, path ...string) []byte {
+// configPath is the path of a file under config/.
+func configPath(t *testing.T, path ...string) string {
 	t.Helper()
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(filepath.Join(append([]string{root, "config"}, path...)...))
+	return filepath.Join(append([]string{root, "config"}, path...)...)
+}
+
+// readConfig reads a file under config/.
+func readConfig(t *testing.T, path ...string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(configPath(t, path...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,11 +364,7 @@ func readConfig(t *testing.T, path ...string) []byte {
 // readConfigManifests decodes every object of a YAML file under config/.
 func readConfigManifests(t *testing.T, path ...string) []*unstructured.Unstructured {
 	t.Helper()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := testenv.ReadManifests(filepath.Join(append([]string{root, "config"}, path...)...))
+	objs, err := testenv.ReadManifests(configPath(t, path...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,17 +379,8 @@ func readConfigManifests(t *testing.T, path ...string) []*unstructured.Unstructu
 func runArgoHealthCheck(ctx context.Context, script string, obj *unstructured.Unstructured) (argoHealth, error) {
 	l := lua.NewState(lua.Options{SkipOpenLibs: true})
 	defer l.Close()
-	for _, lib := range []struct {
-		name string
-		open lua.LGFunction
-	}{
-		{lua.LoadLibName, lua.OpenPackage},
-		{lua.BaseLibName, lua.OpenBase},
-		{lua.TabLibName, lua.OpenTable},
-	} {
-		if err := l.CallByParam(lua.P{Fn: l.NewFunction(lib.open), Protect: true}, lua.LString(lib.name)); err != nil {
-			return argoHealth{}, err
-		}
+	if err := openLuaLibs(l, argoLuaLibs); err != nil {
+		return argoHealth{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -405,6 +398,30 @@ func runArgoHealthCheck(ctx context.Context, script string, obj *unstructured.Un
 		return argoHealth{}, fmt.Errorf("the script returned status %q, which Argo CD does not know", h.Status)
 	}
 	return h, nil
+}
+
+// luaLib is a standard Lua library: its name and its opener.
+type luaLib struct {
+	name string
+	open lua.LGFunction
+}
+
+// argoLuaLibs are the libraries Argo CD opens for every script: package,
+// base and table.
+var argoLuaLibs = []luaLib{
+	{lua.LoadLibName, lua.OpenPackage},
+	{lua.BaseLibName, lua.OpenBase},
+	{lua.TabLibName, lua.OpenTable},
+}
+
+// openLuaLibs opens libs in l, in order.
+func openLuaLibs(l *lua.LState, libs []luaLib) error {
+	for _, lib := range libs {
+		if err := l.CallByParam(lua.P{Fn: l.NewFunction(lib.open), Protect: true}, lua.LString(lib.name)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // luaValue converts decoded JSON to Lua values as Argo CD does (decodeValue
