@@ -60,14 +60,6 @@ func containerSC(mutate func(*corev1.SecurityContext)) func(*podsetv1alpha1.PodS
 	}
 }
 
-func podSC(mutate func(*corev1.PodSecurityContext)) func(*podsetv1alpha1.PodSet) {
-	return func(ps *podsetv1alpha1.PodSet) {
-		sc := &corev1.PodSecurityContext{}
-		mutate(sc)
-		ps.Spec.Template.Spec.SecurityContext = sc
-	}
-}
-
 func TestSampleIsAcceptedWithSchemaDefaults(t *testing.T) {
 	ns := newNamespace(t)
 	root, err := testenv.RepoRoot()
@@ -127,10 +119,11 @@ func TestSampleIsAcceptedWithSchemaDefaults(t *testing.T) {
 
 func TestAdmissionRefusals(t *testing.T) {
 	ns := newNamespace(t)
-	cases := map[string]struct {
+	type refusalCase struct {
 		mutate    func(*podsetv1alpha1.PodSet)
 		wantField string
-	}{
+	}
+	cases := map[string]refusalCase{
 		"negative replicas": {
 			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Replicas = ptr.To[int32](-1) },
 			wantField: "spec.replicas",
@@ -247,20 +240,6 @@ func TestAdmissionRefusals(t *testing.T) {
 			}),
 			wantField: "spec.template.spec.containers[name=app].securityContext.capabilities.add",
 		},
-		"container running as root": {
-			mutate:    containerSC(func(sc *corev1.SecurityContext) { sc.RunAsUser = ptr.To[int64](0) }),
-			wantField: "spec.template.spec.containers[name=app].securityContext.runAsUser",
-		},
-		"container allowed to run as root": {
-			mutate:    containerSC(func(sc *corev1.SecurityContext) { sc.RunAsNonRoot = ptr.To(false) }),
-			wantField: "spec.template.spec.containers[name=app].securityContext.runAsNonRoot",
-		},
-		"container without seccomp": {
-			mutate: containerSC(func(sc *corev1.SecurityContext) {
-				sc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
-			}),
-			wantField: "spec.template.spec.containers[name=app].securityContext.seccompProfile.type",
-		},
 		"privileged init container": {
 			mutate: func(ps *podsetv1alpha1.PodSet) {
 				ps.Spec.Template.Spec.InitContainers = []corev1.Container{{
@@ -274,20 +253,6 @@ func TestAdmissionRefusals(t *testing.T) {
 				ps.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8080, HostPort: 8080}}
 			},
 			wantField: "spec.template.spec.containers[name=app].ports.hostPort",
-		},
-		"pod running as root": {
-			mutate:    podSC(func(sc *corev1.PodSecurityContext) { sc.RunAsUser = ptr.To[int64](0) }),
-			wantField: "spec.template.spec.securityContext.runAsUser",
-		},
-		"pod allowed to run as root": {
-			mutate:    podSC(func(sc *corev1.PodSecurityContext) { sc.RunAsNonRoot = ptr.To(false) }),
-			wantField: "spec.template.spec.securityContext.runAsNonRoot",
-		},
-		"pod without seccomp": {
-			mutate: podSC(func(sc *corev1.PodSecurityContext) {
-				sc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
-			}),
-			wantField: "spec.template.spec.securityContext.seccompProfile.type",
 		},
 		"host network": {
 			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.HostNetwork = true },
@@ -342,6 +307,41 @@ func TestAdmissionRefusals(t *testing.T) {
 			},
 			wantField: "spec.template.spec.volumes[name=root].hostPath",
 		},
+	}
+	// A container's and the pod's security context refuse the same three
+	// settings, each under its own path.
+	for _, sc := range []struct {
+		kind, path string
+		// fields puts an empty security context in place and returns where
+		// its runAsUser, runAsNonRoot and seccompProfile are.
+		fields func(*podsetv1alpha1.PodSet) (**int64, **bool, **corev1.SeccompProfile)
+	}{
+		{"container", "spec.template.spec.containers[name=app].securityContext", func(ps *podsetv1alpha1.PodSet) (**int64, **bool, **corev1.SeccompProfile) {
+			sc := &corev1.SecurityContext{}
+			ps.Spec.Template.Spec.Containers[0].SecurityContext = sc
+			return &sc.RunAsUser, &sc.RunAsNonRoot, &sc.SeccompProfile
+		}},
+		{"pod", "spec.template.spec.securityContext", func(ps *podsetv1alpha1.PodSet) (**int64, **bool, **corev1.SeccompProfile) {
+			sc := &corev1.PodSecurityContext{}
+			ps.Spec.Template.Spec.SecurityContext = sc
+			return &sc.RunAsUser, &sc.RunAsNonRoot, &sc.SeccompProfile
+		}},
+	} {
+		cases[sc.kind+" running as root"] = refusalCase{
+			mutate:    func(ps *podsetv1alpha1.PodSet) { runAsUser, _, _ := sc.fields(ps); *runAsUser = ptr.To[int64](0) },
+			wantField: sc.path + ".runAsUser",
+		}
+		cases[sc.kind+" allowed to run as root"] = refusalCase{
+			mutate:    func(ps *podsetv1alpha1.PodSet) { _, runAsNonRoot, _ := sc.fields(ps); *runAsNonRoot = ptr.To(false) },
+			wantField: sc.path + ".runAsNonRoot",
+		}
+		cases[sc.kind+" without seccomp"] = refusalCase{
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				_, _, seccomp := sc.fields(ps)
+				*seccomp = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
+			},
+			wantField: sc.path + ".seccompProfile.type",
+		}
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
