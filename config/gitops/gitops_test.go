@@ -341,14 +341,20 @@ func newNamespace(t *testing.T) string {
 	return ns.Name
 }
 
-// configPath is the path of a file under config/.
-func configPath(t *testing.T, path ...string) string {
+// repoPath is the path of a file in the repository.
+func repoPath(t *testing.T, path ...string) string {
 	t.Helper()
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(append([]string{root, "config"}, path...)...)
+	return filepath.Join(append([]string{root}, path...)...)
+}
+
+// configPath is the path of a file under config/.
+func configPath(t *testing.T, path ...string) string {
+	t.Helper()
+	return repoPath(t, append([]string{"config"}, path...)...)
 }
 
 // readConfig reads a file under config/.

@@ -12,8 +12,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
-
-	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // gitopsExamples are the Argo CD and Flux examples that install the
@@ -73,11 +71,7 @@ func TestGitOpsExamplesPinOneRelease(t *testing.T) {
 			pins[fmt.Sprintf("config/manager/kustomization.yaml: images[%d].newTag", i)] = v
 		}
 	}
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join(root, "charts", "podset-operator", "Chart.yaml"))
+	raw, err := os.ReadFile(repoPath(t, "charts", "podset-operator", "Chart.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
