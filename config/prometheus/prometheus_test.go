@@ -37,15 +37,22 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
 
+// readFile reads a file, named from this folder.
+func readFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // ruleGroups reads the groups of the PrometheusRule in rules.yaml as a
 // Prometheus rule file, as the Prometheus Operator hands them to
 // Prometheus, and parses them with Prometheus's own parser.
 func ruleGroups(t *testing.T) *rulefmt.RuleGroups {
 	t.Helper()
-	b, err := os.ReadFile("rules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readFile(t, "rules.yaml")
 	var rule struct {
 		Kind string         `json:"kind"`
 		Spec map[string]any `json:"spec"`
@@ -74,10 +81,7 @@ func ruleGroups(t *testing.T) *rulefmt.RuleGroups {
 var alerts = []string{"PodSetStalled", "PodSetProgressDeadlineExceeded", "PodSetNotReady", "PodSetOperatorDown", "PodSetOperatorPodWriteErrors", "PodSetOperatorStatusWriteErrors"}
 
 func TestRulesParseAndLinkTheirRunbook(t *testing.T) {
-	runbooks, err := os.ReadFile("../../docs/runbooks.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	runbooks := readFile(t, "../../docs/runbooks.md")
 	var got []string
 	for _, g := range ruleGroups(t).Groups {
 		for _, r := range g.Rules {
@@ -118,10 +122,7 @@ var labelValues = regexp.MustCompile(`^label_values\((.+),\s*\w+\)$`)
 // panels' and its template variables'.
 func dashboardQueries(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("dashboard.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readFile(t, "dashboard.json")
 	type panel struct {
 		Title   string `json:"title"`
 		Targets []struct {
