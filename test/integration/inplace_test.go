@@ -219,6 +219,28 @@ func uids(t *testing.T, ns string) map[string]types.UID {
 	return out
 }
 
+// wantSamePods checks that the live pods of ns are still the ones of
+// before (from uids): none replaced, none added or gone.
+func wantSamePods(t *testing.T, ns string, before map[string]types.UID) {
+	t.Helper()
+	if after := uids(t, ns); !maps.Equal(before, after) {
+		t.Errorf("pods were replaced: UIDs %v, then %v", before, after)
+	}
+}
+
+// eventuallyEveryPod waits until check passes for every pod of ns at once.
+func eventuallyEveryPod(t *testing.T, ns, what string, check func(corev1.Pod) error) {
+	t.Helper()
+	eventually(t, what, func(context.Context) error {
+		for _, p := range pods(t, ns) {
+			if err := check(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // changeTemplate updates a PodSet's template (a new revision).
 func changeTemplate(t *testing.T, ps *podsetv1alpha1.PodSet, change func(*corev1.PodTemplateSpec)) {
 	t.Helper()
@@ -287,9 +309,7 @@ func TestImageChangeUpdatesPodsInPlaceBehindTheirGate(t *testing.T) {
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) { tmpl.Spec.Containers[0].Image = "busybox:1.37" })
 	waitForRollout(t, ps, "busybox:1.37")
 
-	if after := uids(t, ns); !maps.Equal(before, after) {
-		t.Errorf("pods were replaced: UIDs %v, then %v", before, after)
-	}
+	wantSamePods(t, ns, before)
 	if n := requests.count("PATCH", ns, "pods", "") - applies; n != 3 {
 		t.Errorf("%d pod writes for an image rollout of 3 pods, want 3", n)
 	}
@@ -405,18 +425,14 @@ func TestLabelAndAnnotationChangeUpdatesEveryPodAtOnceWithoutRestart(t *testing.
 		tmpl.Labels["tier"] = "front"
 		tmpl.Annotations = map[string]string{"example.com/owner": "team-a"}
 	})
-	eventually(t, "labels and annotations on every pod", func(context.Context) error {
-		for name, p := range pods(t, ns) {
-			if p.Labels["tier"] != "front" || p.Annotations["example.com/owner"] != "team-a" {
-				return fmt.Errorf("%s has labels %v, annotations %v", name, p.Labels, p.Annotations)
-			}
+	eventuallyEveryPod(t, ns, "labels and annotations on every pod", func(p corev1.Pod) error {
+		if p.Labels["tier"] != "front" || p.Annotations["example.com/owner"] != "team-a" {
+			return fmt.Errorf("%s has labels %v, annotations %v", p.Name, p.Labels, p.Annotations)
 		}
 		return nil
 	})
 	waitForStatus(t, ps, readyStatus(3))
-	if after := uids(t, ns); !maps.Equal(before, after) {
-		t.Errorf("pods were replaced: UIDs %v, then %v", before, after)
-	}
+	wantSamePods(t, ns, before)
 	if _, _, gated := kubelet.report(); len(gated) > 0 {
 		t.Errorf("pods %v were taken out of Ready for a metadata change", gated)
 	}
@@ -448,18 +464,14 @@ func TestResourceChangeResizesPodsInPlace(t *testing.T) {
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) {
 		tmpl.Spec.Containers[0].Resources = resources("20m", "16Mi", "200m", "64Mi")
 	})
-	eventually(t, "pods resized", func(context.Context) error {
-		for name, p := range pods(t, ns) {
-			if cpu := p.Spec.Containers[0].Resources.Limits.Cpu(); cpu.String() != "200m" {
-				return fmt.Errorf("%s has a cpu limit of %s", name, cpu)
-			}
+	eventuallyEveryPod(t, ns, "pods resized", func(p corev1.Pod) error {
+		if cpu := p.Spec.Containers[0].Resources.Limits.Cpu(); cpu.String() != "200m" {
+			return fmt.Errorf("%s has a cpu limit of %s", p.Name, cpu)
 		}
 		return nil
 	})
 	waitForStatus(t, ps, readyStatus(2))
-	if after := uids(t, ns); !maps.Equal(before, after) {
-		t.Errorf("pods were replaced: UIDs %v, then %v", before, after)
-	}
+	wantSamePods(t, ns, before)
 	for _, p := range pods(t, ns) {
 		if !ownedThroughResize(p) {
 			t.Errorf("pod %s: the operator's resize is not on the pods/resize subresource: %v", p.Name, p.ManagedFields)
@@ -554,9 +566,7 @@ func TestInPlaceRolloutHonoursPartition(t *testing.T) {
 			t.Errorf("%s below the partition runs %s", name, image(all[name]))
 		}
 	}
-	if after := uids(t, ns); !maps.Equal(before, after) {
-		t.Errorf("pods were replaced: UIDs %v, then %v", before, after)
-	}
+	wantSamePods(t, ns, before)
 	if _, maxGated, gated := kubelet.report(); maxGated > 1 || !slices.Equal(gated, []string{"web-2", "web-3"}) {
 		t.Errorf("pods out of Ready for the update: %v, at most %d at once; want web-2 and web-3, one at a time", gated, maxGated)
 	}
