@@ -60,6 +60,7 @@ func TestRolloutBenchmark(t *testing.T) {
 		}
 	}
 	setPodSetImage := func(obj client.Object) { setImage(t, obj.(*podsetv1alpha1.PodSet), app("v2")) }
+	patchAppImage := func(obj client.Object) { patchImage(t, obj) }
 	for _, c := range []struct {
 		name   string
 		create func(ns string) client.Object
@@ -79,9 +80,7 @@ func TestRolloutBenchmark(t *testing.T) {
 					}},
 				},
 			}
-		}, func(obj client.Object) {
-			patchImage(t, obj)
-		}},
+		}, patchAppImage},
 		{"StatefulSet (Parallel)", func(ns string) client.Object {
 			return &appsv1.StatefulSet{
 				ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
@@ -95,9 +94,7 @@ func TestRolloutBenchmark(t *testing.T) {
 					}},
 				},
 			}
-		}, func(obj client.Object) {
-			patchImage(t, obj)
-		}},
+		}, patchAppImage},
 	} {
 		ns := newNamespace(t)
 		obj := c.create(ns)
