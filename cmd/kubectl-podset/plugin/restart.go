@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -8,7 +9,6 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	podsetac "github.com/podset-dev/podset-operator/applyconfig/apis/v1alpha1"
 )
 
@@ -33,23 +33,19 @@ A GitOps tool that applies the template does not own this annotation, so it
 keeps it; a tool that replaces the whole object may remove it again, which
 starts another rollout.`,
 		Args: exactlyOneName,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := o.client()
-			if err != nil {
-				return err
-			}
+		RunE: o.runOnPodSet(func(ctx context.Context, c client.WithWatch, ns, name string) error {
 			now := time.Now().UTC().Format(time.RFC3339)
-			ac := podsetac.PodSet(args[0], ns).WithSpec(podsetac.PodSetSpec().
+			ac := podsetac.PodSet(name, ns).WithSpec(podsetac.PodSetSpec().
 				WithTemplate(corev1ac.PodTemplateSpec().WithAnnotations(map[string]string{RestartedAtAnnotation: now})))
 			// The PodSet must exist: an apply would create one.
-			if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: args[0]}, &podsetv1alpha1.PodSet{}); err != nil {
+			if _, err := getPodSet(ctx, c, ns, name); err != nil {
 				return err
 			}
-			if err := c.Apply(cmd.Context(), ac, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			if err := c.Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 				return err
 			}
-			fmt.Fprintf(o.streams.Out, "podset.podset.dev/%s restarted (%s=%s); pods are recreated as a rollout\n", args[0], RestartedAtAnnotation, now)
+			fmt.Fprintf(o.streams.Out, "podset.podset.dev/%s restarted (%s=%s); pods are recreated as a rollout\n", name, RestartedAtAnnotation, now)
 			return nil
-		},
+		}),
 	}
 }

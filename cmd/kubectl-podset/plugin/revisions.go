@@ -75,16 +75,12 @@ StatefulSet: the revision number, the ControllerRevision, the template's
 kubernetes.io/change-cause annotation and the images. With --revision, print
 that revision's pod template.`,
 		Args: exactlyOneName,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := o.client()
+		RunE: o.runOnPodSet(func(ctx context.Context, c client.WithWatch, ns, name string) error {
+			ps, err := getPodSet(ctx, c, ns, name)
 			if err != nil {
 				return err
 			}
-			ps := &podsetv1alpha1.PodSet{}
-			if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: args[0]}, ps); err != nil {
-				return err
-			}
-			revs, err := revisions(cmd.Context(), c, ps)
+			revs, err := revisions(ctx, c, ps)
 			if err != nil {
 				return err
 			}
@@ -114,7 +110,7 @@ that revision's pod template.`,
 				fmt.Fprintf(w, "%d\t%s%s\t%s\t%s\n", r.number, r.name, current, cause, images(&r.template))
 			}
 			return w.Flush()
-		},
+		}),
 	}
 	cmd.Flags().Int64Var(&number, "revision", 0, "See the details, including the pod template, of the revision specified")
 	return cmd

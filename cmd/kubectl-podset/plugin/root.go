@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -120,6 +121,27 @@ func newNoPauseCommand(_ *options, verb string) *cobra.Command {
 				"(ordinals below it keep their revision) and lower it to continue")
 		},
 	}
+}
+
+// runOnPodSet is the RunE of a command on the one PodSet its argument names:
+// run gets the command's context, the client, the namespace and the name.
+func (o *options) runOnPodSet(run func(ctx context.Context, c client.WithWatch, ns, name string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		c, ns, err := o.client()
+		if err != nil {
+			return err
+		}
+		return run(cmd.Context(), c, ns, args[0])
+	}
+}
+
+// getPodSet reads the PodSet ns/name.
+func getPodSet(ctx context.Context, c client.Client, ns, name string) (*podsetv1alpha1.PodSet, error) {
+	ps := &podsetv1alpha1.PodSet{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ps); err != nil {
+		return nil, err
+	}
+	return ps, nil
 }
 
 // exactlyOneName is cobra's argument check with kubectl's message.

@@ -32,19 +32,14 @@ complete. It exits non-zero when the PodSet is Stalled (for example
 ProgressDeadlineExceeded: no progress for spec.progressDeadlineSeconds),
 quoting the condition's message, or when --timeout passes.`,
 		Args: exactlyOneName,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := o.client()
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
+		RunE: o.runOnPodSet(func(ctx context.Context, c client.WithWatch, ns, name string) error {
 			if timeout > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, timeout)
 				defer cancel()
 			}
-			return rolloutStatus(ctx, c, ns, args[0], watchFlag, o.streams.Out)
-		},
+			return rolloutStatus(ctx, c, ns, name, watchFlag, o.streams.Out)
+		}),
 	}
 	cmd.Flags().BoolVarP(&watchFlag, "watch", "w", true, "Watch the status of the rollout until it's done.")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "The length of time to wait before ending watch, zero means never. Any other values should contain a corresponding time unit (e.g. 1s, 2m, 3h).")
@@ -54,8 +49,8 @@ quoting the condition's message, or when --timeout passes.`,
 // rolloutStatus prints the rollout's state, and with watch waits for it to
 // complete, printing each new state once.
 func rolloutStatus(ctx context.Context, c client.WithWatch, ns, name string, watchFlag bool, out interface{ Write([]byte) (int, error) }) error {
-	ps := &podsetv1alpha1.PodSet{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ps); err != nil {
+	ps, err := getPodSet(ctx, c, ns, name)
+	if err != nil {
 		return err
 	}
 	last := ""

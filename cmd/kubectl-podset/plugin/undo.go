@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -31,14 +32,9 @@ another manager owns spec.template (Argo CD's argocd-controller, Flux's
 kustomize-controller, kubectl), undo says so: that tool will put its
 template back on its next sync unless its source (Git) changes too.`,
 		Args: exactlyOneName,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := o.client()
+		RunE: o.runOnPodSet(func(ctx context.Context, c client.WithWatch, ns, name string) error {
+			ps, err := getPodSet(ctx, c, ns, name)
 			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			ps := &podsetv1alpha1.PodSet{}
-			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: args[0]}, ps); err != nil {
 				return err
 			}
 			revs, err := revisions(ctx, c, ps)
@@ -65,7 +61,7 @@ template back on its next sync unless its source (Git) changes too.`,
 					"it will revert this rollback on its next sync unless the template in Git changes too\n", strings.Join(others, ", "))
 			}
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().Int64Var(&toRevision, "to-revision", 0, "The revision to rollback to. Default to 0 (last revision).")
 	return cmd
