@@ -28,6 +28,19 @@ type revision struct {
 	template corev1.PodTemplateSpec
 }
 
+// podSetAndRevisions reads the PodSet ns/name and its revisions.
+func podSetAndRevisions(ctx context.Context, c client.Client, ns, name string) (*podsetv1alpha1.PodSet, []revision, error) {
+	ps, err := getPodSet(ctx, c, ns, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	revs, err := revisions(ctx, c, ps)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ps, revs, nil
+}
+
 // revisions reads a PodSet's revisions as the operator writes them:
 // ControllerRevisions labelled with the PodSet's name, controlled by it,
 // holding {"spec":{"template":…}}; oldest first.
@@ -76,11 +89,7 @@ kubernetes.io/change-cause annotation and the images. With --revision, print
 that revision's pod template.`,
 		Args: exactlyOneName,
 		RunE: o.runOnPodSet(func(ctx context.Context, c client.WithWatch, ns, name string) error {
-			ps, err := getPodSet(ctx, c, ns, name)
-			if err != nil {
-				return err
-			}
-			revs, err := revisions(ctx, c, ps)
+			ps, revs, err := podSetAndRevisions(ctx, c, ns, name)
 			if err != nil {
 				return err
 			}

@@ -33,11 +33,7 @@ kustomize-controller, kubectl), undo says so: that tool will put its
 template back on its next sync unless its source (Git) changes too.`,
 		Args: exactlyOneName,
 		RunE: o.runOnPodSet(func(ctx context.Context, c client.WithWatch, ns, name string) error {
-			ps, err := getPodSet(ctx, c, ns, name)
-			if err != nil {
-				return err
-			}
-			revs, err := revisions(ctx, c, ps)
+			ps, revs, err := podSetAndRevisions(ctx, c, ns, name)
 			if err != nil {
 				return err
 			}
