@@ -210,6 +210,16 @@ func deepCopyPods(pods []corev1.Pod) []corev1.Pod {
 	return out
 }
 
+// readyPodsOf is the pods of these ordinals of the PodSet "web", in that
+// order: controlled by ps, ready, of template hash.
+func readyPodsOf(ps *podsetv1alpha1.PodSet, hash string, ordinals ...int) []corev1.Pod {
+	var pods []corev1.Pod
+	for _, o := range ordinals {
+		pods = append(pods, makePod(PodName("web", o)).controlledBy(ps).ready().hash(hash).obj())
+	}
+	return pods
+}
+
 // noneInFlight is an inFlight func for a cache that has caught up.
 func noneInFlight(string) bool { return false }
 
@@ -262,23 +272,14 @@ func TestPlanPods(t *testing.T) {
 	const stale = "stale-hash"
 	psInit := makePodSet("web").initContainer("init", "busybox:1.36").obj()
 
-	// readyPods is pods web-<from>..web-<to-1>, controlled, ready, current.
+	// readyPods is the pods of these ordinals, controlled by ps, ready and
+	// current.
 	readyPods := func(ps *podsetv1alpha1.PodSet, ordinals ...int) []corev1.Pod {
-		var pods []corev1.Pod
-		for _, o := range ordinals {
-			pods = append(pods, makePod(PodName("web", o)).controlledBy(ps).ready().hash(TemplateHash(ps)).obj())
-		}
-		return pods
+		return readyPodsOf(ps, TemplateHash(ps), ordinals...)
 	}
 	// stalePods is the pods of these ordinals, controlled by ps3, ready and
 	// of a stale template.
-	stalePods := func(ordinals ...int) []corev1.Pod {
-		var pods []corev1.Pod
-		for _, o := range ordinals {
-			pods = append(pods, makePod(PodName("web", o)).controlledBy(ps3).ready().hash(stale).obj())
-		}
-		return pods
-	}
+	stalePods := func(ordinals ...int) []corev1.Pod { return readyPodsOf(ps3, stale, ordinals...) }
 
 	cases := map[string]struct {
 		ps       *podsetv1alpha1.PodSet

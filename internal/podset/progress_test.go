@@ -228,10 +228,11 @@ func TestComputeStatusHeldBackPods(t *testing.T) {
 	partitioned.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{Partition: ptr.To[int32](2)}
 	onDelete := v2.DeepCopy()
 	onDelete.Spec.UpdateStrategy = podsetv1alpha1.PodSetUpdateStrategy{Type: podsetv1alpha1.OnDeleteStrategyType}
+	// pods is ps's ready pods, one of each hash, from ordinal 0 up.
 	pods := func(ps *podsetv1alpha1.PodSet, hashes ...string) []corev1.Pod {
 		var out []corev1.Pod
 		for i, h := range hashes {
-			out = append(out, makePod(PodName("web", i)).controlledBy(ps).ready().hash(h).obj())
+			out = append(out, readyPodsOf(ps, h, i)...)
 		}
 		return out
 	}

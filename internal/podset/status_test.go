@@ -31,13 +31,7 @@ func TestComputeStatus(t *testing.T) {
 	)
 	ps3 := makePodSet("web").replicas(3).generation(4).obj()
 	h := TemplateHash(ps3)
-	readyPods := func(ordinals ...int) []corev1.Pod {
-		var pods []corev1.Pod
-		for _, o := range ordinals {
-			pods = append(pods, makePod(PodName("web", o)).controlledBy(ps3).ready().hash(h).obj())
-		}
-		return pods
-	}
+	readyPods := func(ordinals ...int) []corev1.Pod { return readyPodsOf(ps3, h, ordinals...) }
 	// reconcilingSince are the conditions of a PodSet that has been scaling
 	// up since earlier.
 	reconcilingSince := []metav1.Condition{
