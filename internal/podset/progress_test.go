@@ -228,49 +228,46 @@ func TestComputeStatusHeldBackPods(t *testing.T) {
 	partitioned.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{Partition: ptr.To[int32](2)}
 	onDelete := v2.DeepCopy()
 	onDelete.Spec.UpdateStrategy = podsetv1alpha1.PodSetUpdateStrategy{Type: podsetv1alpha1.OnDeleteStrategyType}
-	// pods is ps's ready pods, one of each hash, from ordinal 0 up.
-	pods := func(ps *podsetv1alpha1.PodSet, hashes ...string) []corev1.Pod {
-		var out []corev1.Pod
-		for i, h := range hashes {
-			out = append(out, readyPodsOf(ps, h, i)...)
-		}
-		return out
-	}
 	cases := map[string]struct {
-		ps          *podsetv1alpha1.PodSet
-		pods        []corev1.Pod
+		ps *podsetv1alpha1.PodSet
+		// hashes are the template hashes of ps's ready pods, from ordinal 0.
+		hashes      []string
 		wantReady   bool
 		wantMessage string
 		wantCurrent string
 	}{
 		"partition 2: ordinals 2 and up updated, 0 and 1 held back": {
-			ps: partitioned, pods: pods(partitioned, h1, h1, h2, h2), wantReady: true, wantCurrent: h1,
+			ps: partitioned, hashes: []string{h1, h1, h2, h2}, wantReady: true, wantCurrent: h1,
 			wantMessage: "4/4 pods ready, 4/4 available, 2/4 up to date; 2 pods run an older template (partition 2 holds back ordinals below it)",
 		},
 		"partition 2: ordinal 3 not updated yet": {
-			ps: partitioned, pods: pods(partitioned, h1, h1, h2, h1), wantCurrent: h1,
+			ps: partitioned, hashes: []string{h1, h1, h2, h1}, wantCurrent: h1,
 			wantMessage: "4/4 pods ready, 4/4 available, 1/4 up to date; 3 pods run an older template (partition 2 holds back ordinals below it)",
 		},
 		"OnDelete: every pod available, none updated": {
-			ps: onDelete, pods: pods(onDelete, h1, h1, h1, h1), wantReady: true, wantCurrent: h1,
+			ps: onDelete, hashes: []string{h1, h1, h1, h1}, wantReady: true, wantCurrent: h1,
 			wantMessage: "4/4 pods ready, 4/4 available, 0/4 up to date; 4 pods run an older template (OnDelete: each is updated once deleted)",
 		},
 		"RollingUpdate: older pods are a rollout": {
-			ps: v2, pods: pods(v2, h1, h2, h2, h2), wantCurrent: h1,
+			ps: v2, hashes: []string{h1, h2, h2, h2}, wantCurrent: h1,
 			wantMessage: "4/4 pods ready, 4/4 available, 3/4 up to date",
 		},
 		"all updated: current is the update revision": {
-			ps: v2, pods: pods(v2, h2, h2, h2, h2), wantReady: true, wantCurrent: h2,
+			ps: v2, hashes: []string{h2, h2, h2, h2}, wantReady: true, wantCurrent: h2,
 			wantMessage: "4/4 pods ready, 4/4 available, 4/4 up to date",
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			var pods []corev1.Pod
+			for i, h := range tc.hashes {
+				pods = append(pods, readyPodsOf(tc.ps, h, i)...)
+			}
 			history := []appsv1.ControllerRevision{storedRevision(v1, 1), storedRevision(v2, 2)}
 			in := testInput(tc.ps, noneInFlight)
 			in.Revs = NewRevisions(tc.ps, history)
-			plan := PlanPods(tc.ps, tc.pods, in)
-			got := ComputeStatus(tc.ps, tc.pods, in.Revs, &plan, nil, metav1.NewTime(testNow))
+			plan := PlanPods(tc.ps, pods, in)
+			got := ComputeStatus(tc.ps, pods, in.Revs, &plan, nil, metav1.NewTime(testNow))
 			ready := meta.FindStatusCondition(got.Conditions, podsetv1alpha1.ReadyCondition)
 			if (ready.Status == metav1.ConditionTrue) != tc.wantReady || ready.Message != tc.wantMessage {
 				t.Errorf("Ready %s %q, want ready %v %q", ready.Status, ready.Message, tc.wantReady, tc.wantMessage)
