@@ -281,12 +281,13 @@ func TestPlanPods(t *testing.T) {
 	// of a stale template.
 	stalePods := func(ordinals ...int) []corev1.Pod { return readyPodsOf(ps3, stale, ordinals...) }
 
-	cases := map[string]struct {
+	type planCase struct {
 		ps       *podsetv1alpha1.PodSet
 		pods     []corev1.Pod
 		inFlight func(string) bool
 		want     planNames
-	}{
+	}
+	cases := map[string]planCase{
 		"no pods: create every ordinal": {
 			ps:   ps3,
 			want: planNames{Create: []int{0, 1, 2}},
@@ -450,36 +451,6 @@ func TestPlanPods(t *testing.T) {
 			},
 			want: planNames{Create: []int{0}, ReplaceFinished: []string{"web-1"}, Prune: []string{"web-5"}},
 		},
-		"drift: a missing operator label is repaired": {
-			ps:   ps3,
-			pods: append(readyPods(ps3, 0, 1), makePod("web-2").controlledBy(ps3).ready().hash(h).withoutLabel(podsetv1alpha1.OrdinalLabel).obj()),
-			want: planNames{Repair: []string{"web-2"}},
-		},
-		"drift: a wrong ordinal label is repaired": {
-			ps:   ps3,
-			pods: append(readyPods(ps3, 0, 1), makePod("web-2").controlledBy(ps3).ready().hash(h).label(podsetv1alpha1.OrdinalLabel, "7").obj()),
-			want: planNames{Repair: []string{"web-2"}},
-		},
-		"drift: a changed template label is repaired": {
-			ps:   ps3,
-			pods: append(readyPods(ps3, 0, 2), makePod("web-1").controlledBy(ps3).ready().hash(h).label("tier", "db").obj()),
-			want: planNames{Repair: []string{"web-1"}},
-		},
-		"drift: a missing template annotation is repaired": {
-			ps:   ps3,
-			pods: append(readyPods(ps3, 1, 2), makePod("web-0").controlledBy(ps3).ready().hash(h).withoutAnnotation("example.com/note").obj()),
-			want: planNames{Repair: []string{"web-0"}},
-		},
-		"drift: blockOwnerDeletion false is repaired": {
-			ps:   ps3,
-			pods: append(readyPods(ps3, 1, 2), makePod("web-0").controlledBy(ps3).ready().hash(h).blockOwnerDeletion(false).obj()),
-			want: planNames{Repair: []string{"web-0"}},
-		},
-		"drift: a changed container image is repaired": {
-			ps:   ps3,
-			pods: append(readyPods(ps3, 1, 2), makePod("web-0").controlledBy(ps3).ready().hash(h).image("app", "busybox:evil").obj()),
-			want: planNames{Repair: []string{"web-0"}},
-		},
 		"drift: a changed init container image is repaired": {
 			ps:   psInit,
 			pods: []corev1.Pod{makePod("web-0").controlledBy(psInit).ready().hash(TemplateHash(psInit)).image("init", "busybox:evil").obj()},
@@ -515,6 +486,32 @@ func TestPlanPods(t *testing.T) {
 			},
 			want: planNames{Empty: true},
 		},
+	}
+	// Drift on one of ps3's three ready, current pods is repaired, and
+	// only there.
+	for name, d := range map[string]struct {
+		ordinal int
+		drift   func(*podBuilder) *podBuilder
+	}{
+		"a missing operator label is repaired":      {2, func(p *podBuilder) *podBuilder { return p.withoutLabel(podsetv1alpha1.OrdinalLabel) }},
+		"a wrong ordinal label is repaired":         {2, func(p *podBuilder) *podBuilder { return p.label(podsetv1alpha1.OrdinalLabel, "7") }},
+		"a changed template label is repaired":      {1, func(p *podBuilder) *podBuilder { return p.label("tier", "db") }},
+		"a missing template annotation is repaired": {0, func(p *podBuilder) *podBuilder { return p.withoutAnnotation("example.com/note") }},
+		"blockOwnerDeletion false is repaired":      {0, func(p *podBuilder) *podBuilder { return p.blockOwnerDeletion(false) }},
+		"a changed container image is repaired":     {0, func(p *podBuilder) *podBuilder { return p.image("app", "busybox:evil") }},
+	} {
+		var others []int
+		for o := range 3 {
+			if o != d.ordinal {
+				others = append(others, o)
+			}
+		}
+		podName := "web-" + strconv.Itoa(d.ordinal)
+		cases["drift: "+name] = planCase{
+			ps:   ps3,
+			pods: append(readyPods(ps3, others...), d.drift(makePod(podName).controlledBy(ps3).ready().hash(h)).obj()),
+			want: planNames{Repair: []string{podName}},
+		}
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
