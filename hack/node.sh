@@ -29,7 +29,10 @@ set -Eeuo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 name=${CLUSTER_NAME:-podset-node}
 node=podset-node
-dir="$root/bin/node/$name"
+# The real path: mounts are listed by it, and bin/ may be a link (a git
+# worktree sharing another checkout's tools), which would leave the node's
+# mounts behind on down.
+dir=$(realpath -m "$root/bin/node/$name")
 BRIDGE=podset0
 NODE_IP=10.244.0.1
 POD_CIDR=10.244.0.0/24
