@@ -238,33 +238,31 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 
 // collect sends the status gauges of one PodSet.
 func (c *statusCollector) collect(ch chan<- prometheus.Metric, key types.NamespacedName, s shownStatus) {
-	{
-		gauge := func(d *prometheus.Desc, v float64, extra ...string) {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{key.Namespace, key.Name}, extra...)...)
+	gauge := func(d *prometheus.Desc, v float64, extra ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{key.Namespace, key.Name}, extra...)...)
+	}
+	gauge(c.specReplicas, float64(s.specReplicas))
+	gauge(c.replicas, float64(s.status.Replicas))
+	gauge(c.ready, float64(s.status.ReadyReplicas))
+	gauge(c.available, float64(s.status.AvailableReplicas))
+	gauge(c.updated, float64(s.status.UpdatedReplicas))
+	for _, typ := range conditionTypes {
+		status, reason := metav1.ConditionUnknown, ""
+		if cond := meta.FindStatusCondition(s.status.Conditions, typ); cond != nil {
+			status, reason = cond.Status, cond.Reason
 		}
-		gauge(c.specReplicas, float64(s.specReplicas))
-		gauge(c.replicas, float64(s.status.Replicas))
-		gauge(c.ready, float64(s.status.ReadyReplicas))
-		gauge(c.available, float64(s.status.AvailableReplicas))
-		gauge(c.updated, float64(s.status.UpdatedReplicas))
-		for _, typ := range conditionTypes {
-			status, reason := metav1.ConditionUnknown, ""
-			if cond := meta.FindStatusCondition(s.status.Conditions, typ); cond != nil {
-				status, reason = cond.Status, cond.Reason
-			}
-			for _, st := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown} {
-				gauge(c.condition, boolValue(st == status), typ, conditionLabel(st), reason)
-			}
+		for _, st := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown} {
+			gauge(c.condition, boolValue(st == status), typ, conditionLabel(st), reason)
 		}
-		if s.status.CurrentRevision != "" {
-			gauge(c.currentRevision, 1, s.status.CurrentRevision)
-		}
-		if s.status.UpdateRevision != "" {
-			gauge(c.updateRevision, 1, s.status.UpdateRevision)
-		}
-		if t := s.status.LastProgressTime; t != nil {
-			gauge(c.lastProgress, float64(t.Unix()))
-		}
+	}
+	if s.status.CurrentRevision != "" {
+		gauge(c.currentRevision, 1, s.status.CurrentRevision)
+	}
+	if s.status.UpdateRevision != "" {
+		gauge(c.updateRevision, 1, s.status.UpdateRevision)
+	}
+	if t := s.status.LastProgressTime; t != nil {
+		gauge(c.lastProgress, float64(t.Unix()))
 	}
 }
 

@@ -387,10 +387,3 @@ func ordinalOr(n int, ok bool) int {
 	}
 	return podsetv1alpha1.MaxReplicas
 }
-
-// ordinalPod is a pod name with its ordinal (ordinalOf), for sorting
-// without parsing names again.
-type ordinalPod struct {
-	ordinal int
-	name    string
-}
