@@ -1,0 +1,441 @@
+package podset
+
+import (
+	"cmp"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// A preview says, before a new template is applied, what the rollout will
+// do to every pod and in which order: `kubectl podset rollout preview`
+// reads it off a View made from the PodSet as the API server would store
+// it (a dry run) and the pods and revisions there are. The way of each pod
+// is the one a pass would take (updateWayFor), and the order is the
+// planner's own: Preview runs View.Plan pass after pass, as if every pod
+// a pass touched were up to date and available before the next one.
+
+// Change is what a rollout does to one pod.
+type Change string
+
+// The changes a preview names.
+const (
+	// ChangeNone: the pod runs the current template already.
+	ChangeNone Change = "unchanged"
+	// ChangeCreate: there is no pod at the ordinal; one is made.
+	ChangeCreate Change = "created"
+	// ChangeDelete: the ordinal is at or above replicas; the pod is pruned.
+	ChangeDelete Change = "deleted"
+	// ChangeMetadata: only labels and annotations change, in place,
+	// outside maxUnavailable.
+	ChangeMetadata Change = "labels/annotations in place"
+	// ChangeImage: images change in place; those containers restart.
+	ChangeImage Change = "image in place"
+	// ChangeResize: cpu and memory change through pods/resize.
+	ChangeResize Change = "resized in place"
+	// ChangeRecreate: the pod is deleted and made again; Why says why.
+	ChangeRecreate Change = "recreated"
+	// ChangeHeldByPartition: the ordinal is below the partition; the pod
+	// keeps its revision.
+	ChangeHeldByPartition Change = "held by partition"
+	// ChangeHeldOnDelete: under OnDelete the pod is updated only once a
+	// user deletes it.
+	ChangeHeldOnDelete Change = "held until deleted (OnDelete)"
+	// ChangeConflict: a pod the PodSet does not control holds the name;
+	// it is never touched.
+	ChangeConflict Change = "conflict"
+)
+
+// PodChange is what a rollout does to the pod at one ordinal.
+type PodChange struct {
+	Name    string
+	Ordinal int
+	// Pod is the pod there now, or nil.
+	Pod *corev1.Pod
+	// Hash is the template hash of the revision the pod runs now.
+	Hash   string
+	Ready  bool
+	Change Change
+	// Way is how an out-of-date pod moves: what changes in place and which
+	// containers restart.
+	Way UpdateWay
+	// Why says why a pod is recreated, as the planner's Plan.Why does.
+	Why string
+	// Fields names the template fields that force a recreation (see
+	// RecreateFields), when the template changed beyond what a running pod
+	// can take.
+	Fields []string
+}
+
+// Preview is what a new template does to a PodSet's pods.
+type Preview struct {
+	// Pods lists every ordinal below replicas, then the surplus pods.
+	Pods []PodChange
+	// AtOnce lists the pods the first passes change outside maxUnavailable:
+	// creations, deletions, replaced finished pods and label and annotation
+	// updates.
+	AtOnce []string
+	// Batches lists the pods the rollout takes within maxUnavailable, pass
+	// by pass: unready out-of-date pods first, then from the highest
+	// ordinal, as many as the budget allows.
+	Batches [][]string
+	// Waiting lists the out-of-date pods no batch reaches while the other
+	// pods that are unavailable stay so.
+	Waiting []string
+	// MaxUnavailable is the rollout's budget, resolved against replicas.
+	MaxUnavailable int
+}
+
+// Changed reports whether any pod would change.
+func (p *Preview) Changed() bool {
+	return slices.ContainsFunc(p.Pods, func(c PodChange) bool {
+		switch c.Change {
+		case ChangeNone, ChangeHeldByPartition, ChangeHeldOnDelete, ChangeConflict:
+			return false
+		}
+		return true
+	})
+}
+
+// Preview says what the view's PodSet does to its pods, pod by pod, and
+// the batches its rollout takes.
+func (v *View) Preview() Preview {
+	p := Preview{MaxUnavailable: maxUnavailable(v.PodSet), Pods: v.podChanges()}
+	v.previewOrder(&p)
+	return p
+}
+
+// podChanges decides, slot by slot, what the rollout does to each pod, in
+// the order classify weighs them.
+func (v *View) podChanges() []PodChange {
+	ps, revs := v.PodSet, v.Revs
+	partition := Partition(ps)
+	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
+	ways := updateWays{}
+	var out []PodChange
+	for ordinal, m := range v.Slots {
+		c := PodChange{Name: PodName(ps.Name, ordinal), Ordinal: ordinal}
+		if m != nil {
+			c.Pod, c.Hash, c.Ready = m.Pod, m.Hash, m.Ready
+		}
+		switch {
+		case m == nil:
+			c.Change = ChangeCreate
+		case !m.Controlled:
+			c.Change = ChangeConflict
+		case m.Terminating:
+			c.Change, c.Why = ChangeCreate, "once its terminating pod is gone"
+		case m.Pod.Status.Phase == corev1.PodFailed || m.Pod.Status.Phase == corev1.PodSucceeded:
+			c.Change, c.Why = ChangeRecreate, "it has "+string(m.Pod.Status.Phase)
+		case m.Hash == revs.Update:
+			c.Change = ChangeNone
+		case onDelete:
+			c.Change = ChangeHeldOnDelete
+		case ordinal < partition:
+			c.Change = ChangeHeldByPartition
+		default:
+			c.Way = ways.of(ps, revs, m.Pod)
+			switch {
+			case !c.Way.InPlace:
+				c.Change, c.Why = ChangeRecreate, c.Way.Why
+				if from := revs.Templates[m.Hash]; from != nil && c.Way.Why == whyTemplate {
+					c.Fields = RecreateFields(from, revs.Templates[revs.Update])
+				}
+			case c.Way.metadataOnly():
+				c.Change = ChangeMetadata
+			case len(c.Way.Images) > 0:
+				c.Change = ChangeImage
+			default:
+				c.Change = ChangeResize
+			}
+		}
+		out = append(out, c)
+	}
+	for _, m := range v.Surplus {
+		out = append(out, PodChange{Name: m.Pod.Name, Ordinal: m.Ordinal, Pod: m.Pod, Hash: m.Hash, Ready: m.Ready, Change: ChangeDelete})
+	}
+	return out
+}
+
+// previewOrder runs the planner pass after pass, each time on the pods as
+// the pass before left them, every pod it touched up to date and
+// available, until a pass has nothing more to do.
+func (v *View) previewOrder(p *Preview) {
+	ps, revs := v.PodSet, v.Revs
+	none := func(string) bool { return false }
+	held := Held(nil).Observe(v)
+	cur := v
+	seen := map[string]bool{}
+	for range len(v.Slots) + len(v.Surplus) + 2 {
+		plan := cur.Plan(Input{Held: held, InFlight: none})
+		touched := map[string]string{} // pod name: the hash it runs next
+		removed := map[string]bool{}
+		var batch []*Member
+		atOnce := func(name string) {
+			if !seen[name] {
+				seen[name] = true
+				p.AtOnce = append(p.AtOnce, name)
+			}
+		}
+		member := func(pod *corev1.Pod) *Member {
+			if o, ok := PodOrdinal(ps.Name, pod.Name); ok && o < len(cur.Slots) && cur.Slots[o] != nil {
+				return cur.Slots[o]
+			}
+			return &Member{Pod: pod, Ordinal: ordinalOf(ps, pod)}
+		}
+		for _, o := range plan.Create {
+			name := PodName(ps.Name, o)
+			touched[name] = plan.RevisionOf(o, revs)
+			atOnce(name)
+		}
+		for _, pod := range plan.Prune {
+			removed[pod.Name] = true
+			atOnce(pod.Name)
+		}
+		for _, pod := range plan.ReplaceFinished {
+			// A finished pod the partition holds back is made again from
+			// the revision it ran.
+			touched[pod.Name] = revs.Update
+			if ordinalOf(ps, pod) < Partition(ps) {
+				touched[pod.Name] = pod.Labels[podsetv1alpha1.TemplateHashLabel]
+			}
+			atOnce(pod.Name)
+		}
+		for _, s := range plan.Update {
+			touched[s.Pod.Name] = revs.Update
+			if s.Way.metadataOnly() {
+				atOnce(s.Pod.Name)
+			} else {
+				batch = append(batch, member(s.Pod))
+			}
+		}
+		for _, pod := range slices.Concat(plan.Pause, plan.Rollout) {
+			touched[pod.Name] = revs.Update
+			batch = append(batch, member(pod))
+		}
+		if len(touched) == 0 && len(removed) == 0 {
+			break
+		}
+		// The planner's order: unready pods first, then from the highest
+		// ordinal.
+		slices.SortStableFunc(batch, func(a, b *Member) int {
+			if a.Ready != b.Ready {
+				if !a.Ready {
+					return -1
+				}
+				return 1
+			}
+			return cmp.Compare(b.Ordinal, a.Ordinal)
+		})
+		var names []string
+		for _, m := range batch {
+			if !seen[m.Pod.Name] {
+				seen[m.Pod.Name] = true
+				names = append(names, m.Pod.Name)
+			}
+		}
+		if len(names) > 0 {
+			p.Batches = append(p.Batches, names)
+		}
+		cur = cur.after(touched, removed)
+		held = held.Observe(cur)
+	}
+	partition := Partition(ps)
+	for ordinal, m := range cur.Slots {
+		if m != nil && m.live() && m.Hash != revs.Update && ordinal >= partition &&
+			ps.Spec.UpdateStrategy.Type != podsetv1alpha1.OnDeleteStrategyType {
+			p.Waiting = append(p.Waiting, m.Pod.Name)
+		}
+	}
+}
+
+// after is the view once every pod in touched runs the revision it names,
+// Ready and available (created where it was missing), and the pods in
+// removed are gone.
+func (v *View) after(touched map[string]string, removed map[string]bool) *View {
+	var pods []corev1.Pod
+	for _, m := range v.Controlled {
+		if removed[m.Pod.Name] {
+			continue
+		}
+		if hash, ok := touched[m.Pod.Name]; ok {
+			pods = append(pods, v.upToDatePod(m.Pod.Name, m.Pod.UID, hash))
+			delete(touched, m.Pod.Name)
+			continue
+		}
+		pods = append(pods, *m.Pod)
+	}
+	for _, m := range v.Slots {
+		if m != nil && !m.Controlled {
+			pods = append(pods, *m.Pod)
+		}
+	}
+	names := slices.Sorted(func(yield func(string) bool) {
+		for name := range touched {
+			if !yield(name) {
+				return
+			}
+		}
+	})
+	for _, name := range names {
+		pods = append(pods, v.upToDatePod(name, types.UID("preview-"+name), touched[name]))
+	}
+	return NewView(v.PodSet, v.Revs, pods, v.Now)
+}
+
+// upToDatePod is the pod of a name as the revision hash makes it, Running,
+// Ready and available at the view's time.
+func (v *View) upToDatePod(name string, uid types.UID, hash string) corev1.Pod {
+	ps := v.PodSet
+	ordinal := ordinalOf(ps, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	var pod corev1.Pod
+	tmpl := v.Revs.Templates[hash]
+	if tmpl == nil {
+		tmpl = &ps.Spec.Template
+	}
+	if ac, err := PodFromTemplate(ps, tmpl, ordinal, hash); err == nil {
+		_ = Convert(ac, &pod)
+	}
+	pod.Name, pod.Namespace, pod.UID = name, ps.Namespace, uid
+	if pod.Labels == nil {
+		pod.Labels = podLabels(ps, tmpl, ordinal, hash)
+	}
+	if len(pod.OwnerReferences) == 0 {
+		pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(ps, podsetv1alpha1.GroupVersion.WithKind("PodSet"))}
+	}
+	since := metav1.NewTime(v.Now.Add(-minReadySeconds(ps) - time.Second))
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+		{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: since},
+	}}
+	if hasGate(&pod) {
+		pod.Status.Conditions = append(pod.Status.Conditions,
+			corev1.PodCondition{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionTrue, LastTransitionTime: since})
+	}
+	return pod
+}
+
+// RecreateFields names the fields of the pod template to that a running
+// pod made from the template from cannot take: what is left different once
+// every image, and every cpu and memory change a resize could make, is
+// taken from to. Paths read as kubectl explain's, with list items by name
+// where they have one: spec.containers[app].env[DEBUG].
+func RecreateFields(from, to *corev1.PodTemplateSpec) []string {
+	patched := from.Spec.DeepCopy()
+	for list, pair := range [][2][]corev1.Container{{patched.Containers, to.Spec.Containers}, {patched.InitContainers, to.Spec.InitContainers}} {
+		for i := range pair[0] {
+			got := &pair[0][i]
+			j := slices.IndexFunc(pair[1], func(c corev1.Container) bool { return c.Name == got.Name })
+			if j < 0 {
+				continue
+			}
+			want := &pair[1][j]
+			got.Image = want.Image
+			if resizable(got, want, list == 1) {
+				got.Resources = want.Resources
+			}
+		}
+	}
+	var a, b any
+	if toGeneric(patched, &a) != nil || toGeneric(&to.Spec, &b) != nil {
+		return []string{"spec"}
+	}
+	var out []string
+	diffPaths("spec", a, b, &out)
+	return out
+}
+
+// toGeneric turns a value into the maps and lists its JSON decodes to.
+func toGeneric(v, out any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, out)
+}
+
+// diffPaths appends the paths at which a and b differ: into objects by
+// field, into lists whose items all have a name by name, no further
+// elsewhere.
+func diffPaths(path string, a, b any, out *[]string) {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if aok && bok {
+		keys := map[string]bool{}
+		for k := range am {
+			keys[k] = true
+		}
+		for k := range bm {
+			keys[k] = true
+		}
+		sorted := make([]string, 0, len(keys))
+		for k := range keys {
+			sorted = append(sorted, k)
+		}
+		sort.Strings(sorted)
+		for _, k := range sorted {
+			diffPaths(path+"."+k, am[k], bm[k], out)
+		}
+		return
+	}
+	al, aok := a.([]any)
+	bl, bok := b.([]any)
+	if aok && bok {
+		an, aNamed := byName(al)
+		bn, bNamed := byName(bl)
+		if aNamed && bNamed {
+			var names []string
+			for _, item := range al {
+				names = append(names, itemName(item))
+			}
+			for _, item := range bl {
+				if _, ok := an[itemName(item)]; !ok {
+					names = append(names, itemName(item))
+				}
+			}
+			for _, n := range names {
+				diffPaths(path+"["+n+"]", an[n], bn[n], out)
+			}
+			return
+		}
+	}
+	if !reflect.DeepEqual(a, b) {
+		*out = append(*out, path)
+	}
+}
+
+// byName indexes list items that are objects with a unique name; false
+// when any is not.
+func byName(list []any) (map[string]any, bool) {
+	out := map[string]any{}
+	for _, item := range list {
+		n := itemName(item)
+		if n == "" {
+			return nil, false
+		}
+		if _, dup := out[n]; dup {
+			return nil, false
+		}
+		out[n] = item
+	}
+	return out, true
+}
+
+// itemName is the name of a list item that is an object with a string
+// name, or "".
+func itemName(item any) string {
+	m, ok := item.(map[string]any)
+	if !ok {
+		return ""
+	}
+	n, _ := m["name"].(string)
+	return strings.TrimSpace(n)
+}
