@@ -1,5 +1,5 @@
 // Command kubectl-podset is the kubectl plugin for PodSets: `kubectl podset
-// rollout status|restart|history|undo`. Install it with
+// rollout status|restart|history|undo|preview`. Install it with
 //
 //	go install github.com/podset-dev/podset-operator/cmd/kubectl-podset@latest
 //
@@ -16,7 +16,5 @@ import (
 
 func main() {
 	cmd := plugin.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
-	if err := cmd.Execute(); err != nil {
-		os.Exit(1)
-	}
+	os.Exit(plugin.ExitCode(cmd.Execute()))
 }

@@ -83,7 +83,7 @@ func newCommand(streams genericiooptions.IOStreams, newClient func() (client.Wit
 		Use:   "rollout SUBCOMMAND",
 		Short: "Manage the rollout of a PodSet",
 	}
-	rollout.AddCommand(newStatusCommand(o), newRestartCommand(o), newHistoryCommand(o), newUndoCommand(o),
+	rollout.AddCommand(newStatusCommand(o), newRestartCommand(o), newHistoryCommand(o), newUndoCommand(o), newPreviewCommand(o),
 		newNoPauseCommand(o, "pause"), newNoPauseCommand(o, "resume"))
 	root.AddCommand(rollout)
 	wrapErrors(root, streams)
@@ -102,7 +102,7 @@ func wrapErrors(cmd *cobra.Command, streams genericiooptions.IOStreams) {
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		err := run(c, args)
-		if err != nil {
+		if err != nil && !errors.Is(err, errChanges) {
 			fmt.Fprintf(streams.ErrOut, "error: %v\n", err)
 		}
 		return err

@@ -1,0 +1,445 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/cli-runtime/pkg/printers"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/internal/podset"
+)
+
+// errChanges is preview's answer when the PodSet or its pods would change:
+// exit code 1, as `kubectl diff` exits when it finds differences. It is
+// not an error to print.
+var errChanges = &exitError{code: 1, err: errors.New("the PodSet or its pods would change")}
+
+// exitError is an error with the exit code it ends the plugin with.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// ExitCode is the plugin's exit code for the error a command returned: 0
+// for none, 1 for most errors, and for rollout preview, as for kubectl
+// diff, 1 when something would change and 2 for an error.
+func ExitCode(err error) int {
+	var e *exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &e):
+		return e.code
+	default:
+		return 1
+	}
+}
+
+// previewError makes an error of preview exit with 2: 1 means "changes".
+func previewError(err error) error {
+	if err == nil || errors.Is(err, errChanges) {
+		return err
+	}
+	return &exitError{code: 2, err: err}
+}
+
+func newPreviewCommand(o *options) *cobra.Command {
+	var filename, output string
+	cmd := &cobra.Command{
+		Use:   "preview -f FILENAME",
+		Short: "Show what applying a PodSet would do to its pods, and in which order, without applying it",
+		Long: `Show what applying a PodSet manifest would do to its pods, before it is
+applied: which pods stay unchanged, which get new labels or annotations in
+place, a new image in place (those containers restart), new cpu or memory
+through pods/resize (and whether a container restarts, per its
+resizePolicy), which are recreated and the template field that forces it,
+and which the partition (or OnDelete) holds back. Then the order and the
+batches the rollout takes under maxUnavailable: unready out-of-date pods
+first, then from the highest ordinal, as many at a time as the budget allows.
+
+The manifest is first sent to the API server as a dry run (dryRun=All: an
+update of the PodSet as it is, or a create when it does not exist yet), so
+the PodSet is defaulted and validated by admission exactly as an apply
+would be, and nothing is written. The operator's own planner then decides,
+from that PodSet, its pods and its ControllerRevisions. The batches assume
+each one becomes available before the next starts.
+
+Exit status: 0 when nothing would change, 1 when the PodSet or its pods
+would, as 'kubectl diff'; 2 or more on an error.`,
+		Example: `  # What would this change do to the pods of web?
+  kubectl podset rollout preview -f web.yaml
+
+  # In a CI job: fail review when a change would touch running pods
+  kubectl podset rollout preview -f web.yaml || echo "this change rolls out"
+
+  # The same, for programs
+  kubectl podset rollout preview -f web.yaml -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return previewError(o.preview(cmd.Context(), filename, output))
+		},
+	}
+	cmd.Flags().StringVarP(&filename, "filename", "f", "", "The PodSet manifest to preview (YAML or JSON; - reads standard input).")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: empty for a table, or json.")
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return previewError(err) })
+	return cmd
+}
+
+// preview dry-runs the manifest in filename and prints what it would do.
+func (o *options) preview(ctx context.Context, filename, output string) error {
+	if filename == "" {
+		return errors.New("must specify -f (--filename): the PodSet manifest to preview")
+	}
+	if output != "" && output != "json" {
+		return fmt.Errorf("unknown output format %q: use json, or no -o for a table", output)
+	}
+	obj, err := readPodSet(filename, o.streams.In)
+	if err != nil {
+		return err
+	}
+	c, ns, err := o.client()
+	if err != nil {
+		return err
+	}
+	if err := o.namespaceOf(obj, ns); err != nil {
+		return err
+	}
+	live := &podsetv1alpha1.PodSet{}
+	err = c.Get(ctx, client.ObjectKeyFromObject(obj), live)
+	exists := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	ps, err := dryRun(ctx, c, obj, live, exists)
+	if err != nil {
+		return err
+	}
+	var pods []corev1.Pod
+	var history []appsv1.ControllerRevision
+	if exists {
+		podList := &corev1.PodList{}
+		if err := c.List(ctx, podList, client.InNamespace(ps.Namespace), client.MatchingLabels{podsetv1alpha1.NameLabel: ps.Name}); err != nil {
+			return err
+		}
+		revList := &appsv1.ControllerRevisionList{}
+		if err := c.List(ctx, revList, client.InNamespace(ps.Namespace), client.MatchingLabels{podsetv1alpha1.NameLabel: ps.Name}); err != nil {
+			return err
+		}
+		pods, history = podList.Items, revList.Items
+	}
+	revs := podset.NewRevisions(ps, history)
+	view := podset.NewView(ps, revs, pods, time.Now())
+	p := view.Preview()
+	// As kubectl diff: a change of the PodSet counts, also one that
+	// touches no pod (the partition holds them all, a new deadline).
+	changed := !exists || p.Changed() || !equality.Semantic.DeepEqual(live.Spec, ps.Spec)
+	var from *podsetv1alpha1.PodSet
+	if exists {
+		from = live
+	}
+	if output == "json" {
+		err = printPreviewJSON(o.streams.Out, ps, from, revs, &p, changed)
+	} else {
+		err = printPreview(o.streams.Out, ps, from, revs, &p)
+	}
+	if err != nil {
+		return err
+	}
+	if changed {
+		return errChanges
+	}
+	return nil
+}
+
+// readPodSet reads the one PodSet of a manifest file (or standard input).
+func readPodSet(filename string, stdin io.Reader) (*unstructured.Unstructured, error) {
+	r := stdin
+	if filename != "-" {
+		f, err := os.Open(filename)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
+	var found *unstructured.Unstructured
+	for {
+		var doc map[string]any
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", filename, err)
+		}
+		if len(doc) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: doc}
+		if found != nil {
+			return nil, fmt.Errorf("%s holds more than one object: preview takes one PodSet", filename)
+		}
+		if gvk := u.GroupVersionKind(); gvk != podsetv1alpha1.GroupVersion.WithKind("PodSet") {
+			return nil, fmt.Errorf("%s holds a %s %q, not a PodSet (%s)", filename, gvk.Kind, u.GetName(), podsetv1alpha1.GroupVersion)
+		}
+		found = u
+	}
+	if found == nil {
+		return nil, fmt.Errorf("%s holds no PodSet", filename)
+	}
+	return found, nil
+}
+
+// namespaceOf puts the PodSet in the namespace of the flags (or the
+// kubeconfig context's) unless the manifest names one; a manifest and an
+// explicit --namespace that disagree is an error, as for kubectl apply.
+func (o *options) namespaceOf(obj *unstructured.Unstructured, ns string) error {
+	explicit := o.flags.Namespace != nil && *o.flags.Namespace != ""
+	switch {
+	case obj.GetNamespace() == "":
+		obj.SetNamespace(ns)
+	case explicit && obj.GetNamespace() != ns:
+		return fmt.Errorf("the namespace from the provided object %q does not match the namespace %q. You must pass '--namespace=%s' to perform this operation",
+			obj.GetNamespace(), ns, obj.GetNamespace())
+	}
+	return nil
+}
+
+// dryRun sends the manifest as a dry run (dryRun=All, strict field
+// validation): an update of the live PodSet, or a create, and returns the
+// PodSet the API server would store, defaulted and admitted.
+func dryRun(ctx context.Context, c client.Client, obj *unstructured.Unstructured, live *podsetv1alpha1.PodSet, exists bool) (*podsetv1alpha1.PodSet, error) {
+	dry := obj.DeepCopy()
+	var err error
+	if exists {
+		dry.SetResourceVersion(live.ResourceVersion)
+		dry.SetUID(live.UID)
+		err = c.Update(ctx, dry, client.DryRunAll, client.FieldOwner(FieldManager), client.FieldValidation("Strict"))
+	} else {
+		err = c.Create(ctx, dry, client.DryRunAll, client.FieldOwner(FieldManager), client.FieldValidation("Strict"))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the API server refused the PodSet (dry run): %w", err)
+	}
+	ps := &podsetv1alpha1.PodSet{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(dry.Object, ps); err != nil {
+		return nil, err
+	}
+	return ps, nil
+}
+
+// printPreview prints the preview as a table and the rollout's batches.
+func printPreview(out io.Writer, ps, live *podsetv1alpha1.PodSet, revs *podset.Revisions, p *podset.Preview) error {
+	newRev := podset.RevisionName(ps, revs.Update)
+	switch {
+	case live == nil:
+		fmt.Fprintf(out, "podset.podset.dev/%s does not exist yet: every pod will be created (%d, revision %s)\n",
+			ps.Name, podset.Replicas(ps), newRev)
+	case podset.TemplateHash(live) == revs.Update:
+		fmt.Fprintf(out, "podset.podset.dev/%s: template unchanged (revision %s); %s\n", ps.Name, newRev, strategy(ps, p))
+	default:
+		fmt.Fprintf(out, "podset.podset.dev/%s: revision %s -> %s; %s\n",
+			ps.Name, podset.RevisionName(live, podset.TemplateHash(live)), newRev, strategy(ps, p))
+	}
+	if len(p.Pods) > 0 {
+		w := printers.GetNewTabWriter(out)
+		fmt.Fprintln(w, "POD\tREVISION\tREADY\tCHANGE\tDETAIL")
+		for i := range p.Pods {
+			c := &p.Pods[i]
+			rev, ready := "-", "-"
+			if c.Pod != nil {
+				rev, ready = podset.RevisionName(ps, c.Hash), fmt.Sprint(c.Ready)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", c.Name, rev, ready, c.Change, detail(ps, revs, c))
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(p.AtOnce) == 0 && len(p.Batches) == 0 {
+		fmt.Fprintln(out, "No pod changes.")
+		return nil
+	}
+	fmt.Fprintf(out, "Rollout, maxUnavailable %d: unready pods first, then from the highest ordinal; each batch once the one before is available:\n", p.MaxUnavailable)
+	if len(p.AtOnce) > 0 {
+		fmt.Fprintf(out, "  at once (outside maxUnavailable): %s\n", strings.Join(p.AtOnce, ", "))
+	}
+	for i, b := range p.Batches {
+		fmt.Fprintf(out, "  batch %d: %s\n", i+1, strings.Join(b, ", "))
+	}
+	if len(p.Waiting) > 0 {
+		fmt.Fprintf(out, "  then waiting, while other pods stay unavailable: %s\n", strings.Join(p.Waiting, ", "))
+	}
+	return nil
+}
+
+// strategy says how the PodSet rolls out.
+func strategy(ps *podsetv1alpha1.PodSet, p *podset.Preview) string {
+	if ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType {
+		return "OnDelete: pods are updated only when deleted"
+	}
+	how := "in place where possible"
+	if !podset.InPlacePolicy(ps) {
+		how = "podUpdatePolicy Recreate"
+	}
+	s := fmt.Sprintf("RollingUpdate, %s, maxUnavailable %d", how, p.MaxUnavailable)
+	if part := podset.Partition(ps); part > 0 {
+		s += fmt.Sprintf(", partition %d", part)
+	}
+	return s
+}
+
+// detail says what changes on one pod, and why.
+func detail(ps *podsetv1alpha1.PodSet, revs *podset.Revisions, c *podset.PodChange) string {
+	tmpl := revs.Templates[revs.Update]
+	switch c.Change {
+	case podset.ChangeMetadata:
+		return "nothing restarts"
+	case podset.ChangeImage, podset.ChangeResize:
+		parts := slices.Concat(imageChanges(c.Pod, tmpl), resourceChanges(c.Pod, tmpl))
+		if c.Way.Restart() {
+			parts = append(parts, "restarts "+strings.Join(c.Way.Restarts, ", "))
+		} else {
+			parts = append(parts, "no container restarts")
+		}
+		return strings.Join(parts, "; ")
+	case podset.ChangeRecreate:
+		if len(c.Fields) > 0 {
+			return c.Why + ": " + strings.Join(c.Fields, ", ")
+		}
+		return c.Why
+	case podset.ChangeHeldByPartition:
+		return fmt.Sprintf("ordinal below partition %d: keeps its revision", podset.Partition(ps))
+	case podset.ChangeHeldOnDelete:
+		return "takes the new revision when deleted"
+	case podset.ChangeDelete:
+		return fmt.Sprintf("ordinal at or above replicas %d", podset.Replicas(ps))
+	case podset.ChangeConflict:
+		return "the name is held by a pod this PodSet does not control: never touched"
+	}
+	return c.Why
+}
+
+// imageChanges lists the containers whose image the template changes:
+// "app busybox:1.36 -> busybox:1.37".
+func imageChanges(pod *corev1.Pod, tmpl *corev1.PodTemplateSpec) []string {
+	var out []string
+	for _, pair := range [][2][]corev1.Container{{pod.Spec.InitContainers, tmpl.Spec.InitContainers}, {pod.Spec.Containers, tmpl.Spec.Containers}} {
+		for _, want := range pair[1] {
+			if i := slices.IndexFunc(pair[0], func(c corev1.Container) bool { return c.Name == want.Name }); i >= 0 && pair[0][i].Image != want.Image {
+				out = append(out, fmt.Sprintf("%s %s -> %s", want.Name, pair[0][i].Image, want.Image))
+			}
+		}
+	}
+	return out
+}
+
+// resourceChanges lists the cpu and memory the template changes on a
+// pod's containers: "app requests.cpu 100m -> 200m".
+func resourceChanges(pod *corev1.Pod, tmpl *corev1.PodTemplateSpec) []string {
+	var out []string
+	for _, pair := range [][2][]corev1.Container{{pod.Spec.InitContainers, tmpl.Spec.InitContainers}, {pod.Spec.Containers, tmpl.Spec.Containers}} {
+		for _, want := range pair[1] {
+			i := slices.IndexFunc(pair[0], func(c corev1.Container) bool { return c.Name == want.Name })
+			if i < 0 {
+				continue
+			}
+			got := pair[0][i].Resources
+			for _, kind := range []struct {
+				name      string
+				got, want corev1.ResourceList
+			}{{"requests", got.Requests, want.Resources.Requests}, {"limits", got.Limits, want.Resources.Limits}} {
+				for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+					g, hasG := kind.got[r]
+					w, hasW := kind.want[r]
+					if hasG == hasW && g.Equal(w) {
+						continue
+					}
+					out = append(out, fmt.Sprintf("%s %s.%s %s -> %s", want.Name, kind.name, r, quantity(g, hasG), quantity(w, hasW)))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// quantity is a quantity as kubectl prints it, or "none".
+func quantity(q resource.Quantity, ok bool) string {
+	if !ok {
+		return "none"
+	}
+	return q.String()
+}
+
+// previewJSON is what -o json prints.
+type previewJSON struct {
+	PodSet         string     `json:"podSet"`
+	Namespace      string     `json:"namespace"`
+	Exists         bool       `json:"exists"`
+	FromRevision   string     `json:"fromRevision,omitempty"`
+	ToRevision     string     `json:"toRevision"`
+	MaxUnavailable int        `json:"maxUnavailable"`
+	Pods           []podJSON  `json:"pods"`
+	AtOnce         []string   `json:"atOnce"`
+	Batches        [][]string `json:"batches"`
+	Waiting        []string   `json:"waiting,omitempty"`
+	Changed        bool       `json:"changed"`
+}
+
+// podJSON is one pod of previewJSON.
+type podJSON struct {
+	Name     string        `json:"name"`
+	Revision string        `json:"revision,omitempty"`
+	Ready    bool          `json:"ready"`
+	Change   podset.Change `json:"change"`
+	Detail   string        `json:"detail,omitempty"`
+	Why      string        `json:"why,omitempty"`
+	Fields   []string      `json:"fields,omitempty"`
+	Restarts []string      `json:"restarts,omitempty"`
+}
+
+// printPreviewJSON prints the preview as one JSON object.
+func printPreviewJSON(out io.Writer, ps, live *podsetv1alpha1.PodSet, revs *podset.Revisions, p *podset.Preview, changed bool) error {
+	v := previewJSON{
+		PodSet: ps.Name, Namespace: ps.Namespace, Exists: live != nil, ToRevision: podset.RevisionName(ps, revs.Update),
+		MaxUnavailable: p.MaxUnavailable, AtOnce: p.AtOnce, Batches: p.Batches, Waiting: p.Waiting,
+		Changed: changed,
+	}
+	if live != nil {
+		v.FromRevision = podset.RevisionName(live, podset.TemplateHash(live))
+	}
+	for i := range p.Pods {
+		c := &p.Pods[i]
+		pj := podJSON{Name: c.Name, Ready: c.Ready, Change: c.Change, Detail: detail(ps, revs, c), Why: c.Why, Fields: c.Fields, Restarts: c.Way.Restarts}
+		if c.Pod != nil {
+			pj.Revision = podset.RevisionName(ps, c.Hash)
+		}
+		v.Pods = append(v.Pods, pj)
+	}
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "%s\n", data)
+	return err
+}
