@@ -147,8 +147,12 @@ func rolloutLines(out string) []string {
 }
 
 func TestRolloutPreview(t *testing.T) {
-	cpu := func(q string) corev1.ResourceList { return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)} }
-	memory := func(q string) corev1.ResourceList { return corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(q)} }
+	cpu := func(q string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}
+	}
+	memory := func(q string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(q)}
+	}
 	cases := map[string]struct {
 		live        podsetv1alpha1.PodSetSpec
 		unready     []int
@@ -163,8 +167,8 @@ func TestRolloutPreview(t *testing.T) {
 			wantPods: map[string]string{"web-0": "true unchanged", "web-1": "true unchanged"},
 		},
 		"labels only: in place, at once": {
-			live: spec(2, "app:v1"),
-			next: spec(2, "app:v1", func(s *podsetv1alpha1.PodSetSpec) { s.Template.Labels["release"] = "2" }),
+			live:     spec(2, "app:v1"),
+			next:     spec(2, "app:v1", func(s *podsetv1alpha1.PodSetSpec) { s.Template.Labels["release"] = "2" }),
 			wantExit: 1,
 			wantPods: map[string]string{
 				"web-0": "true labels/annotations in place nothing restarts",
@@ -229,8 +233,8 @@ func TestRolloutPreview(t *testing.T) {
 			wantRollout: []string{"batch 1: web-1, web-4", "batch 2: web-3, web-2", "batch 3: web-0"},
 		},
 		"OnDelete holds every pod; the PodSet still changes": {
-			live: spec(1, "app:v1"),
-			next: spec(1, "app:v2", func(s *podsetv1alpha1.PodSetSpec) { s.UpdateStrategy.Type = podsetv1alpha1.OnDeleteStrategyType }),
+			live:     spec(1, "app:v1"),
+			next:     spec(1, "app:v2", func(s *podsetv1alpha1.PodSetSpec) { s.UpdateStrategy.Type = podsetv1alpha1.OnDeleteStrategyType }),
 			wantExit: 1,
 			wantPods: map[string]string{"web-0": "true held until deleted (OnDelete) takes the new revision when deleted"},
 		},
