@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,8 +65,19 @@ func previewError(err error) error {
 	return &exitError{code: 2, err: err}
 }
 
+// applyMode is how the dry run sends the manifest: an update that
+// replaces the PodSet (the default, as kubectl replace and a client-side
+// apply of a complete manifest would leave it), or a server-side apply by
+// a field manager, which keeps the fields other managers own.
+type applyMode struct {
+	serverSide     bool
+	fieldManager   string
+	forceConflicts bool
+}
+
 func newPreviewCommand(o *options) *cobra.Command {
 	var filename, output string
+	var mode applyMode
 	cmd := &cobra.Command{
 		Use:   "preview -f FILENAME",
 		Short: "Show what applying a PodSet would do to its pods, and in which order, without applying it",
@@ -78,10 +90,14 @@ and which the partition (or OnDelete) holds back. Then the order and the
 batches the rollout takes under maxUnavailable: unready out-of-date pods
 first, then from the highest ordinal, as many at a time as the budget allows.
 
-The manifest is first sent to the API server as a dry run (dryRun=All: an
-update of the PodSet as it is, or a create when it does not exist yet), so
-the PodSet is defaulted and validated by admission exactly as an apply
-would be, and nothing is written. The operator's own planner then decides,
+The manifest is first sent to the API server as a dry run (dryRun=All), so
+the PodSet is defaulted and validated by admission exactly as a write would
+be, and nothing is written: by default an update that replaces the PodSet
+with the manifest (a create when it does not exist yet); with --server-side
+a server-side apply by --field-manager, which keeps the fields other
+managers own (replicas an autoscaler set, a template annotation a restart
+set): use the manager of your GitOps tool (argocd-controller,
+kustomize-controller) to preview its sync. The operator's own planner then decides,
 from that PodSet, its pods and its ControllerRevisions. The batches assume
 each one becomes available before the next starts.
 
@@ -93,21 +109,27 @@ would, as 'kubectl diff'; 2 or more on an error.`,
   # In a CI job: fail review when a change would touch running pods
   kubectl podset rollout preview -f web.yaml || echo "this change rolls out"
 
+  # What Flux's server-side apply of the manifest would do
+  kubectl podset rollout preview -f web.yaml --server-side --field-manager=kustomize-controller
+
   # The same, for programs
   kubectl podset rollout preview -f web.yaml -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return previewError(o.preview(cmd.Context(), filename, output))
+			return previewError(o.preview(cmd.Context(), filename, output, mode))
 		},
 	}
 	cmd.Flags().StringVarP(&filename, "filename", "f", "", "The PodSet manifest to preview (YAML or JSON; - reads standard input).")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: empty for a table, or json.")
+	cmd.Flags().BoolVar(&mode.serverSide, "server-side", false, "Preview a server-side apply of the manifest instead of a replace.")
+	cmd.Flags().StringVar(&mode.fieldManager, "field-manager", "kubectl", "The field manager of the server-side apply (with --server-side).")
+	cmd.Flags().BoolVar(&mode.forceConflicts, "force-conflicts", false, "With --server-side, take fields other managers own instead of failing on a conflict.")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return previewError(err) })
 	return cmd
 }
 
 // preview dry-runs the manifest in filename and prints what it would do.
-func (o *options) preview(ctx context.Context, filename, output string) error {
+func (o *options) preview(ctx context.Context, filename, output string, mode applyMode) error {
 	if filename == "" {
 		return errors.New("must specify -f (--filename): the PodSet manifest to preview")
 	}
@@ -131,7 +153,7 @@ func (o *options) preview(ctx context.Context, filename, output string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	ps, err := dryRun(ctx, c, obj, live, exists)
+	ps, err := dryRun(ctx, c, obj, live, exists, mode)
 	if err != nil {
 		return err
 	}
@@ -226,16 +248,28 @@ func (o *options) namespaceOf(obj *unstructured.Unstructured, ns string) error {
 }
 
 // dryRun sends the manifest as a dry run (dryRun=All, strict field
-// validation): an update of the live PodSet, or a create, and returns the
-// PodSet the API server would store, defaulted and admitted.
-func dryRun(ctx context.Context, c client.Client, obj *unstructured.Unstructured, live *podsetv1alpha1.PodSet, exists bool) (*podsetv1alpha1.PodSet, error) {
+// validation): a server-side apply, an update of the live PodSet, or a
+// create, and returns the PodSet the API server would store, defaulted and
+// admitted.
+func dryRun(ctx context.Context, c client.Client, obj *unstructured.Unstructured, live *podsetv1alpha1.PodSet, exists bool, mode applyMode) (*podsetv1alpha1.PodSet, error) {
 	dry := obj.DeepCopy()
 	var err error
-	if exists {
+	switch {
+	case mode.serverSide:
+		body, merr := json.Marshal(obj.Object)
+		if merr != nil {
+			return nil, merr
+		}
+		opts := []client.PatchOption{client.DryRunAll, client.FieldOwner(mode.fieldManager), client.FieldValidation("Strict")}
+		if mode.forceConflicts {
+			opts = append(opts, client.ForceOwnership)
+		}
+		err = c.Patch(ctx, dry, client.RawPatch(types.ApplyPatchType, body), opts...)
+	case exists:
 		dry.SetResourceVersion(live.ResourceVersion)
 		dry.SetUID(live.UID)
 		err = c.Update(ctx, dry, client.DryRunAll, client.FieldOwner(FieldManager), client.FieldValidation("Strict"))
-	} else {
+	default:
 		err = c.Create(ctx, dry, client.DryRunAll, client.FieldOwner(FieldManager), client.FieldValidation("Strict"))
 	}
 	if err != nil {

@@ -337,3 +337,22 @@ func TestRolloutPreviewJSON(t *testing.T) {
 		t.Errorf("-o json: %+v", got)
 	}
 }
+
+// TestRolloutPreviewServerSide: a manifest without replicas replaces the
+// PodSet's replicas with the default (1) by default, while a server-side
+// apply by another manager keeps what the live PodSet has (an autoscaler's
+// replicas), as a GitOps tool's apply does.
+func TestRolloutPreviewServerSide(t *testing.T) {
+	ns := namespace(t)
+	runningPodSet(t, ns, spec(3, "app:v1"))
+	file := manifest(t, spec(3, "app:v1", func(s *podsetv1alpha1.PodSetSpec) { s.Replicas = nil }))
+
+	out, _, err := kubectlPodset(t.Context(), t, ns, "rollout", "preview", "-f", file)
+	if pods := podLines(out); ExitCode(err) != 1 || pods["web-1"] != "true deleted ordinal at or above replicas 1" || pods["web-0"] != "true unchanged" {
+		t.Errorf("replace: exit %d (%v):\n%s", ExitCode(err), err, out)
+	}
+	out, errOut, err := kubectlPodset(t.Context(), t, ns, "rollout", "preview", "-f", file, "--server-side", "--field-manager=argocd-controller")
+	if ExitCode(err) != 0 || len(podLines(out)) != 3 || !strings.Contains(out, "No pod changes.") {
+		t.Errorf("--server-side: exit %d (%v), stderr %q:\n%s", ExitCode(err), err, errOut, out)
+	}
+}
