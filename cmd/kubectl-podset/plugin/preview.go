@@ -97,9 +97,9 @@ with the manifest (a create when it does not exist yet); with --server-side
 a server-side apply by --field-manager, which keeps the fields other
 managers own (replicas an autoscaler set, a template annotation a restart
 set): use the manager of your GitOps tool (argocd-controller,
-kustomize-controller) to preview its sync. The operator's own planner then decides,
-from that PodSet, its pods and its ControllerRevisions. The batches assume
-each one becomes available before the next starts.
+kustomize-controller) to preview its sync. The operator's own planner then
+decides, from that PodSet, its pods and its ControllerRevisions. The
+batches assume each one becomes available before the next starts.
 
 Exit status: 0 when nothing would change, 1 when the PodSet or its pods
 would, as 'kubectl diff'; 2 or more on an error.`,
@@ -124,7 +124,11 @@ would, as 'kubectl diff'; 2 or more on an error.`,
 	cmd.Flags().BoolVar(&mode.serverSide, "server-side", false, "Preview a server-side apply of the manifest instead of a replace.")
 	cmd.Flags().StringVar(&mode.fieldManager, "field-manager", "kubectl", "The field manager of the server-side apply (with --server-side).")
 	cmd.Flags().BoolVar(&mode.forceConflicts, "force-conflicts", false, "With --server-side, take fields other managers own instead of failing on a conflict.")
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return previewError(err) })
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		// wrapErrors prints only what RunE returns.
+		fmt.Fprintf(o.streams.ErrOut, "error: %v\n", err)
+		return previewError(err)
+	})
 	return cmd
 }
 
@@ -222,7 +226,7 @@ func readPodSet(filename string, stdin io.Reader) (*unstructured.Unstructured, e
 			return nil, fmt.Errorf("%s holds more than one object: preview takes one PodSet", filename)
 		}
 		if gvk := u.GroupVersionKind(); gvk != podsetv1alpha1.GroupVersion.WithKind("PodSet") {
-			return nil, fmt.Errorf("%s holds a %s %q, not a PodSet (%s)", filename, gvk.Kind, u.GetName(), podsetv1alpha1.GroupVersion)
+			return nil, fmt.Errorf("%s holds a %s, not a PodSet (%s)", filename, gvk.GroupKind(), podsetv1alpha1.GroupVersion)
 		}
 		found = u
 	}
