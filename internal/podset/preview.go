@@ -110,6 +110,14 @@ func (p *Preview) Changed() bool {
 // the batches its rollout takes.
 func (v *View) Preview() Preview {
 	p := Preview{MaxUnavailable: maxUnavailable(v.PodSet), Pods: v.podChanges()}
+	// A pod on the current revision that the planner recreates all the
+	// same: its resize is Infeasible, or deferred past the deadline.
+	why := v.Plan(Input{Held: Held(nil).Observe(v), InFlight: func(string) bool { return false }}).Why
+	for i := range p.Pods {
+		if c := &p.Pods[i]; c.Change == ChangeNone && why[c.Name] != "" {
+			c.Change, c.Why = ChangeRecreate, why[c.Name]
+		}
+	}
 	v.previewOrder(&p)
 	return p
 }

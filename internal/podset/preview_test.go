@@ -155,6 +155,14 @@ func TestPreview(t *testing.T) {
 				"web-3": ChangeImage, "web-4": ChangeImage,
 			}, Batches: [][]string{{"web-4", "web-3"}}},
 		},
+		"an unready pod the partition holds takes the whole budget: the rest waits": {
+			replicas: 3, unready: []int{0}, change: both(image, func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{Partition: ptr.To[int32](1)}
+			}),
+			want: previewSummary{Changed: true, Changes: map[string]Change{
+				"web-0": ChangeHeldByPartition, "web-1": ChangeImage, "web-2": ChangeImage,
+			}, Waiting: []string{"web-1", "web-2"}},
+		},
 		"OnDelete holds every pod": {
 			replicas: 2, change: both(image, func(ps *podsetv1alpha1.PodSet) {
 				ps.Spec.UpdateStrategy.Type = podsetv1alpha1.OnDeleteStrategyType
@@ -190,6 +198,20 @@ func TestPreviewRestartsPerResizePolicy(t *testing.T) {
 	// A new resizePolicy is itself a change a running pod cannot take.
 	if got := p.Pods[0]; got.Change != ChangeRecreate || !cmp.Equal(got.Fields, []string{"spec.containers[app].resizePolicy"}) {
 		t.Errorf("a new resizePolicy: %s %v, want recreated for spec.containers[app].resizePolicy", got.Change, got.Fields)
+	}
+}
+
+func TestPreviewOfAnInfeasibleResize(t *testing.T) {
+	ps := makePodSet("web").replicas(1).obj()
+	pod := storedPod(t, ps, 0, TemplateHash(ps))
+	pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{
+		Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonInfeasible,
+	})
+	p := NewView(ps, NewRevisions(ps, nil), []corev1.Pod{pod}, testNow).Preview()
+	want := previewSummary{Changes: all(1, ChangeRecreate), Why: map[string]string{"web-0": whyInfeasible},
+		Batches: [][]string{{"web-0"}}, Changed: true}
+	if diff := cmp.Diff(want, summarize(p)); diff != "" {
+		t.Errorf("Preview() of a pod whose resize is Infeasible (-want +got):\n%s", diff)
 	}
 }
 

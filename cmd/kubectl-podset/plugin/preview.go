@@ -314,7 +314,7 @@ func printPreview(out io.Writer, ps, live *podsetv1alpha1.PodSet, revs *podset.R
 			return err
 		}
 	}
-	if len(p.AtOnce) == 0 && len(p.Batches) == 0 {
+	if len(p.AtOnce) == 0 && len(p.Batches) == 0 && len(p.Waiting) == 0 {
 		fmt.Fprintln(out, "No pod changes.")
 		return nil
 	}
@@ -326,7 +326,7 @@ func printPreview(out io.Writer, ps, live *podsetv1alpha1.PodSet, revs *podset.R
 		fmt.Fprintf(out, "  batch %d: %s\n", i+1, strings.Join(b, ", "))
 	}
 	if len(p.Waiting) > 0 {
-		fmt.Fprintf(out, "  then waiting, while other pods stay unavailable: %s\n", strings.Join(p.Waiting, ", "))
+		fmt.Fprintf(out, "  waiting until the pods unavailable now are available again (maxUnavailable is spent): %s\n", strings.Join(p.Waiting, ", "))
 	}
 	return nil
 }
