@@ -606,6 +606,32 @@ func FuzzPlanPods(f *testing.F) {
 		if plan.Empty() != (len(plan.Create) == 0 && len(writtenIn) == 0) {
 			t.Errorf("empty() = %v with %d creates and %d pod writes", plan.Empty(), len(plan.Create), len(writtenIn))
 		}
+
+		// The preview of the same pods (kubectl podset rollout preview)
+		// takes no pod twice, and every pod it says changes is taken or
+		// waits for the budget.
+		preview := NewView(ps, in.Revs, pods, in.Now).Preview()
+		previewed := map[string]bool{}
+		for _, name := range slices.Concat(preview.AtOnce, slices.Concat(preview.Batches...), preview.Waiting) {
+			if previewed[name] {
+				t.Errorf("the preview takes %s twice: at once %v, batches %v, waiting %v", name, preview.AtOnce, preview.Batches, preview.Waiting)
+			}
+			previewed[name] = true
+		}
+		for _, c := range preview.Pods {
+			switch c.Change {
+			case ChangeMetadata, ChangeImage, ChangeResize, ChangeRecreate, ChangeDelete:
+			case ChangeCreate:
+				if c.Pod != nil {
+					continue // a terminating pod: created once it is gone
+				}
+			default:
+				continue
+			}
+			if !previewed[c.Name] {
+				t.Errorf("the preview says %s is %s, but no batch takes it and it does not wait", c.Name, c.Change)
+			}
+		}
 	})
 }
 
