@@ -39,6 +39,9 @@ type record struct {
 	status statusWrite
 	// held is what the pods the partition holds back ran (podset.Held).
 	held podset.Held
+	// drains is when the pods whose gate is closed were first seen not
+	// Ready (podset.Drains).
+	drains podset.Drains
 	// passEnded is when the last pass ended (spacing.go).
 	passEnded time.Time
 	// shown is the status clients see, as the last pass left it, for the
@@ -91,4 +94,14 @@ func (m *memory) observeHeld(key types.NamespacedName, v *podset.View) podset.He
 	r := m.recordOf(key)
 	r.held = r.held.Observe(v)
 	return r.held
+}
+
+// observeDrains records the pods of v that drain, first seen at at, and
+// returns when each was first seen (podset.Drains).
+func (m *memory) observeDrains(key types.NamespacedName, v *podset.View, at time.Time) podset.Drains {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.recordOf(key)
+	r.drains = r.drains.Observe(v, at)
+	return r.drains
 }

@@ -42,6 +42,7 @@ type pass struct {
 	// observe
 	view     *podset.View
 	held     podset.Held
+	drains   podset.Drains
 	inFlight func(name string) bool
 
 	// plan
@@ -91,14 +92,15 @@ func (r *PodSetReconciler) load(ctx context.Context, key types.NamespacedName) (
 
 // observe joins what the cache shows with what the operator remembers of
 // the PodSet: the status clients see (the cache may not show the last
-// status write yet), the pod writes still in flight, and what the pods the
-// partition holds back ran.
+// status write yet), the pod writes still in flight, what the pods the
+// partition holds back ran, and since when pods drain.
 func (p *pass) observe() {
 	m := p.r.memory
 	m.begin(p.ps)
 	p.ps.Status = m.shownStatus(p.key, p.ps)
 	p.view = podset.NewView(p.ps, podset.NewRevisions(p.ps, p.history), p.pods, p.now.Time)
 	p.held = m.observeHeld(p.key, p.view)
+	p.drains = m.observeDrains(p.key, p.view, p.began)
 	p.inFlight = m.inFlight(p.key, p.pods)
 }
 
@@ -113,7 +115,7 @@ func (p *pass) plan() {
 		return
 	}
 	p.revPlan = p.view.PlanRevisions(p.held.Kept())
-	p.podPlan = p.view.Plan(podset.Input{Held: p.held, InFlight: p.inFlight})
+	p.podPlan = p.view.Plan(podset.Input{Held: p.held, InFlight: p.inFlight, Drains: p.drains, Now: p.began})
 }
 
 // write sends the plan. The revisions are written beside the pods, not

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
@@ -235,9 +236,12 @@ func gateOpen(pod *corev1.Pod) bool {
 
 // drainLeft is how long the containers of a pod whose gate is closed must
 // still wait before they restart: inPlaceDrainSeconds from the kubelet
-// reporting the pod not Ready. Condition times are whole seconds, so a
-// second more is waited than the field says: never less than it.
-func drainLeft(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, now time.Time) time.Duration {
+// reporting the pod not Ready. That is known two ways, and the drain ends
+// by whichever ends first: from seen, when the operator first saw the
+// pod not Ready (Drains; zero when it never did), and from the Ready
+// condition's time. Condition times are whole seconds, so a second more is
+// waited from it than the field says: never less than it.
+func drainLeft(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, seen, now time.Time) time.Duration {
 	seconds := int32(podsetv1alpha1.DefaultInPlaceDrainSeconds)
 	if s := ps.Spec.UpdateStrategy.InPlaceDrainSeconds; s != nil {
 		seconds = max(0, *s)
@@ -245,12 +249,45 @@ func drainLeft(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, now time.Time) time.D
 	if seconds == 0 {
 		return 0
 	}
+	drain := time.Duration(seconds) * time.Second
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue {
-			return c.LastTransitionTime.Add(time.Duration(seconds+1) * time.Second).Sub(now)
+			end := c.LastTransitionTime.Add(drain + time.Second)
+			if !seen.IsZero() && seen.Add(drain).Before(end) {
+				end = seen.Add(drain)
+			}
+			return end.Sub(now)
 		}
 	}
 	return 0
+}
+
+// Drains is when the operator first saw each pod whose gate it closed
+// reported not Ready by its kubelet, by pod UID: a drain counts from then
+// when that ends before the Ready condition's whole-second time says
+// (drainLeft). It is what a pass remembers for the next ones.
+type Drains map[types.UID]time.Time
+
+// Observe is d with the pods of v that drain now: those it had keep the
+// time they were first seen, the others are seen at at, the time the pass
+// began, after the pods were read (the kubelet reported them not Ready
+// before it). Pods that no longer drain are left out.
+func (d Drains) Observe(v *View, at time.Time) Drains {
+	var next Drains
+	for _, m := range v.Slots {
+		if m == nil || !m.Controlled || !gateClosed(m.Pod) || kubeletReady(m.Pod) {
+			continue
+		}
+		if next == nil {
+			next = Drains{}
+		}
+		if t, ok := d[m.Pod.UID]; ok {
+			next[m.Pod.UID] = t
+		} else {
+			next[m.Pod.UID] = at
+		}
+	}
+	return next
 }
 
 // kubeletReady reports whether the pod's Ready condition, the kubelet's
@@ -311,22 +348,29 @@ func podRestartRecord(pod *corev1.Pod) (restartRecord, bool) {
 }
 
 // restarted reports whether the containers of a pod whose gate is closed
-// have restarted for its update and run: each container the pod's restart
-// record names has restarted since the update was applied, and every
-// container and sidecar runs. A pod without a record for its revision (an
-// update begun by an operator that wrote none) falls back to its
-// containers reporting the images their spec names.
+// have restarted for its update, so that the gate may open: each container
+// the pod's restart record names has restarted since the update was
+// applied, and every other container and sidecar runs. A restarted
+// container need not run yet: its restart count went up, so the container
+// that served before the update is gone, and the new one makes the pod
+// Ready only once it is ready itself. Opening the gate then, rather than
+// once it runs, lets a kubelet report the pod Ready in the same status
+// update as its container, instead of one round trip later. A pod without
+// a record for its revision (an update begun by an operator that wrote
+// none) falls back to its containers running the images their spec names.
 func restarted(pod *corev1.Pod) bool {
 	rec, ok := podRestartRecord(pod)
 	if !ok {
 		return containersRun(pod)
 	}
 	return everyRunningContainer(pod, func(c *corev1.Container, s *corev1.ContainerStatus) bool {
-		if s == nil || s.State.Running == nil {
+		if s == nil {
 			return false
 		}
-		before, restarts := rec.RestartCounts[c.Name]
-		return !restarts || s.RestartCount > before
+		if before, restarts := rec.RestartCounts[c.Name]; restarts {
+			return s.RestartCount > before
+		}
+		return s.State.Running != nil
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -416,8 +417,11 @@ func TestRestarted(t *testing.T) {
 		"not restarted yet, though the reported image matches": {
 			pod: record(pod("app:2", "docker.io/library/app:2", 2, true), "new", 2),
 		},
-		"restarted, not running": {
-			pod: record(pod("app:2", "docker.io/library/app:2", 3, false), "new", 2),
+		"restarted, not running yet: the container that served is gone": {
+			pod: record(pod("app:2", "docker.io/library/app:2", 3, false), "new", 2), want: true,
+		},
+		"not restarted, not running": {
+			pod: record(pod("app:2", "docker.io/library/app:1", 2, false), "new", 2),
 		},
 		"a record of another revision: the images decide": {
 			pod: record(pod("app:2", "docker.io/library/app:1", 3, true), "old", 2),
@@ -448,6 +452,7 @@ func TestDrainLeft(t *testing.T) {
 	cases := map[string]struct {
 		seconds *int32
 		pod     *corev1.Pod
+		seen    time.Time
 		want    time.Duration
 	}{
 		"just not Ready, the default":       {pod: notReadySince(0), want: 3 * time.Second},
@@ -455,14 +460,51 @@ func TestDrainLeft(t *testing.T) {
 		"5 s asked, not Ready for 2 s":      {seconds: ptr.To[int32](5), pod: notReadySince(2 * time.Second), want: 4 * time.Second},
 		"0: at once":                        {seconds: ptr.To[int32](0), pod: notReadySince(0), want: 0},
 		"still Ready: nothing to count yet": {pod: &corev1.Pod{}, want: 0},
+		// The condition says 07:00:00, which may be 07:00:00.9; the
+		// operator saw it at 07:00:00.3, so it was at most that.
+		"seen not Ready 0.3 s into the condition's second": {pod: notReadySince(0), seen: now.Add(300 * time.Millisecond), want: 2300 * time.Millisecond},
+		"seen late, after the condition's bound":           {pod: notReadySince(0), seen: now.Add(1500 * time.Millisecond), want: 3 * time.Second},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			ps := makePodSet("web").obj()
 			ps.Spec.UpdateStrategy.InPlaceDrainSeconds = tc.seconds
-			if got := drainLeft(ps, tc.pod, now); got != tc.want {
+			if got := drainLeft(ps, tc.pod, tc.seen, now); got != tc.want {
 				t.Errorf("drainLeft() = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestDrainsObserve checks what a pass remembers of drains: a pod seen
+// draining for the first time is seen at the pass's time, one seen before
+// keeps its time, and pods that do not drain (Ready, gate open, not
+// controlled) are dropped.
+func TestDrainsObserve(t *testing.T) {
+	ps := makePodSet("web").replicas(4).obj()
+	at := time.Date(2026, 11, 25, 7, 0, 0, 300_000_000, time.UTC)
+	earlier := at.Add(-time.Second)
+	gate := func(p corev1.Pod, status corev1.ConditionStatus) corev1.Pod {
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: status})
+		return p
+	}
+	notReady := func(name string) corev1.Pod {
+		p := makePod(name).controlledBy(ps).running().obj()
+		p.UID = types.UID(name)
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse})
+		return p
+	}
+	ready := makePod("web-3").controlledBy(ps).ready().obj()
+	ready.UID = "web-3"
+	pods := []corev1.Pod{
+		gate(notReady("web-0"), corev1.ConditionFalse), // drains, first seen now
+		gate(notReady("web-1"), corev1.ConditionFalse), // drains, seen before
+		gate(notReady("web-2"), corev1.ConditionTrue),  // gate open: not draining
+		gate(ready, corev1.ConditionFalse),             // the kubelet still reports it Ready
+	}
+	before := Drains{"web-1": earlier, "web-2": earlier, "web-3": earlier, "gone": earlier}
+	got := before.Observe(NewView(ps, NewRevisions(ps, nil), pods, at.Truncate(time.Second)), at)
+	if want := (Drains{"web-0": at, "web-1": earlier}); !cmp.Equal(got, want) {
+		t.Errorf("Observe() = %v, want %v", got, want)
 	}
 }

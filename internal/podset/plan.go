@@ -1,6 +1,7 @@
 package podset
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"time"
@@ -84,6 +85,12 @@ type Input struct {
 	// InFlight reports the pod names with a write the cache has not shown
 	// yet: those are left alone this pass.
 	InFlight func(name string) bool
+	// Drains is when the operator first saw pods drain (Drains.Observe).
+	Drains Drains
+	// Now is the time the pass began, to the nanosecond, which the drains
+	// are measured against (View.Now is in whole seconds, as conditions
+	// store it); zero means View.Now.
+	Now time.Time
 }
 
 // Plan decides what a pass does: it classifies every ordinal slot
@@ -157,7 +164,7 @@ func (v *View) classify(p *Plan, in Input) classified {
 				// taken the pod out of Ready (and so out of endpoints),
 				// and the dataplane has had inPlaceDrainSeconds to follow.
 				if !kubeletReady(pod) {
-					if wait := drainLeft(ps, pod, now); wait > 0 {
+					if wait := drainLeft(ps, pod, in.Drains[pod.UID], cmp.Or(in.Now, now)); wait > 0 {
 						p.wakeIn(wait)
 					} else {
 						p.Update = append(p.Update, Step{Pod: pod, Way: way})
