@@ -189,6 +189,23 @@ func TestAdmissionRefusals(t *testing.T) {
 			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.RevisionHistoryLimit = ptr.To[int32](-1) },
 			wantField: "spec.revisionHistoryLimit",
 		},
+		"negative ordinals.start": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Ordinals = &podsetv1alpha1.PodSetOrdinals{Start: -1} },
+			wantField: "spec.ordinals.start",
+		},
+		"ordinals.start past the highest ordinal": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.Ordinals = &podsetv1alpha1.PodSetOrdinals{Start: podsetv1alpha1.MaxReplicas}
+			},
+			wantField: "spec.ordinals.start",
+		},
+		"ordinals.start + replicas past the highest ordinal": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.Replicas = ptr.To[int32](10)
+				ps.Spec.Ordinals = &podsetv1alpha1.PodSetOrdinals{Start: podsetv1alpha1.MaxReplicas - 9}
+			},
+			wantField: "spec.ordinals.start: start + replicas must be at most 10000",
+		},
 		"negative partition": {
 			mutate: func(ps *podsetv1alpha1.PodSet) {
 				ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{Partition: ptr.To[int32](-1)}

@@ -43,6 +43,13 @@ var schemaYAML = typed.YAMLObject(`types:
         namedType: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetStatus
       default:
         observedGeneration: 0
+- name: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetOrdinals
+  map:
+    fields:
+    - name: start
+      type:
+        scalar: numeric
+      default: 0
 - name: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetSpec
   map:
     fields:
@@ -50,6 +57,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: numeric
       default: 0
+    - name: ordinals
+      type:
+        namedType: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetOrdinals
     - name: progressDeadlineSeconds
       type:
         scalar: numeric

@@ -12,8 +12,13 @@ import (
 // PodSetSpec is the desired state of a PodSet.
 type PodSetSpecApplyConfiguration struct {
 	// replicas is the number of pods to keep running, named
-	// <name>-0 to <name>-<replicas-1>. Zero scales the PodSet down to no pods.
+	// <name>-<start> to <name>-<start+replicas-1>, where start is
+	// spec.ordinals.start (0 unless set). Zero scales the PodSet down to no
+	// pods.
 	Replicas *int32 `json:"replicas,omitempty"`
+	// ordinals numbers the pods from another ordinal than 0, as a
+	// StatefulSet's spec.ordinals does.
+	Ordinals *PodSetOrdinalsApplyConfiguration `json:"ordinals,omitempty"`
 	// template is the pod template every pod is made from. The operator adds
 	// its own labels, an owner reference and the Pod Security "restricted"
 	// settings the template leaves unset; a template that asks for less than
@@ -52,6 +57,14 @@ func PodSetSpec() *PodSetSpecApplyConfiguration {
 // If called multiple times, the Replicas field is set to the value of the last call.
 func (b *PodSetSpecApplyConfiguration) WithReplicas(value int32) *PodSetSpecApplyConfiguration {
 	b.Replicas = &value
+	return b
+}
+
+// WithOrdinals sets the Ordinals field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Ordinals field is set to the value of the last call.
+func (b *PodSetSpecApplyConfiguration) WithOrdinals(value *PodSetOrdinalsApplyConfiguration) *PodSetSpecApplyConfiguration {
+	b.Ordinals = value
 	return b
 }
 
