@@ -125,6 +125,19 @@ type PodSetSpec struct {
 	// +optional
 	UpdateStrategy PodSetUpdateStrategy `json:"updateStrategy,omitempty"`
 
+	// disruptionBudget makes the operator keep a policy/v1
+	// PodDisruptionBudget for the PodSet's pods: named like the PodSet,
+	// selecting the pods by the podset.dev/name label, controlled by the
+	// PodSet (so it is garbage collected with it), updated when this field
+	// changes and deleted when it is removed. Evictions (kubectl drain, the
+	// cluster autoscaler, the eviction API) then honour it; the operator's
+	// own deletes (scale-down, rollouts) do not go through evictions. A
+	// PodDisruptionBudget of that name that this PodSet does not control is
+	// left alone, and the PodSet is Stalled with reason
+	// DisruptionBudgetConflict until it is deleted or renamed.
+	// +optional
+	DisruptionBudget *PodSetDisruptionBudget `json:"disruptionBudget,omitempty"`
+
 	// minReadySeconds is how long a pod must have been Ready, without any
 	// of its containers crashing, before it counts as available. A rollout
 	// takes the next pod only once the new ones are available, and Ready is
@@ -154,6 +167,29 @@ type PodSetSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+}
+
+// PodSetDisruptionBudget is the PodDisruptionBudget the operator keeps for a
+// PodSet's pods: exactly one of maxUnavailable and minAvailable, as a
+// PodDisruptionBudget's spec has them.
+// +kubebuilder:validation:XValidation:rule="has(self.maxUnavailable) != has(self.minAvailable)",message="spec.disruptionBudget: exactly one of maxUnavailable and minAvailable must be set"
+type PodSetDisruptionBudget struct {
+	// maxUnavailable is the most pods that an eviction may leave
+	// unavailable: a number of at least 0 or a percentage from 0% to 100%
+	// of the pods (rounded up, as the disruption controller does). 0
+	// refuses every eviction.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="spec.disruptionBudget.maxUnavailable: must be an integer of at least 0 or a percentage from 0% to 100%"
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// minAvailable is the fewest pods that must stay available after an
+	// eviction: a number of at least 0 or a percentage from 0% to 100% of
+	// spec.replicas (rounded up). 100% refuses every eviction.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="spec.disruptionBudget.minAvailable: must be an integer of at least 0 or a percentage from 0% to 100%"
+	// +optional
+	MinAvailable *intstr.IntOrString `json:"minAvailable,omitempty"`
 }
 
 // PodSetOrdinals is how a PodSet numbers its pods.

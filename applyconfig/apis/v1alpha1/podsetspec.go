@@ -26,6 +26,17 @@ type PodSetSpecApplyConfiguration struct {
 	Template *v1.PodTemplateSpecApplyConfiguration `json:"template,omitempty"`
 	// updateStrategy is how pods are replaced after the template changes.
 	UpdateStrategy *PodSetUpdateStrategyApplyConfiguration `json:"updateStrategy,omitempty"`
+	// disruptionBudget makes the operator keep a policy/v1
+	// PodDisruptionBudget for the PodSet's pods: named like the PodSet,
+	// selecting the pods by the podset.dev/name label, controlled by the
+	// PodSet (so it is garbage collected with it), updated when this field
+	// changes and deleted when it is removed. Evictions (kubectl drain, the
+	// cluster autoscaler, the eviction API) then honour it; the operator's
+	// own deletes (scale-down, rollouts) do not go through evictions. A
+	// PodDisruptionBudget of that name that this PodSet does not control is
+	// left alone, and the PodSet is Stalled with reason
+	// DisruptionBudgetConflict until it is deleted or renamed.
+	DisruptionBudget *PodSetDisruptionBudgetApplyConfiguration `json:"disruptionBudget,omitempty"`
 	// minReadySeconds is how long a pod must have been Ready, without any
 	// of its containers crashing, before it counts as available. A rollout
 	// takes the next pod only once the new ones are available, and Ready is
@@ -81,6 +92,14 @@ func (b *PodSetSpecApplyConfiguration) WithTemplate(value *v1.PodTemplateSpecApp
 // If called multiple times, the UpdateStrategy field is set to the value of the last call.
 func (b *PodSetSpecApplyConfiguration) WithUpdateStrategy(value *PodSetUpdateStrategyApplyConfiguration) *PodSetSpecApplyConfiguration {
 	b.UpdateStrategy = value
+	return b
+}
+
+// WithDisruptionBudget sets the DisruptionBudget field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DisruptionBudget field is set to the value of the last call.
+func (b *PodSetSpecApplyConfiguration) WithDisruptionBudget(value *PodSetDisruptionBudgetApplyConfiguration) *PodSetSpecApplyConfiguration {
+	b.DisruptionBudget = value
 	return b
 }
 
