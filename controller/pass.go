@@ -48,7 +48,7 @@ type pass struct {
 	inFlight func(name string) bool
 
 	// plan
-	stalled *podset.Stall
+	stalled    *podset.Stall
 	podPlan    podset.Plan
 	revPlan    podset.RevisionPlan
 	budgetPlan podset.BudgetPlan
