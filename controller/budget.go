@@ -64,9 +64,12 @@ func (r *PodSetReconciler) syncBudget(ctx context.Context, ps *podsetv1alpha1.Po
 			return nil, fmt.Errorf("checking who holds PodDisruptionBudget name %s: %w", ps.Name, err)
 		case !metav1.IsControlledBy(existing, ps):
 			return budgetConflict(ps), nil
+		case existing.Labels[podsetv1alpha1.NameLabel] == ps.Name:
+			// Ours, and the cache is behind: its event is on its way.
+			return nil, nil
 		}
-		// Ours, and someone removed the label the cache selects on:
-		// restore it in place.
+		// Ours, and someone removed the label the cache selects on, so
+		// the cache cannot see it: restore it in place.
 		ac.ResourceVersion = nil
 		err = r.send(ctx, ps, writeBudget, "", ac.WithUID(existing.UID))
 	}
