@@ -61,8 +61,9 @@ type pass struct {
 }
 
 // load reads the PodSet, and its pods, revisions and PodDisruptionBudget
-// from the cache, which holds only those with the PodSet label (controlled by it or not; shared
-// with the cache: read only). It returns nil when there is nothing to do:
+// from the cache, which holds only those with the PodSet label
+// (controlled by it or not; shared with the cache: read only). It returns
+// nil when there is nothing to do:
 // the PodSet is gone (then its memory is dropped and garbage collection
 // removes its pods) or being deleted.
 func (r *PodSetReconciler) load(ctx context.Context, key types.NamespacedName) (*pass, error) {
