@@ -343,6 +343,20 @@ func Start(ps *podsetv1alpha1.PodSet) int {
 // Wanted reports whether an ordinal is one the PodSet wants a pod at:
 // from start to start+replicas-1. Pods at any other ordinal are surplus,
 // as StatefulSet's podInOrdinalRange condemns them.
+//
+// So a new spec.ordinals.start moves the set as StatefulSet's
+// updateStatefulSet (stateful_set_control.go, v1.37.1) does under
+// podManagementPolicy Parallel, which is the only policy a PodSet has: in
+// one pass the missing ordinals of the new range are created and every
+// condemned pod is deleted, highest ordinal first (its descendingOrdinal
+// sort), neither waiting for the other; pods in both ranges stay. Within
+// the pass the operator sends the deletes before the creates
+// (execute), StatefulSet its creates first; nothing waits in between
+// either way. What is not copied is OrderedReady (monotonic): there
+// StatefulSet creates one pod at a time in ascending order, each Running
+// and Ready before the next, and deletes condemned pods one at a time,
+// highest first, only once every pod of the range is Running and
+// Available.
 func Wanted(ps *podsetv1alpha1.PodSet, ordinal int) bool {
 	start := Start(ps)
 	return ordinal >= start && ordinal < start+int(Replicas(ps))
