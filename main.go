@@ -1,5 +1,6 @@
 // Command podset-operator runs the PodSet controller: it keeps each PodSet's
-// pods, <name>-0 to <name>-<replicas-1>, running from its template.
+// pods, <name>-<start> to <name>-<start+replicas-1> (start is
+// spec.ordinals.start, 0 unless set), running from its template.
 package main
 
 import (

@@ -18,6 +18,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 	// Group=podset.dev, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithKind("PodSet"):
 		return &apisv1alpha1.PodSetApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("PodSetDisruptionBudget"):
+		return &apisv1alpha1.PodSetDisruptionBudgetApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("PodSetOrdinals"):
+		return &apisv1alpha1.PodSetOrdinalsApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("PodSetSpec"):
 		return &apisv1alpha1.PodSetSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("PodSetStatus"):

@@ -1,5 +1,6 @@
-// Package controller reconciles PodSets: it keeps the pods <name>-0 to
-// <name>-<replicas-1> running from the PodSet's template, purely through
+// Package controller reconciles PodSets: it keeps the pods <name>-<start>
+// to <name>-<start+replicas-1> (start: spec.ordinals.start, 0 unless set)
+// running from the PodSet's template, purely through
 // server-side apply with one field manager. The decisions are the pure
 // core's (internal/podset); this package reads the cache, keeps the
 // operator's memory of each PodSet and sends the writes. One pass, phase by

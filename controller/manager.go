@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/util/workqueue"
@@ -25,8 +26,10 @@ const MaxBackoff = time.Minute
 
 // CacheOptions is the manager cache the operator needs: pods only if they
 // carry the PodSet name label (so memory does not grow with unrelated
-// pods), and of those only what the operator reads (slimPod); no managed
-// fields on anything; the given namespaces (all when empty).
+// pods), and of those only what the operator reads (slimPod); the same
+// for ControllerRevisions and PodDisruptionBudgets (those without their
+// status, SlimBudget); no managed fields on anything; the given namespaces
+// (all when empty).
 func CacheOptions(namespaces []string) cache.Options {
 	hasName, err := labels.NewRequirement(podsetv1alpha1.NameLabel, selection.Exists, nil)
 	if err != nil {
@@ -36,6 +39,9 @@ func CacheOptions(namespaces []string) cache.Options {
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:                {Label: labels.NewSelector().Add(*hasName), Transform: podset.SlimPod},
 			&appsv1.ControllerRevision{}: {Label: labels.NewSelector().Add(*hasName)},
+			// PodDisruptionBudgets without their status, which the
+			// disruption controller rewrites as pods come and go.
+			&policyv1.PodDisruptionBudget{}: {Label: labels.NewSelector().Add(*hasName), Transform: podset.SlimBudget},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}

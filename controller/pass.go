@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -38,6 +40,7 @@ type pass struct {
 	ps      *podsetv1alpha1.PodSet
 	pods    []corev1.Pod
 	history []appsv1.ControllerRevision
+	budget  *policyv1.PodDisruptionBudget
 
 	// observe
 	view     *podset.View
@@ -46,9 +49,10 @@ type pass struct {
 	inFlight func(name string) bool
 
 	// plan
-	stalled *podset.Stall
-	podPlan podset.Plan
-	revPlan podset.RevisionPlan
+	stalled    *podset.Stall
+	podPlan    podset.Plan
+	revPlan    podset.RevisionPlan
+	budgetPlan podset.BudgetPlan
 
 	// computeStatus and publish: the status this pass wants clients to
 	// see, and how long its write is deferred (0: written, or nothing to
@@ -57,9 +61,10 @@ type pass struct {
 	deferred time.Duration
 }
 
-// load reads the PodSet, and its pods and revisions from the cache, which
-// holds only those with the PodSet label (controlled by it or not; shared
-// with the cache: read only). It returns nil when there is nothing to do:
+// load reads the PodSet, and its pods, revisions and PodDisruptionBudget
+// from the cache, which holds only those with the PodSet label
+// (controlled by it or not; shared with the cache: read only). It returns
+// nil when there is nothing to do:
 // the PodSet is gone (then its memory is dropped and garbage collection
 // removes its pods) or being deleted.
 func (r *PodSetReconciler) load(ctx context.Context, key types.NamespacedName) (*pass, error) {
@@ -83,10 +88,14 @@ func (r *PodSetReconciler) load(ctx context.Context, key types.NamespacedName) (
 		client.MatchingFields{byPodSet: ps.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing the ControllerRevisions of PodSet %s: %w", ps.Name, err)
 	}
+	budget, err := r.loadBudget(ctx, ps)
+	if err != nil {
+		return nil, err
+	}
 	began := r.Clock.Now()
 	return &pass{
 		r: r, key: key, began: began, now: metav1.NewTime(began).Rfc3339Copy(),
-		ps: ps, pods: pods.Items, history: history.Items,
+		ps: ps, pods: pods.Items, history: history.Items, budget: budget,
 	}, nil
 }
 
@@ -104,8 +113,9 @@ func (p *pass) observe() {
 	p.inFlight = m.inFlight(p.key, p.pods)
 }
 
-// plan decides the pass's writes with the pure core: the revisions to keep
-// and the pods to create, update and delete, unless the template is
+// plan decides the pass's writes with the pure core: the revisions to keep,
+// the pods to create, update and delete, and the PodDisruptionBudget to
+// apply or delete, unless the template is
 // refused outright (the admission policy refuses it first where it is
 // installed).
 func (p *pass) plan() {
@@ -116,6 +126,7 @@ func (p *pass) plan() {
 	}
 	p.revPlan = p.view.PlanRevisions(p.held.Kept())
 	p.podPlan = p.view.Plan(podset.Input{Held: p.held, InFlight: p.inFlight, Drains: p.drains, Now: p.began})
+	p.budgetPlan = podset.PlanBudget(p.ps, p.budget)
 }
 
 // write sends the plan. The revisions are written beside the pods, not
@@ -132,9 +143,11 @@ func (p *pass) write(ctx context.Context) error {
 	var revWrites sync.WaitGroup
 	revWrites.Go(func() { revErr = p.r.syncRevisions(ctx, p.ps, p.revPlan, p.view.Revs) })
 	stalled, err := p.r.execute(ctx, p.ps, &p.podPlan, p.view.Revs, p.now)
+	// The PodDisruptionBudget after the pods: a pod's stall says more.
+	budgetStalled, budgetErr := p.r.syncBudget(ctx, p.ps, p.budgetPlan)
 	revWrites.Wait()
-	p.stalled = stalled
-	return errors.Join(revErr, err)
+	p.stalled = cmp.Or(stalled, budgetStalled)
+	return errors.Join(revErr, err, budgetErr)
 }
 
 // computeStatus is the status the pass wants clients to see.

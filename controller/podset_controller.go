@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -45,7 +46,10 @@ const DefaultWorkers = 128
 // deletes pods, sets their readiness gate condition (pods/status) and
 // resizes them in place (pods/resize), reads a pod whose name a create found taken, keeps its
 // template revisions as ControllerRevisions (watched from its cache,
-// created and updated by apply, pruned), and records events.
+// created and updated by apply, pruned), keeps the PodDisruptionBudget of
+// spec.disruptionBudget (watched from its cache, created and updated by
+// apply, deleted when the field goes, and read from the API server when a
+// create finds its name taken), and records events.
 // test/reliability proves the operator uses every one of them.
 //
 // +kubebuilder:rbac:groups=podset.dev,resources=podsets,verbs=list;watch
@@ -55,6 +59,7 @@ const DefaultWorkers = 128
 // +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=pods/resize,verbs=patch
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // PodSetReconciler keeps each PodSet's pods as its spec says.
@@ -77,8 +82,10 @@ type PodSetReconciler struct {
 var _ reconcile.Reconciler = (*PodSetReconciler)(nil)
 
 // SetupWithManager registers the reconciler: PodSets by generation change,
-// and pods they control by the changes that matter (podChanged), spaced by
-// PodEventSpacing (podEvents).
+// pods they control by the changes that matter (podChanged), spaced by
+// PodEventSpacing (podEvents), their ControllerRevisions, and their
+// PodDisruptionBudgets by the changes that matter (budgetChanged: not the
+// disruption controller's status updates).
 func (r *PodSetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -101,6 +108,7 @@ func (r *PodSetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		For(&podsetv1alpha1.PodSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Pod{}, r.podEvents(), builder.WithPredicates(podChanged)).
 		Owns(&appsv1.ControllerRevision{}).
+		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(budgetChanged)).
 		WithOptions(opts).
 		Complete(r)
 }

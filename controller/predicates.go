@@ -1,7 +1,10 @@
 package controller
 
 import (
+	"maps"
+
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -27,5 +30,20 @@ var podChanged = predicate.Funcs{
 			return true
 		}
 		return podset.PodOutcomeChanged(old, cur)
+	},
+}
+
+// budgetChanged passes the PodDisruptionBudget events that can change what
+// a pass does: creation, deletion, and updates of the spec (its
+// generation), the labels, the owners or the deletion timestamp. The
+// disruption controller's status updates, one per pod that comes, goes or
+// turns ready, are dropped.
+var budgetChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, cur := e.ObjectOld, e.ObjectNew
+		return old.GetGeneration() != cur.GetGeneration() ||
+			!maps.Equal(old.GetLabels(), cur.GetLabels()) ||
+			!equality.Semantic.DeepEqual(old.GetOwnerReferences(), cur.GetOwnerReferences()) ||
+			(old.GetDeletionTimestamp() == nil) != (cur.GetDeletionTimestamp() == nil)
 	},
 }

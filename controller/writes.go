@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,6 +37,9 @@ const (
 	writeStatus = "status"
 	// writeRevision is the apply of a ControllerRevision; not counted.
 	writeRevision = "revision"
+	// writeBudget is the apply of the PodDisruptionBudget of
+	// spec.disruptionBudget; not counted.
+	writeBudget = "budget"
 )
 
 // expectWrite is what a pod write leaves the operator expecting to see in
@@ -67,7 +71,7 @@ func (r *PodSetReconciler) send(ctx context.Context, ps *podsetv1alpha1.PodSet, 
 	switch kind {
 	case writeStatus:
 		countStatusWrite(ps, err)
-	case writeRevision:
+	case writeRevision, writeBudget:
 	default:
 		countPodWrite(ps, kind, err)
 	}
@@ -100,6 +104,18 @@ func (r *PodSetReconciler) deletePod(ctx context.Context, ps *podsetv1alpha1.Pod
 	countPodWrite(ps, writeDelete, err)
 	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		r.memory.expectDeleted(keyOf(ps), pod.Name, pod.UID)
+	}
+	return err
+}
+
+// deleteBudget deletes the PodDisruptionBudget a PodSet controls and no
+// longer wants, with its UID as a precondition, so one that someone else
+// made under the name since is never deleted. NotFound and Conflict mean
+// it is gone or not the one seen: nothing is left to do.
+func (r *PodSetReconciler) deleteBudget(ctx context.Context, pdb *policyv1.PodDisruptionBudget) error {
+	err := r.Client.Delete(ctx, pdb, client.Preconditions{UID: &pdb.UID})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
 	}
 	return err
 }

@@ -1,6 +1,7 @@
 package v1alpha1_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -189,6 +190,59 @@ func TestAdmissionRefusals(t *testing.T) {
 			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.RevisionHistoryLimit = ptr.To[int32](-1) },
 			wantField: "spec.revisionHistoryLimit",
 		},
+		"negative ordinals.start": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Ordinals = &podsetv1alpha1.PodSetOrdinals{Start: -1} },
+			wantField: "spec.ordinals.start",
+		},
+		"ordinals.start past the highest ordinal": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.Ordinals = &podsetv1alpha1.PodSetOrdinals{Start: podsetv1alpha1.MaxReplicas}
+			},
+			wantField: "spec.ordinals.start",
+		},
+		"ordinals.start + replicas past the highest ordinal": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.Replicas = ptr.To[int32](10)
+				ps.Spec.Ordinals = &podsetv1alpha1.PodSetOrdinals{Start: podsetv1alpha1.MaxReplicas - 9}
+			},
+			wantField: "spec.ordinals.start: start + replicas must be at most 10000",
+		},
+		"disruptionBudget with neither bound": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{} },
+			wantField: "spec.disruptionBudget: exactly one of maxUnavailable and minAvailable must be set",
+		},
+		"disruptionBudget with both bounds": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{
+					MaxUnavailable: ptr.To(intstr.FromInt32(1)), MinAvailable: ptr.To(intstr.FromInt32(1)),
+				}
+			},
+			wantField: "spec.disruptionBudget: exactly one of maxUnavailable and minAvailable must be set",
+		},
+		"negative disruptionBudget.maxUnavailable": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MaxUnavailable: ptr.To(intstr.FromInt32(-1))}
+			},
+			wantField: "spec.disruptionBudget.maxUnavailable",
+		},
+		"disruptionBudget.minAvailable over 100%": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MinAvailable: ptr.To(intstr.FromString("101%"))}
+			},
+			wantField: "spec.disruptionBudget.minAvailable",
+		},
+		"disruptionBudget.minAvailable not a percentage": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MinAvailable: ptr.To(intstr.FromString("half"))}
+			},
+			wantField: "spec.disruptionBudget.minAvailable",
+		},
+		"disruptionBudget.maxUnavailable with a leading zero": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MaxUnavailable: ptr.To(intstr.FromString("05%"))}
+			},
+			wantField: "spec.disruptionBudget.maxUnavailable",
+		},
 		"negative partition": {
 			mutate: func(ps *podsetv1alpha1.PodSet) {
 				ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{Partition: ptr.To[int32](-1)}
@@ -376,6 +430,44 @@ func TestAdmissionAcceptsWhatRestrictedAllows(t *testing.T) {
 	ps.Spec.Replicas = ptr.To[int32](podsetv1alpha1.MaxReplicas)
 	if err := env.Client.Update(t.Context(), ps); err != nil {
 		t.Fatalf("replicas = MaxReplicas was refused: %v", err)
+	}
+}
+
+// TestAdmissionAcceptsOrdinalsAndBudgetsAtTheirBounds checks the edges the
+// rules of spec.ordinals and spec.disruptionBudget allow.
+func TestAdmissionAcceptsOrdinalsAndBudgetsAtTheirBounds(t *testing.T) {
+	ns := newNamespace(t)
+	cases := map[string]func(*podsetv1alpha1.PodSet){
+		"the highest ordinal 9999": func(ps *podsetv1alpha1.PodSet) {
+			ps.Spec.Replicas = ptr.To[int32](10)
+			ps.Spec.Ordinals = &podsetv1alpha1.PodSetOrdinals{Start: podsetv1alpha1.MaxReplicas - 10}
+		},
+		"start with no replicas": func(ps *podsetv1alpha1.PodSet) {
+			ps.Spec.Replicas = ptr.To[int32](0)
+			ps.Spec.Ordinals = &podsetv1alpha1.PodSetOrdinals{Start: podsetv1alpha1.MaxReplicas - 1}
+		},
+		"maxUnavailable 0": func(ps *podsetv1alpha1.PodSet) {
+			ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MaxUnavailable: ptr.To(intstr.FromInt32(0))}
+		},
+		"maxUnavailable 0%": func(ps *podsetv1alpha1.PodSet) {
+			ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MaxUnavailable: ptr.To(intstr.FromString("0%"))}
+		},
+		"minAvailable 100%": func(ps *podsetv1alpha1.PodSet) {
+			ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MinAvailable: ptr.To(intstr.FromString("100%"))}
+		},
+		"minAvailable 5": func(ps *podsetv1alpha1.PodSet) {
+			ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MinAvailable: ptr.To(intstr.FromInt32(5))}
+		},
+	}
+	i := 0
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			i++
+			ps := podSet(ns, mutate, func(ps *podsetv1alpha1.PodSet) { ps.Name = fmt.Sprintf("bounds-%d", i) })
+			if err := env.Client.Create(t.Context(), ps); err != nil {
+				t.Errorf("refused: %v", err)
+			}
+		})
 	}
 }
 

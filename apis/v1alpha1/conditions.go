@@ -55,6 +55,11 @@ const (
 	// not controlled by it; the operator leaves it alone.
 	PodConflictReason = "PodConflict"
 
+	// DisruptionBudgetConflictReason: spec.disruptionBudget is set and a
+	// PodDisruptionBudget named like the PodSet exists that the PodSet does
+	// not control; the operator leaves it alone.
+	DisruptionBudgetConflictReason = "DisruptionBudgetConflict"
+
 	// ProgressDeadlineExceededReason: the PodSet is not Ready and made no
 	// progress for spec.progressDeadlineSeconds; the message names the
 	// stuck pods and what Kubernetes reports about them. The operator keeps
@@ -77,6 +82,14 @@ const (
 	// RepairedReason: fields the operator owns on pods had drifted and were
 	// restored.
 	RepairedReason = "Repaired"
+
+	// DisruptionBudgetAppliedReason: the PodDisruptionBudget of
+	// spec.disruptionBudget was created or updated.
+	DisruptionBudgetAppliedReason = "DisruptionBudgetApplied"
+
+	// DisruptionBudgetDeletedReason: spec.disruptionBudget was removed, and
+	// the PodDisruptionBudget the PodSet controlled with it deleted.
+	DisruptionBudgetDeletedReason = "DisruptionBudgetDeleted"
 
 	// StrayPodsReason: pods carry the PodSet's name label but are not
 	// controlled by it; they are neither counted nor touched.

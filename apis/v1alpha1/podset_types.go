@@ -9,7 +9,9 @@ import (
 // Bounds that keep every name and label value derived from a PodSet valid.
 const (
 	// MaxReplicas is the largest spec.replicas the API accepts. Ordinals run
-	// from 0 to MaxReplicas-1, so they have at most four digits.
+	// from 0 to MaxReplicas-1, so they have at most four digits: also with
+	// spec.ordinals.start, which the API accepts only while
+	// start+replicas is at most MaxReplicas.
 	MaxReplicas = 10000
 
 	// MaxNameLength is the longest PodSet name the API accepts: the pod name
@@ -92,15 +94,23 @@ const (
 const InPlaceUpdateReadyCondition = "podset.dev/InPlaceUpdateReady"
 
 // PodSetSpec is the desired state of a PodSet.
+// +kubebuilder:validation:XValidation:rule="!has(self.ordinals) || !has(self.ordinals.start) || (has(self.replicas) ? self.replicas : 1) + self.ordinals.start <= 10000",message="spec.ordinals.start: start + replicas must be at most 10000, so that the highest ordinal has at most four digits and pod names <name>-<ordinal> stay valid DNS labels",fieldPath=".ordinals.start"
 // +kubebuilder:validation:XValidation:rule="!has(self.progressDeadlineSeconds) || !has(self.minReadySeconds) || self.progressDeadlineSeconds > self.minReadySeconds",message="spec.progressDeadlineSeconds: must be greater than spec.minReadySeconds",fieldPath=".progressDeadlineSeconds"
 type PodSetSpec struct {
 	// replicas is the number of pods to keep running, named
-	// <name>-0 to <name>-<replicas-1>. Zero scales the PodSet down to no pods.
+	// <name>-<start> to <name>-<start+replicas-1>, where start is
+	// spec.ordinals.start (0 unless set). Zero scales the PodSet down to no
+	// pods.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
+
+	// ordinals numbers the pods from another ordinal than 0, as a
+	// StatefulSet's spec.ordinals does.
+	// +optional
+	Ordinals *PodSetOrdinals `json:"ordinals,omitempty"`
 
 	// template is the pod template every pod is made from. The operator adds
 	// its own labels, an owner reference and the Pod Security "restricted"
@@ -114,6 +124,19 @@ type PodSetSpec struct {
 	// +kubebuilder:default={type: RollingUpdate}
 	// +optional
 	UpdateStrategy PodSetUpdateStrategy `json:"updateStrategy,omitempty"`
+
+	// disruptionBudget makes the operator keep a policy/v1
+	// PodDisruptionBudget for the PodSet's pods: named like the PodSet,
+	// selecting the pods by the podset.dev/name label, controlled by the
+	// PodSet (so it is garbage collected with it), updated when this field
+	// changes and deleted when it is removed. Evictions (kubectl drain, the
+	// cluster autoscaler, the eviction API) then honour it; the operator's
+	// own deletes (scale-down, rollouts) do not go through evictions. A
+	// PodDisruptionBudget of that name that this PodSet does not control is
+	// left alone, and the PodSet is Stalled with reason
+	// DisruptionBudgetConflict until it is deleted or renamed.
+	// +optional
+	DisruptionBudget *PodSetDisruptionBudget `json:"disruptionBudget,omitempty"`
 
 	// minReadySeconds is how long a pod must have been Ready, without any
 	// of its containers crashing, before it counts as available. A rollout
@@ -144,6 +167,46 @@ type PodSetSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+}
+
+// PodSetDisruptionBudget is the PodDisruptionBudget the operator keeps for a
+// PodSet's pods: exactly one of maxUnavailable and minAvailable, as a
+// PodDisruptionBudget's spec has them.
+// +kubebuilder:validation:XValidation:rule="has(self.maxUnavailable) != has(self.minAvailable)",message="spec.disruptionBudget: exactly one of maxUnavailable and minAvailable must be set"
+type PodSetDisruptionBudget struct {
+	// maxUnavailable is the most pods that an eviction may leave
+	// unavailable: a number of at least 0 or a percentage from 0% to 100%
+	// of the pods (rounded up, as the disruption controller does). 0
+	// refuses every eviction.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="spec.disruptionBudget.maxUnavailable: must be an integer of at least 0 or a percentage from 0% to 100%"
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// minAvailable is the fewest pods that must stay available after an
+	// eviction: a number of at least 0 or a percentage from 0% to 100% of
+	// spec.replicas (rounded up). 100% refuses every eviction.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="spec.disruptionBudget.minAvailable: must be an integer of at least 0 or a percentage from 0% to 100%"
+	// +optional
+	MinAvailable *intstr.IntOrString `json:"minAvailable,omitempty"`
+}
+
+// PodSetOrdinals is how a PodSet numbers its pods.
+type PodSetOrdinals struct {
+	// start is the ordinal of the first pod: the pods are <name>-<start> to
+	// <name>-<start+replicas-1>. Changing it moves the set: pods outside the
+	// new range are deleted (highest ordinal first) and the missing ones are
+	// created, in the same pass, as a StatefulSet with podManagementPolicy
+	// Parallel does; a set can so be split or moved across clusters and
+	// namespaces ordinal by ordinal. The partition counts from start, as a
+	// StatefulSet's does. start + replicas must be at most 10000. Defaults
+	// to 0.
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=9999
+	// +optional
+	Start int32 `json:"start"`
 }
 
 // PodSetUpdateStrategy is how a PodSet replaces pods after its template
@@ -197,10 +260,12 @@ type RollingUpdatePodSet struct {
 	// +optional
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 
-	// partition stages a rollout: only pods with an ordinal at or above it
-	// take a new template; pods below it keep the revision they run, also
-	// when they are recreated after a deletion or a failure. Lowering it
-	// continues the rollout. Defaults to 0: every pod is updated.
+	// partition stages a rollout: only pods with an ordinal at or above
+	// spec.ordinals.start + partition take a new template (the partition
+	// counts pods from the first ordinal, as a StatefulSet's does); the
+	// pods below keep the revision they run, also when they are recreated
+	// after a deletion or a failure. Lowering it continues the rollout.
+	// Defaults to 0: every pod is updated.
 	// +kubebuilder:default=0
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10000
@@ -270,8 +335,9 @@ type PodSetStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
-// PodSet keeps a number of pods with stable names, <name>-0 to
-// <name>-<replicas-1>, running from one pod template.
+// PodSet keeps a number of pods with stable names, <name>-<start> to
+// <name>-<start+replicas-1> (start is spec.ordinals.start, 0 unless set),
+// running from one pod template.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

@@ -43,13 +43,35 @@ var schemaYAML = typed.YAMLObject(`types:
         namedType: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetStatus
       default:
         observedGeneration: 0
+- name: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetDisruptionBudget
+  map:
+    fields:
+    - name: maxUnavailable
+      type:
+        namedType: io.k8s.apimachinery.pkg.util.intstr.IntOrString
+    - name: minAvailable
+      type:
+        namedType: io.k8s.apimachinery.pkg.util.intstr.IntOrString
+- name: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetOrdinals
+  map:
+    fields:
+    - name: start
+      type:
+        scalar: numeric
+      default: 0
 - name: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetSpec
   map:
     fields:
+    - name: disruptionBudget
+      type:
+        namedType: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetDisruptionBudget
     - name: minReadySeconds
       type:
         scalar: numeric
       default: 0
+    - name: ordinals
+      type:
+        namedType: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetOrdinals
     - name: progressDeadlineSeconds
       type:
         scalar: numeric

@@ -334,8 +334,19 @@ func FuzzPlanPods(f *testing.F) {
 	f.Add(uint8(4), uint8(99), true, false, []byte{0, 5, 0, 96, 1, 5, 0, 224, 2, 5, 0, 98, 3, 33, 0, 224}, uint8(32))
 	f.Add(uint8(4), uint8(99), true, false, []byte{0, 5, 0, 96, 1, 5, 0, 224, 2, 5, 0, 98, 3, 33, 0, 224}, uint8(32|128))
 
+	// Ordinals from 3 (replicas 4): web-0 and web-1 are surplus, web-3
+	// conflicts, web-4 is stale and held by the partition (start+1).
+	f.Add(uint8(51+4), uint8(1), false, false, []byte{0, 5, 0, 0, 1, 5, 0, 0, 3, 5, 3, 0, 4, 5, 0, 1, 5, 5, 0, 1}, uint8(1))
+	// Ordinals from 12, under OnDelete.
+	f.Add(uint8(4*51+3), uint8(1), false, true, []byte{12, 5, 0, 1, 13, 5, 0, 0, 2, 5, 0, 0}, uint8(0))
+
 	f.Fuzz(func(t *testing.T, replicasIn, maxUnavailableIn uint8, percent, onDelete bool, data []byte, rollout uint8) {
 		b := makePodSet("web").replicas(int32(replicasIn) % 51)
+		// replicasIn's high values also move spec.ordinals.start, so the
+		// wanted ordinals of pods 0..63 begin at 0, 3, 6, 9 or 12.
+		if start := int32(replicasIn) / 51 * 3; start > 0 {
+			b.start(start)
+		}
 		if percent {
 			b.maxUnavailable(intstr.FromString(fmt.Sprintf("%d%%", 1+int(maxUnavailableIn)%100)))
 		} else {
@@ -358,8 +369,9 @@ func FuzzPlanPods(f *testing.F) {
 		}
 		ps := b.obj()
 		hash := TemplateHash(ps)
-		replicasN := int(Replicas(ps))
-		partitionN := Partition(ps)
+		startN, endN := Start(ps), Start(ps)+int(Replicas(ps))
+		partitionN := UpdateFrom(ps)
+		wanted := func(o int) bool { return o >= startN && o < endN }
 		minReady := minReadySeconds(ps)
 
 		fuzzed := fuzzPods(ps, hash, data)
@@ -424,8 +436,8 @@ func FuzzPlanPods(f *testing.F) {
 		for _, o := range plan.Create {
 			name := PodName("web", o)
 			switch {
-			case o < 0 || o >= replicasN:
-				t.Errorf("create %d, outside 0..%d", o, replicasN-1)
+			case !wanted(o):
+				t.Errorf("create %d, outside %d..%d", o, startN, endN-1)
 			case byName[name] != nil:
 				t.Errorf("create %d, but pod %s exists", o, name)
 			case inFlight(name):
@@ -435,7 +447,7 @@ func FuzzPlanPods(f *testing.F) {
 			}
 			created[o] = true
 		}
-		for o := range replicasN {
+		for o := startN; o < endN; o++ {
 			if name := PodName("web", o); byName[name] == nil && !inFlight(name) && !created[o] {
 				t.Errorf("ordinal %d has no pod and no write in flight, but is not created", o)
 			}
@@ -480,8 +492,8 @@ func FuzzPlanPods(f *testing.F) {
 
 		// Prune: only surplus or unnamed pods, highest first, and all of them.
 		for i, p := range plan.Prune {
-			if o, ok := PodOrdinal("web", p.Name); ok && o < replicasN {
-				t.Errorf("prune %s, a pod with an ordinal below replicas %d", p.Name, replicasN)
+			if o, ok := PodOrdinal("web", p.Name); ok && wanted(o) {
+				t.Errorf("prune %s, a pod with a wanted ordinal (%d..%d)", p.Name, startN, endN-1)
 			}
 			if i > 0 && ordinalOf(ps, plan.Prune[i-1]) < ordinalOf(ps, p) {
 				t.Errorf("prune order %s before %s: not highest first", plan.Prune[i-1].Name, p.Name)
@@ -490,7 +502,7 @@ func FuzzPlanPods(f *testing.F) {
 		for _, fp := range fuzzed {
 			p := fp.pod
 			o, ok := PodOrdinal("web", p.Name)
-			if fp.controlled && !fp.inFlight && p.DeletionTimestamp == nil && (!ok || o >= replicasN) && writtenIn[p.Name] != "prune" {
+			if fp.controlled && !fp.inFlight && p.DeletionTimestamp == nil && (!ok || !wanted(o)) && writtenIn[p.Name] != "prune" {
 				t.Errorf("surplus pod %s is not pruned", p.Name)
 			}
 		}
@@ -529,7 +541,7 @@ func FuzzPlanPods(f *testing.F) {
 			}
 		}
 		for _, n := range plan.Conflicts {
-			if o, ok := PodOrdinal("web", n); !ok || o >= replicasN {
+			if o, ok := PodOrdinal("web", n); !ok || !wanted(o) {
 				t.Errorf("conflict %s holds no name the PodSet needs", n)
 			}
 		}
@@ -541,7 +553,7 @@ func FuzzPlanPods(f *testing.F) {
 		}
 		unavailable := 0
 		var staleReady []string
-		for o := range replicasN {
+		for o := startN; o < endN; o++ {
 			p := byName[PodName("web", o)]
 			if p == nil || !metav1.IsControlledBy(p, ps) || inFlight(p.Name) || p.DeletionTimestamp != nil || !podAvailable(p, minReady, testNow) {
 				unavailable++
@@ -565,7 +577,7 @@ func FuzzPlanPods(f *testing.F) {
 			if p.Labels[podsetv1alpha1.TemplateHashLabel] == hash {
 				t.Errorf("rollout has the up-to-date pod %s", p.Name)
 			}
-			if o, ok := PodOrdinal("web", p.Name); !ok || o >= replicasN {
+			if o, ok := PodOrdinal("web", p.Name); !ok || !wanted(o) {
 				t.Errorf("rollout has %s, which is not a desired ordinal", p.Name)
 			} else if o < partitionN {
 				t.Errorf("rollout has %s, below the partition %d", p.Name, partitionN)
@@ -593,7 +605,7 @@ func FuzzPlanPods(f *testing.F) {
 			for _, fp := range fuzzed {
 				p := &fp.pod
 				o, ok := PodOrdinal("web", p.Name)
-				if fp.controlled && !fp.inFlight && p.DeletionTimestamp == nil && ok && o < replicasN && o >= partitionN &&
+				if fp.controlled && !fp.inFlight && p.DeletionTimestamp == nil && ok && wanted(o) && o >= partitionN &&
 					p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded &&
 					p.Labels[podsetv1alpha1.TemplateHashLabel] != hash && !podReady(p) && writtenIn[p.Name] != "rollout" && writtenIn[p.Name] != "update" &&
 					!(gateClosed(p) && kubeletReady(p)) {

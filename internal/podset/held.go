@@ -15,19 +15,21 @@ type Held map[int]string
 
 // Observe is what the held-back pods run now, given what was held before.
 // An ordinal without a pod keeps its entry until its pod is back; an
-// ordinal the partition no longer holds back loses it. It returns nil when
+// ordinal the partition no longer holds back, or that a new
+// spec.ordinals.start left behind, loses it. It returns nil when
 // nothing is held.
 func (h Held) Observe(v *View) Held {
 	ps, update := v.PodSet, v.Revs.Update
-	partition := min(Partition(ps), int(Replicas(ps)))
+	start := Start(ps)
+	partition := min(UpdateFrom(ps), start+int(Replicas(ps)))
 	var held Held
 	for ordinal, hash := range h {
-		if ordinal < partition {
+		if ordinal >= start && ordinal < partition {
 			held = held.with(ordinal, hash)
 		}
 	}
 	for _, m := range v.Controlled {
-		if !m.HasOrdinal || m.Ordinal >= partition {
+		if !m.HasOrdinal || m.Ordinal < start || m.Ordinal >= partition {
 			continue
 		}
 		if m.Hash == update {

@@ -26,7 +26,7 @@ type Plan struct {
 	// repair lists pods whose operator-owned fields drifted from their
 	// revision: apply their desired pod again.
 	Repair []*corev1.Pod
-	// prune lists pods with an ordinal at or above replicas, highest first.
+	// prune lists pods outside the wanted ordinals, highest first.
 	Prune []*corev1.Pod
 	// replaceFinished lists Failed or Succeeded pods, to delete and recreate.
 	ReplaceFinished []*corev1.Pod
@@ -123,11 +123,12 @@ type classified struct {
 func (v *View) classify(p *Plan, in Input) classified {
 	ps, revs, now := v.PodSet, v.Revs, v.Now
 	deadline := progressDeadline(ps)
-	partition := Partition(ps)
+	partition := UpdateFrom(ps)
 	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
 	var c classified
 	ways := updateWays{}
-	for ordinal, m := range v.Slots {
+	for i, m := range v.Slots {
+		ordinal := v.Start + i
 		if m == nil {
 			if !in.InFlight(PodName(ps.Name, ordinal)) {
 				p.Create = append(p.Create, ordinal)
@@ -338,6 +339,36 @@ func Replicas(ps *podsetv1alpha1.PodSet) int32 {
 	return *ps.Spec.Replicas
 }
 
+// Start is spec.ordinals.start, the ordinal of the first pod; 0 when unset.
+func Start(ps *podsetv1alpha1.PodSet) int {
+	if ps.Spec.Ordinals == nil {
+		return 0
+	}
+	return int(max(0, ps.Spec.Ordinals.Start))
+}
+
+// Wanted reports whether an ordinal is one the PodSet wants a pod at:
+// from start to start+replicas-1. Pods at any other ordinal are surplus,
+// as StatefulSet's podInOrdinalRange condemns them.
+//
+// So a new spec.ordinals.start moves the set as StatefulSet's
+// updateStatefulSet (stateful_set_control.go, v1.37.1) does under
+// podManagementPolicy Parallel, which is the only policy a PodSet has: in
+// one pass the missing ordinals of the new range are created and every
+// condemned pod is deleted, highest ordinal first (its descendingOrdinal
+// sort), neither waiting for the other; pods in both ranges stay. Within
+// the pass the operator sends the deletes before the creates
+// (execute), StatefulSet its creates first; nothing waits in between
+// either way. What is not copied is OrderedReady (monotonic): there
+// StatefulSet creates one pod at a time in ascending order, each Running
+// and Ready before the next, and deletes condemned pods one at a time,
+// highest first, only once every pod of the range is Running and
+// Available.
+func Wanted(ps *podsetv1alpha1.PodSet, ordinal int) bool {
+	start := Start(ps)
+	return ordinal >= start && ordinal < start+int(Replicas(ps))
+}
+
 // maxUnavailable resolves spec.updateStrategy.rollingUpdate.maxUnavailable
 // against replicas: a percentage rounds down, and it is never below one, so
 // a rollout always progresses.
@@ -353,9 +384,10 @@ func maxUnavailable(ps *podsetv1alpha1.PodSet) int {
 	return n
 }
 
-// Partition is the lowest ordinal a RollingUpdate updates: pods below it
-// keep their revision. OnDelete updates no pod itself, and new pods of
-// either strategy start from the current template.
+// Partition is spec.updateStrategy.rollingUpdate.partition: how many pods,
+// counted from the first ordinal, a RollingUpdate holds back on their
+// revision. OnDelete updates no pod itself, and new pods of either strategy
+// start from the current template. UpdateFrom turns it into an ordinal.
 func Partition(ps *podsetv1alpha1.PodSet) int {
 	if ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType {
 		return 0
@@ -364,6 +396,17 @@ func Partition(ps *podsetv1alpha1.PodSet) int {
 		return int(max(0, *ru.Partition))
 	}
 	return 0
+}
+
+// UpdateFrom is the lowest ordinal a RollingUpdate updates: pods below it
+// keep their revision. The partition counts from spec.ordinals.start, as
+// StatefulSet's does: its updateStatefulSet compares the partition with the
+// index into the pods of the ordinal range (ordinal - start), and
+// newVersionedStatefulSetPod creates the pods below start+partition from
+// the current revision. So `kubectl rollout status`'s arithmetic,
+// replicas - partition pods to update, holds with any start.
+func UpdateFrom(ps *podsetv1alpha1.PodSet) int {
+	return Start(ps) + Partition(ps)
 }
 
 // podReady reports whether a pod is running and its Ready condition is

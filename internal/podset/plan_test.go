@@ -48,6 +48,12 @@ func (b *podSetBuilder) replicas(n int32) *podSetBuilder {
 	return b
 }
 
+// start sets spec.ordinals.start.
+func (b *podSetBuilder) start(n int32) *podSetBuilder {
+	b.ps.Spec.Ordinals = &podsetv1alpha1.PodSetOrdinals{Start: n}
+	return b
+}
+
 func (b *podSetBuilder) generation(g int64) *podSetBuilder {
 	b.ps.Generation = g
 	return b

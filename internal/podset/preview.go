@@ -126,11 +126,12 @@ func (v *View) Preview() Preview {
 // the order classify weighs them.
 func (v *View) podChanges() []PodChange {
 	ps, revs := v.PodSet, v.Revs
-	partition := Partition(ps)
+	partition := UpdateFrom(ps)
 	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
 	ways := updateWays{}
 	var out []PodChange
-	for ordinal, m := range v.Slots {
+	for i, m := range v.Slots {
+		ordinal := v.Start + i
 		c := PodChange{Name: PodName(ps.Name, ordinal), Ordinal: ordinal}
 		if m != nil {
 			c.Pod, c.Hash, c.Ready = m.Pod, m.Hash, m.Ready
@@ -195,8 +196,8 @@ func (v *View) previewOrder(p *Preview) {
 			}
 		}
 		member := func(pod *corev1.Pod) *Member {
-			if o, ok := PodOrdinal(ps.Name, pod.Name); ok && o < len(cur.Slots) && cur.Slots[o] != nil {
-				return cur.Slots[o]
+			if o, ok := PodOrdinal(ps.Name, pod.Name); ok && o >= cur.Start && o-cur.Start < len(cur.Slots) && cur.Slots[o-cur.Start] != nil {
+				return cur.Slots[o-cur.Start]
 			}
 			return &Member{Pod: pod, Ordinal: ordinalOf(ps, pod)}
 		}
@@ -213,7 +214,7 @@ func (v *View) previewOrder(p *Preview) {
 			// A finished pod the partition holds back is made again from
 			// the revision it ran.
 			touched[pod.Name] = revs.Update
-			if ordinalOf(ps, pod) < Partition(ps) {
+			if ordinalOf(ps, pod) < UpdateFrom(ps) {
 				touched[pod.Name] = pod.Labels[podsetv1alpha1.TemplateHashLabel]
 			}
 			atOnce(pod.Name)
@@ -257,9 +258,9 @@ func (v *View) previewOrder(p *Preview) {
 		cur = cur.after(touched, removed)
 		held = held.Observe(cur)
 	}
-	partition := Partition(ps)
-	for ordinal, m := range cur.Slots {
-		if m != nil && m.live() && m.Hash != revs.Update && ordinal >= partition &&
+	partition := UpdateFrom(ps)
+	for i, m := range cur.Slots {
+		if m != nil && m.live() && m.Hash != revs.Update && cur.Start+i >= partition &&
 			ps.Spec.UpdateStrategy.Type != podsetv1alpha1.OnDeleteStrategyType {
 			p.Waiting = append(p.Waiting, m.Pod.Name)
 		}

@@ -72,11 +72,12 @@ func (v *View) deadlineStall(available int32) *Stall {
 	ps := v.PodSet
 	desired := len(v.Slots)
 	minReady := minReadySeconds(ps)
-	partition := Partition(ps)
+	partition := UpdateFrom(ps)
 	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
 	var order []string
 	stuck := map[string][]string{}
-	for ordinal, m := range v.Slots {
+	for i, m := range v.Slots {
+		ordinal := v.Start + i
 		var problem string
 		switch {
 		case m == nil:

@@ -38,7 +38,7 @@ type podCounts struct {
 	// live is how many controlled pods are not terminating; terminating,
 	// how many are.
 	live, terminating int32
-	// desiredAvailable counts the available pods below replicas.
+	// desiredAvailable counts the available pods at wanted ordinals.
 	desiredAvailable int32
 	// older counts the desired pods on an older revision, and outdated
 	// those of them the update strategy updates.
@@ -53,8 +53,7 @@ func (v *View) counts() (podsetv1alpha1.PodSetStatus, podCounts) {
 		Selector:           selectorString(ps),
 		UpdateRevision:     RevisionName(ps, revs.Update),
 	}
-	desired := int(Replicas(ps))
-	partition := Partition(ps)
+	partition := UpdateFrom(ps)
 	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
 	var c podCounts
 	var live []*Member
@@ -66,7 +65,7 @@ func (v *View) counts() (podsetv1alpha1.PodSetStatus, podCounts) {
 			continue
 		}
 		live = append(live, m)
-		wanted := m.HasOrdinal && m.Ordinal < desired
+		wanted := m.HasOrdinal && Wanted(ps, m.Ordinal)
 		if m.Ready {
 			status.ReadyReplicas++
 		}
@@ -114,7 +113,11 @@ func (v *View) conditions(status *podsetv1alpha1.PodSetStatus, c podCounts, plan
 	case c.older > 0 && onDelete:
 		progress += fmt.Sprintf("; %d %s an older template (OnDelete: each is updated once deleted)", c.older, pluralPods(c.older, "runs", "run"))
 	case c.older > 0 && partition > 0:
-		progress += fmt.Sprintf("; %d %s an older template (partition %d holds back ordinals below it)", c.older, pluralPods(c.older, "runs", "run"), partition)
+		held := "ordinals below it"
+		if start := Start(ps); start > 0 {
+			held = fmt.Sprintf("ordinals %d to %d", start, UpdateFrom(ps)-1)
+		}
+		progress += fmt.Sprintf("; %d %s an older template (partition %d holds back %s)", c.older, pluralPods(c.older, "runs", "run"), partition, held)
 	}
 	ready := stalled == nil && c.terminating == 0 && c.live == desired && c.desiredAvailable == desired && c.outdated == 0
 	status.LastProgressTime = lastProgress(ps, status, ready, now)

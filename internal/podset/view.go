@@ -27,16 +27,20 @@ type View struct {
 	// Now decides which Ready pods are available (minReadySeconds).
 	Now time.Time
 
-	// Slots holds, for each ordinal below replicas, the pod that holds its
-	// name (controlled, foreign or terminating), or nil.
+	// Start is the ordinal of Slots[0]: spec.ordinals.start.
+	Start int
+	// Slots holds, for each wanted ordinal (Start+i at index i, up to
+	// start+replicas-1), the pod that holds its name (controlled, foreign
+	// or terminating), or nil.
 	Slots []*Member
 	// Controlled lists every pod the PodSet controls, live or terminating,
 	// in the order the cache listed them.
 	Controlled []*Member
-	// Surplus lists the live controlled pods at or above replicas, or
-	// without an ordinal, highest ordinal first: they are pruned.
+	// Surplus lists the live controlled pods outside the wanted ordinals
+	// (below start, or at or above start+replicas), or without an ordinal,
+	// highest ordinal first: they are pruned.
 	Surplus []*Member
-	// Conflicts lists the names below replicas that pods the PodSet does
+	// Conflicts lists the wanted names that pods the PodSet does
 	// not control hold. Those pods are never modified or deleted.
 	Conflicts []string
 	// Strays lists the pods that carry the PodSet's name label but are not
@@ -66,9 +70,9 @@ type Member struct {
 
 // NewView sorts a PodSet's pods, as the cache shows them, into a View.
 func NewView(ps *podsetv1alpha1.PodSet, revs *Revisions, pods []corev1.Pod, now time.Time) *View {
-	replicas := int(Replicas(ps))
+	start, replicas := Start(ps), int(Replicas(ps))
 	minReady := minReadySeconds(ps)
-	v := &View{PodSet: ps, Revs: revs, Now: now, Slots: make([]*Member, replicas)}
+	v := &View{PodSet: ps, Revs: revs, Now: now, Start: start, Slots: make([]*Member, replicas)}
 	members := make([]Member, len(pods))
 	for i := range pods {
 		pod := &pods[i]
@@ -80,11 +84,11 @@ func NewView(ps *podsetv1alpha1.PodSet, revs *Revisions, pods []corev1.Pod, now 
 			Terminating: pod.DeletionTimestamp != nil,
 			Hash:        pod.Labels[podsetv1alpha1.TemplateHashLabel],
 		}
-		wanted := ok && ordinal < replicas
+		wanted := ok && ordinal >= start && ordinal < start+replicas
 		if !m.Controlled {
 			if wanted {
 				v.Conflicts = append(v.Conflicts, pod.Name)
-				v.Slots[ordinal] = m
+				v.Slots[ordinal-start] = m
 			} else {
 				v.Strays = append(v.Strays, pod.Name)
 			}
@@ -95,7 +99,7 @@ func NewView(ps *podsetv1alpha1.PodSet, revs *Revisions, pods []corev1.Pod, now 
 		v.Controlled = append(v.Controlled, m)
 		switch {
 		case wanted:
-			v.Slots[ordinal] = m
+			v.Slots[ordinal-start] = m
 		case !m.Terminating:
 			v.Surplus = append(v.Surplus, m)
 		}

@@ -26,6 +26,7 @@ import (
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/controller"
+	"github.com/podset-dev/podset-operator/internal/podset"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -218,7 +219,7 @@ func createReady(t *testing.T, b *testenv.PodSetBuilder) *podsetv1alpha1.PodSet 
 	n := *ps.Spec.Replicas
 	names := make([]string, n)
 	for i := range names {
-		names[i] = fmt.Sprintf("%s-%d", ps.Name, i)
+		names[i] = fmt.Sprintf("%s-%d", ps.Name, podset.Start(ps)+i)
 	}
 	waitForPods(t, ps.Namespace, names...)
 	markAllReady(t, ps.Namespace)

@@ -14,11 +14,14 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -192,6 +195,35 @@ func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
 		t.Fatal(err)
 	}
 	converged(t, ns)
+	// The PodDisruptionBudget of spec.disruptionBudget: created, updated
+	// and deleted with the field, and its name found held by one the
+	// PodSet does not control (asked of the API server with a get).
+	update(t, key, func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+	})
+	waitForBudget(t, key, func(pdb *policyv1.PodDisruptionBudget) bool { return pdb.Spec.MaxUnavailable != nil })
+	update(t, key, func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MinAvailable: ptr.To(intstr.FromInt32(1))}
+	})
+	waitForBudget(t, key, func(pdb *policyv1.PodDisruptionBudget) bool { return pdb.Spec.MinAvailable != nil })
+	update(t, key, func(ps *podsetv1alpha1.PodSet) { ps.Spec.DisruptionBudget = nil })
+	waitForBudget(t, key, nil)
+	foreignBudget := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1))},
+	}
+	if err := env.Client.Create(t.Context(), foreignBudget); err != nil {
+		t.Fatal(err)
+	}
+	update(t, key, func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+	})
+	stalled(t, key, podsetv1alpha1.DisruptionBudgetConflictReason)
+	if err := env.Client.Delete(t.Context(), foreignBudget); err != nil {
+		t.Fatal(err)
+	}
+	waitForBudget(t, key, func(pdb *policyv1.PodDisruptionBudget) bool { return pdb.Spec.MaxUnavailable != nil })
+	converged(t, ns)
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Hostname = "Not_A_Label" })
 	stalled(t, key, podsetv1alpha1.PodRejectedReason)
 	op.stop()
@@ -209,6 +241,7 @@ func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
 		{"", "pods", "list"}:                           "informers fall back to a LIST where the API server serves no streaming lists (watch-list, authorized as watch)",
 		{"podset.dev", "podsets", "list"}:              "informers fall back to a LIST where the API server serves no streaming lists (watch-list, authorized as watch)",
 		{"apps", "controllerrevisions", "list"}:        "informers fall back to a LIST where the API server serves no streaming lists (watch-list, authorized as watch)",
+		{"policy", "poddisruptionbudgets", "list"}:     "informers fall back to a LIST where the API server serves no streaming lists (watch-list, authorized as watch)",
 	}
 	pods := &corev1.PodList{}
 	if err := env.Client.List(t.Context(), pods, client.InNamespace(ns)); err != nil {
@@ -235,6 +268,27 @@ func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
 	}
 	slices.Sort(granted)
 	t.Logf("granted: %s", strings.Join(granted, "; "))
+}
+
+// waitForBudget waits until the PodDisruptionBudget named like the PodSet
+// is controlled by it and satisfies ok, or, with a nil ok, is gone.
+func waitForBudget(t *testing.T, key types.NamespacedName, ok func(*policyv1.PodDisruptionBudget) bool) {
+	t.Helper()
+	eventually(t, "PodDisruptionBudget "+key.Name, func(ctx context.Context) error {
+		pdb := &policyv1.PodDisruptionBudget{}
+		err := env.Client.Get(ctx, key, pdb)
+		switch {
+		case ok == nil && apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		case ok == nil:
+			return fmt.Errorf("PodDisruptionBudget %s still exists", key.Name)
+		case metav1.GetControllerOf(pdb) == nil || metav1.GetControllerOf(pdb).Kind != "PodSet" || !ok(pdb):
+			return fmt.Errorf("PodDisruptionBudget %s: owners %+v, spec %+v", key.Name, pdb.OwnerReferences, pdb.Spec)
+		}
+		return nil
+	})
 }
 
 func TestMetricsEndpointRefusesUnauthenticatedRequests(t *testing.T) {

@@ -244,6 +244,12 @@ func (b *PodSetBuilder) RevisionHistoryLimit(n int32) *PodSetBuilder {
 	return b
 }
 
+// OrdinalsStart sets spec.ordinals.start: the pods are named from it.
+func (b *PodSetBuilder) OrdinalsStart(n int32) *PodSetBuilder {
+	b.ps.Spec.Ordinals = &podsetv1alpha1.PodSetOrdinals{Start: n}
+	return b
+}
+
 // Mutate changes the PodSet in any other way.
 func (b *PodSetBuilder) Mutate(f func(*podsetv1alpha1.PodSet)) *PodSetBuilder { f(b.ps); return b }
 

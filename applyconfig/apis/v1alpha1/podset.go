@@ -14,8 +14,9 @@ import (
 // PodSetApplyConfiguration represents a declarative configuration of the PodSet type for use
 // with apply.
 //
-// PodSet keeps a number of pods with stable names, <name>-0 to
-// <name>-<replicas-1>, running from one pod template.
+// PodSet keeps a number of pods with stable names, <name>-<start> to
+// <name>-<start+replicas-1> (start is spec.ordinals.start, 0 unless set),
+// running from one pod template.
 type PodSetApplyConfiguration struct {
 	v1.TypeMetaApplyConfiguration    `json:""`
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`

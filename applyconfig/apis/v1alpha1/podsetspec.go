@@ -12,8 +12,13 @@ import (
 // PodSetSpec is the desired state of a PodSet.
 type PodSetSpecApplyConfiguration struct {
 	// replicas is the number of pods to keep running, named
-	// <name>-0 to <name>-<replicas-1>. Zero scales the PodSet down to no pods.
+	// <name>-<start> to <name>-<start+replicas-1>, where start is
+	// spec.ordinals.start (0 unless set). Zero scales the PodSet down to no
+	// pods.
 	Replicas *int32 `json:"replicas,omitempty"`
+	// ordinals numbers the pods from another ordinal than 0, as a
+	// StatefulSet's spec.ordinals does.
+	Ordinals *PodSetOrdinalsApplyConfiguration `json:"ordinals,omitempty"`
 	// template is the pod template every pod is made from. The operator adds
 	// its own labels, an owner reference and the Pod Security "restricted"
 	// settings the template leaves unset; a template that asks for less than
@@ -21,6 +26,17 @@ type PodSetSpecApplyConfiguration struct {
 	Template *v1.PodTemplateSpecApplyConfiguration `json:"template,omitempty"`
 	// updateStrategy is how pods are replaced after the template changes.
 	UpdateStrategy *PodSetUpdateStrategyApplyConfiguration `json:"updateStrategy,omitempty"`
+	// disruptionBudget makes the operator keep a policy/v1
+	// PodDisruptionBudget for the PodSet's pods: named like the PodSet,
+	// selecting the pods by the podset.dev/name label, controlled by the
+	// PodSet (so it is garbage collected with it), updated when this field
+	// changes and deleted when it is removed. Evictions (kubectl drain, the
+	// cluster autoscaler, the eviction API) then honour it; the operator's
+	// own deletes (scale-down, rollouts) do not go through evictions. A
+	// PodDisruptionBudget of that name that this PodSet does not control is
+	// left alone, and the PodSet is Stalled with reason
+	// DisruptionBudgetConflict until it is deleted or renamed.
+	DisruptionBudget *PodSetDisruptionBudgetApplyConfiguration `json:"disruptionBudget,omitempty"`
 	// minReadySeconds is how long a pod must have been Ready, without any
 	// of its containers crashing, before it counts as available. A rollout
 	// takes the next pod only once the new ones are available, and Ready is
@@ -55,6 +71,14 @@ func (b *PodSetSpecApplyConfiguration) WithReplicas(value int32) *PodSetSpecAppl
 	return b
 }
 
+// WithOrdinals sets the Ordinals field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Ordinals field is set to the value of the last call.
+func (b *PodSetSpecApplyConfiguration) WithOrdinals(value *PodSetOrdinalsApplyConfiguration) *PodSetSpecApplyConfiguration {
+	b.Ordinals = value
+	return b
+}
+
 // WithTemplate sets the Template field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Template field is set to the value of the last call.
@@ -68,6 +92,14 @@ func (b *PodSetSpecApplyConfiguration) WithTemplate(value *v1.PodTemplateSpecApp
 // If called multiple times, the UpdateStrategy field is set to the value of the last call.
 func (b *PodSetSpecApplyConfiguration) WithUpdateStrategy(value *PodSetUpdateStrategyApplyConfiguration) *PodSetSpecApplyConfiguration {
 	b.UpdateStrategy = value
+	return b
+}
+
+// WithDisruptionBudget sets the DisruptionBudget field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DisruptionBudget field is set to the value of the last call.
+func (b *PodSetSpecApplyConfiguration) WithDisruptionBudget(value *PodSetDisruptionBudgetApplyConfiguration) *PodSetSpecApplyConfiguration {
+	b.DisruptionBudget = value
 	return b
 }
 

@@ -15,10 +15,12 @@ type RollingUpdatePodSetApplyConfiguration struct {
 	// of-date pods are replaced: a number of at least 1, or a percentage of
 	// replicas (rounded down, but at least one pod).
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
-	// partition stages a rollout: only pods with an ordinal at or above it
-	// take a new template; pods below it keep the revision they run, also
-	// when they are recreated after a deletion or a failure. Lowering it
-	// continues the rollout. Defaults to 0: every pod is updated.
+	// partition stages a rollout: only pods with an ordinal at or above
+	// spec.ordinals.start + partition take a new template (the partition
+	// counts pods from the first ordinal, as a StatefulSet's does); the
+	// pods below keep the revision they run, also when they are recreated
+	// after a deletion or a failure. Lowering it continues the rollout.
+	// Defaults to 0: every pod is updated.
 	Partition *int32 `json:"partition,omitempty"`
 }
 

@@ -367,6 +367,9 @@ func detail(ps *podsetv1alpha1.PodSet, revs *podset.Revisions, c *podset.PodChan
 		}
 		return c.Why
 	case podset.ChangeHeldByPartition:
+		if start := podset.Start(ps); start != 0 {
+			return fmt.Sprintf("ordinal below %d (ordinals.start %d + partition %d): keeps its revision", podset.UpdateFrom(ps), start, podset.Partition(ps))
+		}
 		return fmt.Sprintf("ordinal below partition %d: keeps its revision", podset.Partition(ps))
 	case podset.ChangeHeldOnDelete:
 		return "takes the new revision when deleted"

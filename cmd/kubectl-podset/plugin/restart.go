@@ -26,8 +26,8 @@ to now, with a server-side apply of that one field (field manager
 kubectl-podset). The operator treats a new restartedAt as a change that
 recreates pods, also under podUpdatePolicy InPlaceIfPossible (other
 annotation changes are applied in place without a restart), and replaces
-the pods as a rollout: maxUnavailable at a time, ordinals at or above the
-partition only.
+the pods as a rollout: maxUnavailable at a time, ordinals at or above
+spec.ordinals.start + partition only.
 
 A GitOps tool that applies the template does not own this annotation, so it
 keeps it; a tool that replaces the whole object may remove it again, which
