@@ -269,3 +269,29 @@ func TestRecreateFields(t *testing.T) {
 		})
 	}
 }
+
+// TestPreviewWithOrdinalsStart checks the preview of a set numbered from
+// spec.ordinals.start: the partition holds back the first ordinals from
+// start, as the planner does, and the rollout goes from the highest.
+func TestPreviewWithOrdinalsStart(t *testing.T) {
+	old := makePodSet("web").replicas(4).obj()
+	old.Spec.Ordinals = &podsetv1alpha1.PodSetOrdinals{Start: 10}
+	oldHash := TemplateHash(old)
+	var pods []corev1.Pod
+	for ordinal := 10; ordinal < 14; ordinal++ {
+		pods = append(pods, storedPod(t, old, ordinal, oldHash))
+	}
+	ps := old.DeepCopy()
+	ps.Spec.Template.Spec.Containers[0].Image = "b:2"
+	ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{Partition: ptr.To[int32](2)}
+	revs := NewRevisions(ps, nil)
+	revs.Templates[oldHash] = &old.Spec.Template
+	got := summarize(NewView(ps, revs, pods, testNow).Preview())
+	want := map[string]Change{"web-10": ChangeHeldByPartition, "web-11": ChangeHeldByPartition, "web-12": ChangeImage, "web-13": ChangeImage}
+	if diff := cmp.Diff(want, got.Changes); diff != "" {
+		t.Errorf("changes (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([][]string{{"web-13"}, {"web-12"}}, got.Batches); diff != "" {
+		t.Errorf("batches (-want +got):\n%s", diff)
+	}
+}
