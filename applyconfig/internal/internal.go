@@ -23,6 +23,13 @@ func Parser() *typed.Parser {
 var parserOnce sync.Once
 var parser *typed.Parser
 var schemaYAML = typed.YAMLObject(`types:
+- name: com.github.podset-dev.podset-operator.apis.v1alpha1.LostNodeReplacement
+  map:
+    fields:
+    - name: afterSeconds
+      type:
+        scalar: numeric
+      default: 300
 - name: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSet
   map:
     fields:
@@ -46,6 +53,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetSpec
   map:
     fields:
+    - name: lostNodeReplacement
+      type:
+        namedType: com.github.podset-dev.podset-operator.apis.v1alpha1.LostNodeReplacement
     - name: minReadySeconds
       type:
         scalar: numeric
@@ -90,6 +100,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: lastProgressTime
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: lostNodeReplacements
+      type:
+        scalar: numeric
     - name: observedGeneration
       type:
         scalar: numeric
