@@ -26,7 +26,8 @@ const MaxBackoff = time.Minute
 // CacheOptions is the manager cache the operator needs: pods only if they
 // carry the PodSet name label (so memory does not grow with unrelated
 // pods), and of those only what the operator reads (slimPod); no managed
-// fields on anything; the given namespaces (all when empty).
+// fields on anything; nodes slimmed to whether they are lost
+// (podset.SlimNode); the given namespaces (all when empty).
 func CacheOptions(namespaces []string) cache.Options {
 	hasName, err := labels.NewRequirement(podsetv1alpha1.NameLabel, selection.Exists, nil)
 	if err != nil {
@@ -36,6 +37,9 @@ func CacheOptions(namespaces []string) cache.Options {
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:                {Label: labels.NewSelector().Add(*hasName), Transform: podset.SlimPod},
 			&appsv1.ControllerRevision{}: {Label: labels.NewSelector().Add(*hasName)},
+			// Every node, as little of each as tells whether it is lost
+			// (spec.lostNodeReplacement).
+			&corev1.Node{}: {Transform: podset.SlimNode},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}

@@ -38,6 +38,7 @@ type pass struct {
 	ps      *podsetv1alpha1.PodSet
 	pods    []corev1.Pod
 	history []appsv1.ControllerRevision
+	nodes   podset.Nodes
 
 	// observe
 	view     *podset.View
@@ -58,7 +59,8 @@ type pass struct {
 
 // load reads the PodSet, and its pods and revisions from the cache, which
 // holds only those with the PodSet label (controlled by it or not; shared
-// with the cache: read only). It returns nil when there is nothing to do:
+// with the cache: read only), and, with spec.lostNodeReplacement, what it
+// needs of their nodes. It returns nil when there is nothing to do:
 // the PodSet is gone (then its memory is dropped and garbage collection
 // removes its pods) or being deleted.
 func (r *PodSetReconciler) load(ctx context.Context, key types.NamespacedName) (*pass, error) {
@@ -82,10 +84,14 @@ func (r *PodSetReconciler) load(ctx context.Context, key types.NamespacedName) (
 		client.MatchingFields{byPodSet: ps.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing the ControllerRevisions of PodSet %s: %w", ps.Name, err)
 	}
+	nodes, err := r.lostNodes(ctx, ps, pods.Items)
+	if err != nil {
+		return nil, err
+	}
 	began := r.Clock.Now()
 	return &pass{
 		r: r, key: key, began: began, now: metav1.NewTime(began).Rfc3339Copy(),
-		ps: ps, pods: pods.Items, history: history.Items,
+		ps: ps, pods: pods.Items, history: history.Items, nodes: nodes,
 	}, nil
 }
 
@@ -98,6 +104,7 @@ func (p *pass) observe() {
 	m.begin(p.ps)
 	p.ps.Status = m.shownStatus(p.key, p.ps)
 	p.view = podset.NewView(p.ps, podset.NewRevisions(p.ps, p.history), p.pods, p.now.Time)
+	p.view.Nodes = p.nodes
 	p.held = m.observeHeld(p.key, p.view)
 	p.inFlight = m.inFlight(p.key, p.pods)
 }

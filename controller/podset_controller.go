@@ -45,7 +45,8 @@ const DefaultWorkers = 128
 // deletes pods, sets their readiness gate condition (pods/status) and
 // resizes them in place (pods/resize), reads a pod whose name a create found taken, keeps its
 // template revisions as ControllerRevisions (watched from its cache,
-// created and updated by apply, pruned), and records events.
+// created and updated by apply, pruned), records events, and watches
+// nodes (from its cache: spec.lostNodeReplacement).
 // test/reliability proves the operator uses every one of them.
 //
 // +kubebuilder:rbac:groups=podset.dev,resources=podsets,verbs=list;watch
@@ -56,6 +57,7 @@ const DefaultWorkers = 128
 // +kubebuilder:rbac:groups="",resources=pods/resize,verbs=patch
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
 
 // PodSetReconciler keeps each PodSet's pods as its spec says.
 type PodSetReconciler struct {
@@ -77,8 +79,9 @@ type PodSetReconciler struct {
 var _ reconcile.Reconciler = (*PodSetReconciler)(nil)
 
 // SetupWithManager registers the reconciler: PodSets by generation change,
-// and pods they control by the changes that matter (podChanged), spaced by
-// PodEventSpacing (podEvents).
+// pods they control by the changes that matter (podChanged), spaced by
+// PodEventSpacing (podEvents), and nodes turning lost or found, for the
+// PodSets with spec.lostNodeReplacement that have pods on them.
 func (r *PodSetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -97,10 +100,14 @@ func (r *PodSetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &appsv1.ControllerRevision{}, byPodSet, nameLabel); err != nil {
 		return fmt.Errorf("indexing ControllerRevisions by PodSet: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, byNode, podNode); err != nil {
+		return fmt.Errorf("indexing pods by node: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&podsetv1alpha1.PodSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Pod{}, r.podEvents(), builder.WithPredicates(podChanged)).
 		Owns(&appsv1.ControllerRevision{}).
+		Watches(&corev1.Node{}, r.podSetsOnNode(), builder.WithPredicates(nodeReachabilityChanged)).
 		WithOptions(opts).
 		Complete(r)
 }

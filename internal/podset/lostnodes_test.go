@@ -240,7 +240,7 @@ func TestNodeLostSince(t *testing.T) {
 		wantLost  bool
 		wantSince time.Time
 	}{
-		"Ready": {node: corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{ready(corev1.ConditionTrue, t2)}}}},
+		"Ready":                            {node: corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{ready(corev1.ConditionTrue, t2)}}}},
 		"no Ready condition yet (joining)": {},
 		"Ready Unknown: lost since the transition": {
 			node:     corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{ready(corev1.ConditionUnknown, t1)}}},
