@@ -37,7 +37,7 @@ const (
 	metricPodWrites         = "podset_operator_pod_writes_total"
 	metricStatusWrites      = "podset_operator_status_writes_total"
 	metricRolloutDuration   = "podset_rollout_duration_seconds"
-	metricLostNodeReplaced  = "podset_lost_node_replacements_total"
+	metricLostNodeReplaced  = "podset_operator_lost_node_replacements_total"
 )
 
 // The kinds of pod writes podset_operator_pod_writes_total counts.

@@ -301,7 +301,7 @@ type PodSetStatus struct {
 	// lostNodeReplacements is how many pods the operator has force-deleted
 	// to replace them because their node was lost
 	// (spec.lostNodeReplacement), over the PodSet's life. The metric
-	// podset_lost_node_replacements_total counts the same.
+	// podset_operator_lost_node_replacements_total counts the same.
 	// +optional
 	LostNodeReplacements int32 `json:"lostNodeReplacements,omitempty"`
 

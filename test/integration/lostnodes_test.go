@@ -86,7 +86,7 @@ func warnings(t *testing.T, ps *podsetv1alpha1.PodSet, reason string) []string {
 	return out
 }
 
-// lostNodeReplacementsMetric is podset_lost_node_replacements_total of a
+// lostNodeReplacementsMetric is podset_operator_lost_node_replacements_total of a
 // PodSet, from the operator's registry (it runs in this process).
 func lostNodeReplacementsMetric(t *testing.T, ps *podsetv1alpha1.PodSet) float64 {
 	t.Helper()
@@ -95,7 +95,7 @@ func lostNodeReplacementsMetric(t *testing.T, ps *podsetv1alpha1.PodSet) float64
 		t.Fatal(err)
 	}
 	for _, f := range families {
-		if f.GetName() != "podset_lost_node_replacements_total" {
+		if f.GetName() != "podset_operator_lost_node_replacements_total" {
 			continue
 		}
 		for _, m := range f.GetMetric() {
@@ -138,7 +138,7 @@ func TestLostNodeReplacementAfterTheDelay(t *testing.T) {
 		return nil
 	})
 	if got := lostNodeReplacementsMetric(t, ps); got != 1 {
-		t.Errorf("podset_lost_node_replacements_total = %v, want 1", got)
+		t.Errorf("podset_operator_lost_node_replacements_total = %v, want 1", got)
 	}
 
 	// web-0 turns not Ready, but on a reachable node: it is the same pod

@@ -42,7 +42,7 @@ type PodSetStatusApplyConfiguration struct {
 	// lostNodeReplacements is how many pods the operator has force-deleted
 	// to replace them because their node was lost
 	// (spec.lostNodeReplacement), over the PodSet's life. The metric
-	// podset_lost_node_replacements_total counts the same.
+	// podset_operator_lost_node_replacements_total counts the same.
 	LostNodeReplacements *int32 `json:"lostNodeReplacements,omitempty"`
 	// selector is the label selector of this PodSet's pods, as a string, for
 	// the scale subresource (kubectl scale, HorizontalPodAutoscaler).
