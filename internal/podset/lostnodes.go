@@ -34,11 +34,11 @@ func (n Nodes) Partitioned() bool {
 	return n.Total > 0 && 2*n.LostInCluster > n.Total
 }
 
-// LostNodeTaints are the taints the node lifecycle controller puts on a
+// lostNodeTaints are the taints the node lifecycle controller puts on a
 // node it lost: a node whose kubelet stopped posting its status
 // (unreachable) or posts it NotReady. The operator's cache keeps only
 // these of a node's taints (SlimNode).
-var LostNodeTaints = []string{corev1.TaintNodeUnreachable, corev1.TaintNodeNotReady}
+var lostNodeTaints = []string{corev1.TaintNodeUnreachable, corev1.TaintNodeNotReady}
 
 // NodeLostSince reports whether a node is lost, and since when: its Ready
 // condition is Unknown (the node lifecycle controller heard nothing from
@@ -90,7 +90,7 @@ func SlimNode(obj any) (any, error) {
 		},
 	}
 	for _, t := range node.Spec.Taints {
-		if slices.Contains(LostNodeTaints, t.Key) {
+		if slices.Contains(lostNodeTaints, t.Key) {
 			slim.Spec.Taints = append(slim.Spec.Taints, corev1.Taint{Key: t.Key, Effect: t.Effect, TimeAdded: t.TimeAdded})
 		}
 	}

@@ -133,8 +133,11 @@ func TestLostNodeReplacementOnKwok(t *testing.T) {
 		}
 		return nil
 	})
-	if ps := off; ps.Status.LostNodeReplacements != 0 {
-		t.Errorf("PodSet off counts %d lost-node replacements", ps.Status.LostNodeReplacements)
+	if err := suite.client.Get(t.Context(), client.ObjectKeyFromObject(off), off); err != nil {
+		t.Fatal(err)
+	}
+	if n := off.Status.LostNodeReplacements; n != 0 {
+		t.Errorf("PodSet off counts %d lost-node replacements", n)
 	}
 }
 
@@ -202,9 +205,26 @@ func cutOff(t *testing.T, node string) {
 	t.Helper()
 	key := client.ObjectKey{Namespace: corev1.NamespaceNodeLease, Name: node}
 	t.Cleanup(func() {
+		ctx := context.WithoutCancel(t.Context())
 		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-		if err := suite.client.Delete(context.WithoutCancel(t.Context()), lease); err != nil && !apierrors.IsNotFound(err) {
+		if err := suite.client.Delete(ctx, lease); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("deleting the Lease of node %s: %v", node, err)
+		}
+		// The tests after this one find the node Ready and untainted.
+		err := testenv.Poll(ctx, waitTimeout, pollInterval, func(ctx context.Context) error {
+			n := &corev1.Node{}
+			if err := suite.client.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+				return err
+			}
+			if len(n.Spec.Taints) > 0 || !slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+				return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+			}) {
+				return fmt.Errorf("node %s is not back: taints %v", node, n.Spec.Taints)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("node %s after its Lease went back to kwok: %v", node, err)
 		}
 	})
 	eventually(t, "the Lease of node "+node+" taken from kwok", func(ctx context.Context) error {
