@@ -16,6 +16,8 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=podset.dev, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithKind("LostNodeReplacement"):
+		return &apisv1alpha1.LostNodeReplacementApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("PodSet"):
 		return &apisv1alpha1.PodSetApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("PodSetDisruptionBudget"):

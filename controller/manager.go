@@ -28,8 +28,9 @@ const MaxBackoff = time.Minute
 // carry the PodSet name label (so memory does not grow with unrelated
 // pods), and of those only what the operator reads (slimPod); the same
 // for ControllerRevisions and PodDisruptionBudgets (those without their
-// status, SlimBudget); no managed fields on anything; the given namespaces
-// (all when empty).
+// status, SlimBudget); no managed fields on anything; nodes slimmed to
+// whether they are lost (podset.SlimNode); the given namespaces (all when
+// empty).
 func CacheOptions(namespaces []string) cache.Options {
 	hasName, err := labels.NewRequirement(podsetv1alpha1.NameLabel, selection.Exists, nil)
 	if err != nil {
@@ -42,6 +43,9 @@ func CacheOptions(namespaces []string) cache.Options {
 			// PodDisruptionBudgets without their status, which the
 			// disruption controller rewrites as pods come and go.
 			&policyv1.PodDisruptionBudget{}: {Label: labels.NewSelector().Add(*hasName), Transform: podset.SlimBudget},
+			// Every node, as little of each as tells whether it is lost
+			// (spec.lostNodeReplacement).
+			&corev1.Node{}: {Transform: podset.SlimNode},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}

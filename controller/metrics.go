@@ -37,6 +37,7 @@ const (
 	metricPodWrites         = "podset_operator_pod_writes_total"
 	metricStatusWrites      = "podset_operator_status_writes_total"
 	metricRolloutDuration   = "podset_rollout_duration_seconds"
+	metricLostNodeReplaced  = "podset_operator_lost_node_replacements_total"
 )
 
 // The kinds of pod writes podset_operator_pod_writes_total counts.
@@ -79,11 +80,17 @@ var (
 		Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
 	}, []string{"namespace", "podset"})
 
+	lostNodeReplacements = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: metricLostNodeReplaced,
+		Help: "Pods the operator force-deleted to create them again elsewhere because their node was lost (spec.lostNodeReplacement), by PodSet. " +
+			"Each may run twice while its node is cut off but alive.",
+	}, []string{"namespace", "podset"})
+
 	podSetStatus = newStatusCollector()
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(podWrites, statusWriteCount, rolloutDuration, podSetStatus)
+	ctrlmetrics.Registry.MustRegister(podWrites, statusWriteCount, rolloutDuration, lostNodeReplacements, podSetStatus)
 }
 
 // countPodWrite counts one pod write of a kind and its outcome.
@@ -143,6 +150,7 @@ func forgetSeries(key types.NamespacedName) {
 	podWrites.DeletePartialMatch(labels)
 	statusWriteCount.DeletePartialMatch(labels)
 	rolloutDuration.DeletePartialMatch(labels)
+	lostNodeReplacements.DeletePartialMatch(labels)
 }
 
 // statusCollector reports the status gauges of every PodSet from the last

@@ -41,6 +41,7 @@ type pass struct {
 	pods    []corev1.Pod
 	history []appsv1.ControllerRevision
 	budget  *policyv1.PodDisruptionBudget
+	nodes   podset.Nodes
 
 	// observe
 	view     *podset.View
@@ -63,8 +64,9 @@ type pass struct {
 
 // load reads the PodSet, and its pods, revisions and PodDisruptionBudget
 // from the cache, which holds only those with the PodSet label
-// (controlled by it or not; shared with the cache: read only). It returns
-// nil when there is nothing to do:
+// (controlled by it or not; shared with the cache: read only), and, with
+// spec.lostNodeReplacement, what it needs of their nodes. It returns nil
+// when there is nothing to do:
 // the PodSet is gone (then its memory is dropped and garbage collection
 // removes its pods) or being deleted.
 func (r *PodSetReconciler) load(ctx context.Context, key types.NamespacedName) (*pass, error) {
@@ -92,10 +94,14 @@ func (r *PodSetReconciler) load(ctx context.Context, key types.NamespacedName) (
 	if err != nil {
 		return nil, err
 	}
+	nodes, err := r.lostNodes(ctx, ps, pods.Items)
+	if err != nil {
+		return nil, err
+	}
 	began := r.Clock.Now()
 	return &pass{
 		r: r, key: key, began: began, now: metav1.NewTime(began).Rfc3339Copy(),
-		ps: ps, pods: pods.Items, history: history.Items, budget: budget,
+		ps: ps, pods: pods.Items, history: history.Items, budget: budget, nodes: nodes,
 	}, nil
 }
 
@@ -108,6 +114,7 @@ func (p *pass) observe() {
 	m.begin(p.ps)
 	p.ps.Status = m.shownStatus(p.key, p.ps)
 	p.view = podset.NewView(p.ps, podset.NewRevisions(p.ps, p.history), p.pods, p.now.Time)
+	p.view.Nodes = p.nodes
 	p.held = m.observeHeld(p.key, p.view)
 	p.drains = m.observeDrains(p.key, p.view, p.began)
 	p.inFlight = m.inFlight(p.key, p.pods)

@@ -49,7 +49,8 @@ const DefaultWorkers = 128
 // created and updated by apply, pruned), keeps the PodDisruptionBudget of
 // spec.disruptionBudget (watched from its cache, created and updated by
 // apply, deleted when the field goes, and read from the API server when a
-// create finds its name taken), and records events.
+// create finds its name taken), records events, and watches nodes (from
+// its cache: spec.lostNodeReplacement).
 // test/reliability proves the operator uses every one of them.
 //
 // +kubebuilder:rbac:groups=podset.dev,resources=podsets,verbs=list;watch
@@ -61,6 +62,7 @@ const DefaultWorkers = 128
 // +kubebuilder:rbac:groups=apps,resources=controllerrevisions,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
 
 // PodSetReconciler keeps each PodSet's pods as its spec says.
 type PodSetReconciler struct {
@@ -83,9 +85,11 @@ var _ reconcile.Reconciler = (*PodSetReconciler)(nil)
 
 // SetupWithManager registers the reconciler: PodSets by generation change,
 // pods they control by the changes that matter (podChanged), spaced by
-// PodEventSpacing (podEvents), their ControllerRevisions, and their
+// PodEventSpacing (podEvents), their ControllerRevisions, their
 // PodDisruptionBudgets by the changes that matter (budgetChanged: not the
-// disruption controller's status updates).
+// disruption controller's status updates), and nodes turning lost or
+// found, for the PodSets with spec.lostNodeReplacement that have pods on
+// them.
 func (r *PodSetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -104,11 +108,15 @@ func (r *PodSetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &appsv1.ControllerRevision{}, byPodSet, nameLabel); err != nil {
 		return fmt.Errorf("indexing ControllerRevisions by PodSet: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, byNode, podNode); err != nil {
+		return fmt.Errorf("indexing pods by node: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&podsetv1alpha1.PodSet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Pod{}, r.podEvents(), builder.WithPredicates(podChanged)).
 		Owns(&appsv1.ControllerRevision{}).
 		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(budgetChanged)).
+		Watches(&corev1.Node{}, r.podSetsOnNode(), builder.WithPredicates(nodeReachabilityChanged)).
 		WithOptions(opts).
 		Complete(r)
 }

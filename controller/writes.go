@@ -98,9 +98,9 @@ func (r *PodSetReconciler) sendPod(ctx context.Context, ps *podsetv1alpha1.PodSe
 
 // deletePod deletes a pod with its UID as a precondition, so a newer pod of
 // the same name is never deleted by mistake, counts it, and expects the
-// cache to show the pod gone.
-func (r *PodSetReconciler) deletePod(ctx context.Context, ps *podsetv1alpha1.PodSet, pod *corev1.Pod) error {
-	err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
+// cache to show the pod gone. opts add to the deletion (forceDelete).
+func (r *PodSetReconciler) deletePod(ctx context.Context, ps *podsetv1alpha1.PodSet, pod *corev1.Pod, opts ...client.DeleteOption) error {
+	err := r.Client.Delete(ctx, pod, append([]client.DeleteOption{client.Preconditions{UID: &pod.UID}}, opts...)...)
 	countPodWrite(ps, writeDelete, err)
 	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		r.memory.expectDeleted(keyOf(ps), pod.Name, pod.UID)
@@ -120,7 +120,8 @@ func (r *PodSetReconciler) deleteBudget(ctx context.Context, pdb *policyv1.PodDi
 	return err
 }
 
-// execute sends the plan's writes: deletions with UID preconditions, then
+// execute sends the plan's writes: deletions with UID preconditions (those
+// of pods on lost nodes forced), then
 // creations in slow-start batches (so a template the API server refuses
 // costs one request, not replicas of them), then repairs. It returns what
 // stalls the PodSet, if anything, and the errors worth a retry.
@@ -132,6 +133,7 @@ func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSe
 	if deleted := r.deletePods(ctx, ps, plan.ReplaceFinished, &errs); len(deleted) > 0 {
 		r.note(ps, podsetv1alpha1.ReplacingFinishedReason, "Delete", "deleted finished pods to replace them: %s", podset.Summarize(deleted))
 	}
+	r.replaceLost(ctx, ps, plan, &errs)
 
 	// The rollout: pods recreated, pods whose containers restart in place
 	// taken out of Ready first, pods updated where they run (a resize the

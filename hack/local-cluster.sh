@@ -25,6 +25,12 @@
 #                  test/bench/pods.go); the other stages stay
 #   KCM_CONTROLLERS     the kube-controller-manager's --controllers (default:
 #                  all); the benchmark runs only those it measures
+#   HEARTBEAT_FACTOR    kwokctl's heartbeatFactor (default: kwokctl's, 5):
+#                  scales kwok's node Lease duration and kube-controller-
+#                  manager's --node-monitor-period and
+#                  --node-monitor-grace-period (40s at 1). The end-to-end
+#                  suite sets 0.5, so that a node whose heartbeat stops is
+#                  lost within about 20 seconds, not 200.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -117,6 +123,9 @@ options:
   kwokControllerBinary: $KWOK_DIR/kwok
   disableQPSLimits: ${DISABLE_QPS_LIMITS:-false}
 CONFIG
+	if [[ -n ${HEARTBEAT_FACTOR:-} ]]; then
+		echo "  heartbeatFactor: $HEARTBEAT_FACTOR" >>"$1"
+	fi
 	# kwok manages only the nodes it makes (kwokctl marks them
 	# kwok.x-k8s.io/node=fake), so that a real kubelet can join the cluster
 	# (hack/node.sh) without kwok taking its node over.

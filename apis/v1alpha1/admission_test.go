@@ -133,6 +133,18 @@ func TestAdmissionRefusals(t *testing.T) {
 			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Replicas = ptr.To[int32](podsetv1alpha1.MaxReplicas + 1) },
 			wantField: "spec.replicas",
 		},
+		"negative lostNodeReplacement.afterSeconds": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.LostNodeReplacement = &podsetv1alpha1.LostNodeReplacement{AfterSeconds: ptr.To[int32](-1)}
+			},
+			wantField: "spec.lostNodeReplacement.afterSeconds",
+		},
+		"lostNodeReplacement.afterSeconds over a day": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.LostNodeReplacement = &podsetv1alpha1.LostNodeReplacement{AfterSeconds: ptr.To[int32](podsetv1alpha1.MaxLostNodeAfterSeconds + 1)}
+			},
+			wantField: "spec.lostNodeReplacement.afterSeconds",
+		},
 		"name too long for pod names": {
 			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Name = strings.Repeat("a", podsetv1alpha1.MaxNameLength+1) },
 			wantField: "metadata.name",
@@ -468,6 +480,27 @@ func TestAdmissionAcceptsOrdinalsAndBudgetsAtTheirBounds(t *testing.T) {
 				t.Errorf("refused: %v", err)
 			}
 		})
+	}
+}
+
+func TestLostNodeReplacementIsOffByDefaultAndDefaultsItsDelay(t *testing.T) {
+	ns := newNamespace(t)
+	off := podSet(ns)
+	if err := env.Client.Create(t.Context(), off); err != nil {
+		t.Fatal(err)
+	}
+	if off.Spec.LostNodeReplacement != nil {
+		t.Errorf("spec.lostNodeReplacement defaulted to %+v; want it unset (off)", off.Spec.LostNodeReplacement)
+	}
+	on := podSet(ns, func(ps *podsetv1alpha1.PodSet) {
+		ps.Name = "on"
+		ps.Spec.LostNodeReplacement = &podsetv1alpha1.LostNodeReplacement{}
+	})
+	if err := env.Client.Create(t.Context(), on); err != nil {
+		t.Fatal(err)
+	}
+	if got := on.Spec.LostNodeReplacement.AfterSeconds; got == nil || *got != podsetv1alpha1.DefaultLostNodeAfterSeconds {
+		t.Errorf("spec.lostNodeReplacement.afterSeconds defaulted to %v, want %d", got, podsetv1alpha1.DefaultLostNodeAfterSeconds)
 	}
 }
 

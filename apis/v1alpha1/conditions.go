@@ -75,6 +75,17 @@ const (
 	// created again.
 	ReplacingFinishedReason = "ReplacingFinished"
 
+	// ReplacingLostReason: pods whose node has been lost for
+	// spec.lostNodeReplacement.afterSeconds were force-deleted to be
+	// created again on a healthy node (a Warning: a node that still runs
+	// such a pod runs a second copy until it is back).
+	ReplacingLostReason = "ReplacingLost"
+
+	// LostNodeReplacementPausedReason: pods sit on lost nodes, but so many
+	// of the cluster's nodes are lost that the control plane more likely
+	// lost them than they their pods; no pod is replaced until fewer are.
+	LostNodeReplacementPausedReason = "LostNodeReplacementPaused"
+
 	// UpdatedInPlaceReason: pods were updated where they run, or taken out
 	// of Ready to restart their containers in place.
 	UpdatedInPlaceReason = "UpdatedInPlace"

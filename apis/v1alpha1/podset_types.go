@@ -167,6 +167,48 @@ type PodSetSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+
+	// lostNodeReplacement, when set, replaces pods whose node has been lost
+	// for afterSeconds: unreachable (its Ready condition Unknown, or the
+	// node.kubernetes.io/unreachable taint) or NotReady. The operator
+	// force-deletes such a pod (grace period 0), which frees its name even
+	// when the node never confirms the deletion, and creates it again, so
+	// the scheduler places it on a healthy node. A node that is cut off but
+	// still runs its pod then runs a second copy until it is back and its
+	// kubelet stops the old one: set it only for pods that tolerate that
+	// (stateless ones). Unset (the default), a pod on a lost node keeps its
+	// name until the node comes back or is deleted, as a StatefulSet's does.
+	// +optional
+	LostNodeReplacement *LostNodeReplacement `json:"lostNodeReplacement,omitempty"`
+}
+
+// Bounds of spec.lostNodeReplacement.afterSeconds.
+const (
+	// DefaultLostNodeAfterSeconds is spec.lostNodeReplacement.afterSeconds
+	// when it is not set: the 300 seconds pods tolerate an unreachable node
+	// by default before the node lifecycle controller evicts them.
+	DefaultLostNodeAfterSeconds = 300
+
+	// MaxLostNodeAfterSeconds is the longest afterSeconds the API accepts:
+	// one day.
+	MaxLostNodeAfterSeconds = 86400
+)
+
+// LostNodeReplacement says when pods of a lost node are replaced.
+type LostNodeReplacement struct {
+	// afterSeconds is how long a pod's node must have been lost before the
+	// pod is replaced, counted from the node's Ready condition turning
+	// Unknown or False (its lastTransitionTime) or from the
+	// node.kubernetes.io/unreachable taint being added, whichever is
+	// earlier. A node is marked Unknown only once it missed heartbeats for
+	// the node lifecycle controller's grace period (40 to 50 seconds by
+	// default), so 0 replaces pods as soon as a node is marked lost.
+	// Defaults to 300.
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	AfterSeconds *int32 `json:"afterSeconds,omitempty"`
 }
 
 // PodSetDisruptionBudget is the PodDisruptionBudget the operator keeps for a
@@ -320,6 +362,13 @@ type PodSetStatus struct {
 	// +listType=atomic
 	// +optional
 	PodNames []string `json:"podNames,omitempty"`
+
+	// lostNodeReplacements is how many pods the operator has force-deleted
+	// to replace them because their node was lost
+	// (spec.lostNodeReplacement), over the PodSet's life. The metric
+	// podset_operator_lost_node_replacements_total counts the same.
+	// +optional
+	LostNodeReplacements int32 `json:"lostNodeReplacements,omitempty"`
 
 	// selector is the label selector of this PodSet's pods, as a string, for
 	// the scale subresource (kubectl scale, HorizontalPodAutoscaler).

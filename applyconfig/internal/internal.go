@@ -23,6 +23,13 @@ func Parser() *typed.Parser {
 var parserOnce sync.Once
 var parser *typed.Parser
 var schemaYAML = typed.YAMLObject(`types:
+- name: com.github.podset-dev.podset-operator.apis.v1alpha1.LostNodeReplacement
+  map:
+    fields:
+    - name: afterSeconds
+      type:
+        scalar: numeric
+      default: 300
 - name: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSet
   map:
     fields:
@@ -65,6 +72,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: disruptionBudget
       type:
         namedType: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetDisruptionBudget
+    - name: lostNodeReplacement
+      type:
+        namedType: com.github.podset-dev.podset-operator.apis.v1alpha1.LostNodeReplacement
     - name: minReadySeconds
       type:
         scalar: numeric
@@ -112,6 +122,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: lastProgressTime
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: lostNodeReplacements
+      type:
+        scalar: numeric
     - name: observedGeneration
       type:
         scalar: numeric

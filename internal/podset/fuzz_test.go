@@ -298,6 +298,13 @@ func fuzzPods(ps *podsetv1alpha1.PodSet, hash string, data []byte) []fuzzPod {
 		if b[1]&8 != 0 {
 			p.terminating()
 		}
+		// The node: the lost one (when FuzzPlanPods turns lost-node
+		// replacement on) or a healthy one.
+		if b[1]&64 != 0 {
+			p.on(fuzzLostNode)
+		} else {
+			p.on("good")
+		}
 		if len(p.pod.Spec.ReadinessGates) > 0 {
 			gate := corev1.ConditionTrue
 			if b[1]&32 != 0 {
@@ -317,10 +324,16 @@ const (
 	fuzzOldImage = "busybox:1.35"
 )
 
+// fuzzLostNode is the node FuzzPlanPods loses, an hour ago.
+const fuzzLostNode = "lost"
+
 func FuzzPlanPods(f *testing.F) {
 	// replicas, maxUnavailable, percent, onDelete, pods (4 bytes each:
 	// name, phase|ready<<2|terminating<<3|inFlight<<4, ownership,
 	// stale|drift|readyRecently<<4), rollout (partition | minReady<<6).
+	// A pod's phase byte bit 6 puts it on the lost node; rollout bit 4
+	// turns lost-node replacement on, bit 3 with it loses the cluster's
+	// only node (paused).
 	f.Add(uint8(3), uint8(0), false, false, []byte{}, uint8(0))
 	f.Add(uint8(3), uint8(0), false, false, []byte{0, 5, 0, 1, 1, 5, 0, 1, 2, 5, 0, 1}, uint8(0))
 	f.Add(uint8(2), uint8(1), false, false, []byte{0, 5, 0, 0, 1, 1, 0, 1, 5, 5, 0, 0, 240, 5, 0, 0, 9, 13, 0, 0}, uint8(0))
@@ -340,6 +353,11 @@ func FuzzPlanPods(f *testing.F) {
 	// Ordinals from 12, under OnDelete.
 	f.Add(uint8(4*51+3), uint8(1), false, true, []byte{12, 5, 0, 1, 13, 5, 0, 0, 2, 5, 0, 0}, uint8(0))
 
+	// Lost-node replacement: two pods on the lost node (one evicted,
+	// terminating) and one on a healthy node; then the cluster's only node
+	// lost (paused).
+	f.Add(uint8(3), uint8(0), false, false, []byte{0, 69, 0, 0, 1, 77, 0, 0, 2, 5, 0, 0}, uint8(16))
+	f.Add(uint8(3), uint8(1), false, false, []byte{0, 69, 0, 0, 1, 77, 0, 1, 2, 1, 0, 0}, uint8(16|8))
 	f.Fuzz(func(t *testing.T, replicasIn, maxUnavailableIn uint8, percent, onDelete bool, data []byte, rollout uint8) {
 		b := makePodSet("web").replicas(int32(replicasIn) % 51)
 		// replicasIn's high values also move spec.ordinals.start, so the
@@ -362,6 +380,15 @@ func FuzzPlanPods(f *testing.F) {
 		}
 		if rollout&128 != 0 {
 			b.ps.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
+		}
+		var nodes Nodes
+		lostOn := rollout&16 != 0
+		if lostOn {
+			b.lostNodeAfter(60)
+			nodes = Nodes{Lost: map[string]time.Time{fuzzLostNode: testNow.Add(-time.Hour)}, LostInCluster: 1, Total: 3}
+			if rollout&8 != 0 {
+				nodes.Total = 1
+			}
 		}
 		b.ps.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
@@ -399,7 +426,18 @@ func FuzzPlanPods(f *testing.F) {
 			oldTmpl.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("5m")
 		}
 		in.Revs.Templates[fuzzOld] = oldTmpl
-		plan := PlanPods(ps, pods, in)
+		planOf := func(pods []corev1.Pod) Plan {
+			v := NewView(ps, in.Revs, pods, in.Now)
+			v.Nodes = nodes
+			return v.Plan(in.Input)
+		}
+		plan := planOf(pods)
+		// lostDue reports a desired pod due for replacement: controlled,
+		// settled, on the lost node, with the field on.
+		lostDue := func(p *corev1.Pod) bool {
+			o, ok := PodOrdinal("web", p.Name)
+			return lostOn && ok && o >= startN && o < endN && metav1.IsControlledBy(p, ps) && !inFlight(p.Name) && p.Spec.NodeName == fuzzLostNode
+		}
 
 		if diff := cmp.Diff(before, pods); diff != "" {
 			t.Fatalf("planPods() modified its pods (-before +after):\n%s", diff)
@@ -415,7 +453,7 @@ func FuzzPlanPods(f *testing.F) {
 			}
 			slim[i] = *s.(*corev1.Pod)
 		}
-		if diff := cmp.Diff(namesOf(plan), namesOf(PlanPods(ps, slim, in))); diff != "" {
+		if diff := cmp.Diff(namesOf(plan), namesOf(planOf(slim))); diff != "" {
 			t.Errorf("planPods() of slimmed pods differs (-full +slim):\n%s", diff)
 		}
 		now := metav1.NewTime(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
@@ -555,7 +593,7 @@ func FuzzPlanPods(f *testing.F) {
 		var staleReady []string
 		for o := startN; o < endN; o++ {
 			p := byName[PodName("web", o)]
-			if p == nil || !metav1.IsControlledBy(p, ps) || inFlight(p.Name) || p.DeletionTimestamp != nil || !podAvailable(p, minReady, testNow) {
+			if p == nil || !metav1.IsControlledBy(p, ps) || inFlight(p.Name) || p.DeletionTimestamp != nil || !podAvailable(p, minReady, testNow) || lostDue(p) {
 				unavailable++
 				continue
 			}
@@ -608,9 +646,54 @@ func FuzzPlanPods(f *testing.F) {
 				if fp.controlled && !fp.inFlight && p.DeletionTimestamp == nil && ok && wanted(o) && o >= partitionN &&
 					p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded &&
 					p.Labels[podsetv1alpha1.TemplateHashLabel] != hash && !podReady(p) && writtenIn[p.Name] != "rollout" && writtenIn[p.Name] != "update" &&
-					!(gateClosed(p) && kubeletReady(p)) {
+					!(gateClosed(p) && kubeletReady(p)) && !lostDue(p) {
 					t.Errorf("the unready out-of-date pod %s is neither recreated nor updated in place", p.Name)
 				}
+			}
+		}
+
+		// Pods of the lost node: desired, controlled, settled pods on it
+		// only (terminating ones too), lowest ordinal first, as many as
+		// maxUnavailable less the desired pods unavailable otherwise; none
+		// while paused, and none with the field off.
+		var due []string
+		other := 0
+		for o := startN; o < endN; o++ {
+			p := byName[PodName("web", o)]
+			switch {
+			case p != nil && lostDue(p):
+				due = append(due, p.Name)
+			case p == nil || !metav1.IsControlledBy(p, ps) || p.DeletionTimestamp != nil || !podAvailable(p, minReady, testNow):
+				if p == nil || !metav1.IsControlledBy(p, ps) || p.Spec.NodeName != fuzzLostNode || !lostOn {
+					other++
+				}
+			}
+		}
+		var replaced, held []string
+		for _, p := range plan.ReplaceLost {
+			replaced = append(replaced, p.Name)
+			if prev, ok := writtenIn[p.Name]; ok {
+				t.Errorf("pod %s is in %s and replaceLost", p.Name, prev)
+			}
+			writtenIn[p.Name] = "replaceLost"
+		}
+		for _, p := range plan.LostHeld {
+			held = append(held, p.Name)
+		}
+		switch {
+		case !lostOn:
+			if len(replaced)+len(held) > 0 {
+				t.Errorf("lost-node replacement is off, but the plan replaces %v and holds %v", replaced, held)
+			}
+		case nodes.Partitioned():
+			if len(replaced) > 0 || !slices.Equal(held, due) {
+				t.Errorf("paused: replaces %v and holds %v, want none replaced and %v held", replaced, held, due)
+			}
+		default:
+			want := due[:min(len(due), max(0, maxUnavailable(ps)-other))]
+			if !slices.Equal(replaced, want) || len(held) > 0 {
+				t.Errorf("replaces %v and holds %v; want %v replaced (due %v, maxUnavailable %d, %d unavailable otherwise)",
+					replaced, held, want, due, maxUnavailable(ps), other)
 			}
 		}
 

@@ -30,6 +30,16 @@ type Plan struct {
 	Prune []*corev1.Pod
 	// replaceFinished lists Failed or Succeeded pods, to delete and recreate.
 	ReplaceFinished []*corev1.Pod
+	// replaceLost lists pods whose node has been lost for
+	// spec.lostNodeReplacement.afterSeconds, to force-delete (grace period
+	// 0) and recreate, within the budget (View.replaceLost); lostSince
+	// holds, by node, since when each of their nodes is lost.
+	ReplaceLost []*corev1.Pod
+	LostSince   map[string]time.Time
+	// lostHeld lists the pods due for replacement that are not replaced
+	// because too many of the cluster's nodes are lost
+	// (Nodes.Partitioned).
+	LostHeld []*corev1.Pod
 	// rollout lists out-of-date pods to delete and recreate from the current
 	// template: unready ones first, then ready ones from the highest ordinal.
 	Rollout []*corev1.Pod
@@ -59,7 +69,7 @@ type Plan struct {
 
 // deletions is every pod the plan deletes.
 func (p *Plan) Deletions() []*corev1.Pod {
-	return slices.Concat(p.Prune, p.ReplaceFinished, p.Rollout)
+	return slices.Concat(p.Prune, p.ReplaceFinished, p.ReplaceLost, p.Rollout)
 }
 
 // empty reports whether the plan sends no write at all.
@@ -105,6 +115,7 @@ func (v *View) Plan(in Input) Plan {
 	}
 	p.Conflicts, p.Strays = v.Conflicts, v.Strays
 	c := v.classify(&p, in)
+	v.replaceLost(&p, c.lost)
 	p.spend(c, maxUnavailable(v.PodSet)-c.unavailable)
 	return p
 }
@@ -115,6 +126,8 @@ type classified struct {
 	staleReady   []Step
 	staleUnready []*corev1.Pod
 	unavailable  int
+	// lost lists the pods due for replacement on lost nodes.
+	lost []*corev1.Pod
 }
 
 // classify decides, slot by slot, what needs no budget: pods to create,
@@ -145,6 +158,16 @@ func (v *View) classify(p *Plan, in Input) classified {
 			continue
 		}
 		pod := m.Pod
+		if wait, lost := v.lostFor(m); lost && !in.InFlight(pod.Name) {
+			if wait <= 0 {
+				// Terminating or not: only a force deletion frees the
+				// name of a pod whose node does not answer.
+				c.lost = append(c.lost, pod)
+				c.unavailable++
+				continue
+			}
+			p.wakeIn(wait + time.Second) // a second late: the node's times are whole seconds
+		}
 		switch {
 		case !m.Controlled || in.InFlight(pod.Name) || m.Terminating:
 			c.unavailable++

@@ -246,6 +246,7 @@ type planNames struct {
 	Prune           []string
 	ReplaceFinished []string
 	Rollout         []string
+	ReplaceLost     []string
 	Conflicts       []string
 	Strays          []string
 	// Empty is plan.empty(): the pass sends no write.
@@ -266,6 +267,7 @@ func namesOf(p Plan) planNames {
 		Prune:           names(p.Prune),
 		ReplaceFinished: names(p.ReplaceFinished),
 		Rollout:         names(p.Rollout),
+		ReplaceLost:     names(p.ReplaceLost),
 		Conflicts:       p.Conflicts,
 		Strays:          p.Strays,
 		Empty:           p.Empty(),

@@ -15,7 +15,7 @@ import (
 
 // SlimPod keeps of a pod only what the operator reads: its identity,
 // labels, annotations, owners and deletion timestamp, its containers' names,
-// images and resources, its readiness gates, its phase, its Ready condition
+// images and resources, its readiness gates, its node, its phase, its Ready condition
 // with the time it last changed (minReadySeconds), its InPlaceUpdateReady
 // condition and a pending resize. While an in-place update waits for new
 // images, it keeps the images its containers report. Of a pod that is not Ready it also keeps what
@@ -45,6 +45,7 @@ func SlimPod(obj any) (any, error) {
 			Containers:     slimContainers(pod.Spec.Containers),
 			InitContainers: slimContainers(pod.Spec.InitContainers),
 			ReadinessGates: pod.Spec.ReadinessGates,
+			NodeName:       pod.Spec.NodeName,
 		},
 		Status: corev1.PodStatus{Phase: pod.Status.Phase},
 	}

@@ -54,6 +54,7 @@ func TestSlimPodKeepsWhatTheOperatorReads(t *testing.T) {
 			Containers:     []corev1.Container{{Name: "app", Image: pod.Spec.Containers[0].Image}},
 			InitContainers: []corev1.Container{{Name: "init", Image: "busybox:1"}},
 			ReadinessGates: []corev1.PodReadinessGate{{ConditionType: podsetv1alpha1.InPlaceUpdateReadyCondition}},
+			NodeName:       "node-1", // spec.lostNodeReplacement
 		},
 		Status: corev1.PodStatus{
 			Phase: corev1.PodRunning,

@@ -27,7 +27,7 @@ type Stall struct {
 // no progress for progressDeadlineSeconds is stalled too
 // (ProgressDeadlineExceeded), though the operator goes on working on it.
 func (v *View) Status(plan *Plan, stalled *Stall) podsetv1alpha1.PodSetStatus {
-	status, c := v.counts()
+	status, c := v.counts(plan)
 	v.conditions(&status, c, plan, stalled)
 	return status
 }
@@ -46,12 +46,14 @@ type podCounts struct {
 }
 
 // counts fills in the status's counts, revisions and pod names.
-func (v *View) counts() (podsetv1alpha1.PodSetStatus, podCounts) {
+func (v *View) counts(plan *Plan) (podsetv1alpha1.PodSetStatus, podCounts) {
 	ps, revs := v.PodSet, v.Revs
 	status := podsetv1alpha1.PodSetStatus{
 		ObservedGeneration: ps.Generation,
 		Selector:           selectorString(ps),
 		UpdateRevision:     RevisionName(ps, revs.Update),
+		// A count over the PodSet's life, carried from status to status.
+		LostNodeReplacements: ps.Status.LostNodeReplacements + int32(len(plan.ReplaceLost)),
 	}
 	partition := UpdateFrom(ps)
 	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
@@ -212,7 +214,8 @@ func ConflictStall(names []string) *Stall {
 
 // SignificantChange reports whether a new status changes a verdict that
 // clients wait on, which they must see at once: Ready or Stalled turning
-// True or turning False, or being True for a new generation. kubectl wait,
+// True or turning False, or being True for a new generation (and
+// lostNodeReplacements growing). kubectl wait,
 // Argo CD, Flux and alerts act on those. Everything else (counts, messages,
 // Reconciling, a PodSet's first status, on which neither is True) is
 // progress, which the operator writes at most once a StatusInterval.
@@ -223,5 +226,8 @@ func SignificantChange(old, cur podsetv1alpha1.PodSetStatus) bool {
 			return true
 		}
 	}
-	return false
+	// The count of lost-node replacements goes out at once too: a pass
+	// counts on from the status clients see, so a deferred write would
+	// lose it.
+	return old.LostNodeReplacements != cur.LostNodeReplacements
 }

@@ -26,6 +26,9 @@ type View struct {
 	Revs *Revisions
 	// Now decides which Ready pods are available (minReadySeconds).
 	Now time.Time
+	// Nodes is what the pass knows of lost nodes; set it after NewView,
+	// for a PodSet with spec.lostNodeReplacement only.
+	Nodes Nodes
 
 	// Start is the ordinal of Slots[0]: spec.ordinals.start.
 	Start int

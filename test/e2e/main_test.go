@@ -230,11 +230,14 @@ func localCluster(env suiteEnv, name, action string) (string, error) {
 		"KWOK_DIR="+env.kwokDir,
 		"CLUSTER_NAME="+name,
 		"NODES=2",
+		// A node whose heartbeat stops is lost within about 20 seconds
+		// (TestLostNodeReplacementOnKwok), not kwokctl's default 200.
+		"HEARTBEAT_FACTOR=0.5",
 	)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("CLUSTER_NAME=%s NODES=2 hack/local-cluster.sh %s: %w\n%s", name, action, err, stderr.Bytes())
+		return "", fmt.Errorf("CLUSTER_NAME=%s NODES=2 HEARTBEAT_FACTOR=0.5 hack/local-cluster.sh %s: %w\n%s", name, action, err, stderr.Bytes())
 	}
 	return stdout.String(), nil
 }

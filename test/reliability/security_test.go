@@ -242,6 +242,7 @@ func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
 		{"podset.dev", "podsets", "list"}:              "informers fall back to a LIST where the API server serves no streaming lists (watch-list, authorized as watch)",
 		{"apps", "controllerrevisions", "list"}:        "informers fall back to a LIST where the API server serves no streaming lists (watch-list, authorized as watch)",
 		{"policy", "poddisruptionbudgets", "list"}:     "informers fall back to a LIST where the API server serves no streaming lists (watch-list, authorized as watch)",
+		{"", "nodes", "list"}:                          "informers fall back to a LIST where the API server serves no streaming lists (watch-list, authorized as watch)",
 	}
 	pods := &corev1.PodList{}
 	if err := env.Client.List(t.Context(), pods, client.InNamespace(ns)); err != nil {

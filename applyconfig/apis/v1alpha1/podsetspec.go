@@ -55,6 +55,17 @@ type PodSetSpecApplyConfiguration struct {
 	// ControllerRevisions, besides the ones pods still run (which are never
 	// deleted), for partitioned rollouts and rollbacks. Defaults to 10.
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+	// lostNodeReplacement, when set, replaces pods whose node has been lost
+	// for afterSeconds: unreachable (its Ready condition Unknown, or the
+	// node.kubernetes.io/unreachable taint) or NotReady. The operator
+	// force-deletes such a pod (grace period 0), which frees its name even
+	// when the node never confirms the deletion, and creates it again, so
+	// the scheduler places it on a healthy node. A node that is cut off but
+	// still runs its pod then runs a second copy until it is back and its
+	// kubelet stops the old one: set it only for pods that tolerate that
+	// (stateless ones). Unset (the default), a pod on a lost node keeps its
+	// name until the node comes back or is deleted, as a StatefulSet's does.
+	LostNodeReplacement *LostNodeReplacementApplyConfiguration `json:"lostNodeReplacement,omitempty"`
 }
 
 // PodSetSpecApplyConfiguration constructs a declarative configuration of the PodSetSpec type for use with
@@ -124,5 +135,13 @@ func (b *PodSetSpecApplyConfiguration) WithProgressDeadlineSeconds(value int32) 
 // If called multiple times, the RevisionHistoryLimit field is set to the value of the last call.
 func (b *PodSetSpecApplyConfiguration) WithRevisionHistoryLimit(value int32) *PodSetSpecApplyConfiguration {
 	b.RevisionHistoryLimit = &value
+	return b
+}
+
+// WithLostNodeReplacement sets the LostNodeReplacement field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LostNodeReplacement field is set to the value of the last call.
+func (b *PodSetSpecApplyConfiguration) WithLostNodeReplacement(value *LostNodeReplacementApplyConfiguration) *PodSetSpecApplyConfiguration {
+	b.LostNodeReplacement = value
 	return b
 }

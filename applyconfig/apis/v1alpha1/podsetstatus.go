@@ -39,6 +39,11 @@ type PodSetStatusApplyConfiguration struct {
 	LastProgressTime *v1.Time `json:"lastProgressTime,omitempty"`
 	// podNames lists the controlled, live (not terminating) pods by ordinal.
 	PodNames []string `json:"podNames,omitempty"`
+	// lostNodeReplacements is how many pods the operator has force-deleted
+	// to replace them because their node was lost
+	// (spec.lostNodeReplacement), over the PodSet's life. The metric
+	// podset_operator_lost_node_replacements_total counts the same.
+	LostNodeReplacements *int32 `json:"lostNodeReplacements,omitempty"`
 	// selector is the label selector of this PodSet's pods, as a string, for
 	// the scale subresource (kubectl scale, HorizontalPodAutoscaler).
 	Selector *string `json:"selector,omitempty"`
@@ -123,6 +128,14 @@ func (b *PodSetStatusApplyConfiguration) WithPodNames(values ...string) *PodSetS
 	for i := range values {
 		b.PodNames = append(b.PodNames, values[i])
 	}
+	return b
+}
+
+// WithLostNodeReplacements sets the LostNodeReplacements field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LostNodeReplacements field is set to the value of the last call.
+func (b *PodSetStatusApplyConfiguration) WithLostNodeReplacements(value int32) *PodSetStatusApplyConfiguration {
+	b.LostNodeReplacements = &value
 	return b
 }
 
