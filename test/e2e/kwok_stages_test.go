@@ -63,8 +63,9 @@ func TestKwokKubeletStages(t *testing.T) {
 		})
 	}
 
-	// A new image: the container restarts on it. startedAt counts whole
-	// seconds, so wait for the next one first to see it move.
+	// A new image: the container restarts on it, in one status update.
+	// startedAt counts whole seconds, so wait for the next one first to
+	// see it move.
 	before := *containerStatus(pod, "app")
 	time.Sleep(time.Until(before.State.Running.StartedAt.Add(time.Second)))
 	after, sawNotReady := patchAndWatch(t, pod, `{"spec":{"containers":[{"name":"app","image":"busybox:1.37"}]}}`,
@@ -82,8 +83,13 @@ func TestKwokKubeletStages(t *testing.T) {
 	if got.LastTerminationState.Terminated == nil {
 		t.Errorf("after the restart the container's lastState is %+v, want the terminated container", got.LastTerminationState)
 	}
-	if !sawNotReady {
-		t.Errorf("the pod went from Ready to Ready on the new image without ever being seen not ready (ContainersReady and Ready False)")
+	// The restart is one status update, as a kubelet reports it when the
+	// old container's exit and the new one's start show in one relist (a
+	// real kubelet did so for this project's test app on the real node,
+	// 2026-11-25): a pod with no readiness probe whose gates are open
+	// stays Ready throughout.
+	if sawNotReady {
+		t.Errorf("the restart was reported in two status updates, the first not ready (ContainersReady and Ready False); want one, the new container running")
 	}
 	if err := checkStatusFollowsSpec(after); err != nil {
 		t.Error(err)
