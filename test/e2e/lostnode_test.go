@@ -32,12 +32,16 @@ const lostLabel = "e2e.podset.dev/lost-node"
 // Lease (the test takes the Lease over for another holder, which kwok
 // leaves alone, and then neither manages the node nor its pods), so
 // kube-controller-manager's node lifecycle controller marks the node
-// Ready=Unknown after its grace period (kwokctl's 40 seconds), taints it
-// unreachable, and its taint manager evicts the pods there (they tolerate
-// the taint for 2 seconds): they sit Terminating, since no kubelet
-// confirms. The PodSet with spec.lostNodeReplacement gets its pod back on
-// the other node; the one without keeps its pod stranded, as a StatefulSet
-// would.
+// Ready=Unknown after its grace period (20 seconds with the suite's
+// HEARTBEAT_FACTOR) and taints it unreachable. The pods tolerate the taint
+// for an hour, so its taint manager does not evict them during the test:
+// an eviction is a graceful delete that kwok has been seen to finish for
+// a pod of the cut-off node, which would free the name without the
+// operator, and then the test could not tell who replaced the pod. (Pods
+// already Terminating on a lost node are replaced the same way; the pure
+// core's tables cover them.) The PodSet with spec.lostNodeReplacement
+// gets its pod back on the other node; the one without keeps its pod on
+// the lost node, as a StatefulSet would.
 func TestLostNodeReplacementOnKwok(t *testing.T) {
 	requireInstalled(t)
 	scaleOperatorDeploymentToZero(t)
@@ -46,11 +50,11 @@ func TestLostNodeReplacementOnKwok(t *testing.T) {
 
 	node := pickKwokNode(t)
 	ns := newNamespace(t, "podset-lost-", map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
-	evictedSoon := corev1.Toleration{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists,
-		Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](2)}
+	notEvicted := corev1.Toleration{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists,
+		Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](3600)}
 	on := testenv.MakePodSet(ns, "on").LostNodeAfter(5).Mutate(func(ps *podsetv1alpha1.PodSet) {
 		spec := &ps.Spec.Template.Spec
-		spec.Tolerations = []corev1.Toleration{evictedSoon}
+		spec.Tolerations = []corev1.Toleration{notEvicted}
 		spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 			PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
 				Weight:     100,
@@ -59,7 +63,7 @@ func TestLostNodeReplacementOnKwok(t *testing.T) {
 		}}
 	}).Create(t, suite.client)
 	off := testenv.MakePodSet(ns, "off").Mutate(func(ps *podsetv1alpha1.PodSet) {
-		ps.Spec.Template.Spec.Tolerations = []corev1.Toleration{evictedSoon}
+		ps.Spec.Template.Spec.Tolerations = []corev1.Toleration{notEvicted}
 		ps.Spec.Template.Spec.NodeSelector = map[string]string{lostLabel: "true"}
 	}).Create(t, suite.client)
 	onPod := runningOn(t, ns, "on-0", node)
@@ -112,17 +116,7 @@ func TestLostNodeReplacementOnKwok(t *testing.T) {
 		return fmt.Errorf("no Warning %s naming on-0 and node %s", podsetv1alpha1.ReplacingLostReason, node)
 	})
 
-	// Without the field: evicted, Terminating, and there it stays.
-	eventually(t, "off-0 evicted by the taint manager", func(ctx context.Context) error {
-		pod := &corev1.Pod{}
-		if err := suite.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "off-0"}, pod); err != nil {
-			return err
-		}
-		if pod.DeletionTimestamp == nil {
-			return fmt.Errorf("off-0 is not terminating yet")
-		}
-		return nil
-	})
+	// Without the field: the pod stays on the lost node, its name taken.
 	consistently(t, "off-0 stranded on the lost node", 15*time.Second, func(ctx context.Context) error {
 		pod := &corev1.Pod{}
 		if err := suite.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "off-0"}, pod); err != nil {
