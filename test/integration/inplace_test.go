@@ -258,15 +258,16 @@ func wantEvent(t *testing.T, ps *podsetv1alpha1.PodSet, reason, want, problem st
 	// Events are written by the recorder's broadcaster after the pass
 	// that emits them, so a loaded machine may show them later.
 	eventually(t, "an event "+reason+" saying "+want, func(context.Context) error {
-		if notes := strings.Join(normalEvents(t, ps, reason), "\n"); !strings.Contains(notes, want) {
+		if notes := strings.Join(eventNotes(t, ps, corev1.EventTypeNormal, reason), "\n"); !strings.Contains(notes, want) {
 			return fmt.Errorf("%s; events:\n%s", problem, notes)
 		}
 		return nil
 	})
 }
 
-// normalEvents lists the notes of Normal events about a PodSet with a reason.
-func normalEvents(t *testing.T, ps *podsetv1alpha1.PodSet, reason string) []string {
+// eventNotes lists the notes of the events of a type (Normal, Warning)
+// about a PodSet with a reason.
+func eventNotes(t *testing.T, ps *podsetv1alpha1.PodSet, eventType, reason string) []string {
 	t.Helper()
 	list := &eventsv1.EventList{}
 	if err := env.Client.List(t.Context(), list, client.InNamespace(ps.Namespace)); err != nil {
@@ -274,7 +275,7 @@ func normalEvents(t *testing.T, ps *podsetv1alpha1.PodSet, reason string) []stri
 	}
 	var out []string
 	for _, e := range list.Items {
-		if e.Type == corev1.EventTypeNormal && e.Regarding.Name == ps.Name && e.Reason == reason {
+		if e.Type == eventType && e.Regarding.Name == ps.Name && e.Reason == reason {
 			out = append(out, e.Note)
 		}
 	}

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -70,22 +68,6 @@ func replaced(t *testing.T, old corev1.Pod) corev1.Pod {
 	return got
 }
 
-// warnings lists the notes of Warning events about a PodSet with a reason.
-func warnings(t *testing.T, ps *podsetv1alpha1.PodSet, reason string) []string {
-	t.Helper()
-	list := &eventsv1.EventList{}
-	if err := env.Client.List(t.Context(), list, client.InNamespace(ps.Namespace)); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range list.Items {
-		if e.Type == corev1.EventTypeWarning && e.Regarding.Name == ps.Name && e.Reason == reason {
-			out = append(out, e.Note)
-		}
-	}
-	return out
-}
-
 // lostNodeReplacementsMetric is podset_operator_lost_node_replacements_total of a
 // PodSet, from the operator's registry (it runs in this process).
 func lostNodeReplacementsMetric(t *testing.T, ps *podsetv1alpha1.PodSet) float64 {
@@ -131,7 +113,7 @@ func TestLostNodeReplacementAfterTheDelay(t *testing.T) {
 		return nil
 	})
 	eventually(t, "a Warning naming the node and the pod", func(context.Context) error {
-		notes := strings.Join(warnings(t, ps, podsetv1alpha1.ReplacingLostReason), "\n")
+		notes := strings.Join(eventNotes(t, ps, corev1.EventTypeWarning, podsetv1alpha1.ReplacingLostReason), "\n")
 		if !strings.Contains(notes, "web-1") || !strings.Contains(notes, "node "+lostNode) {
 			return fmt.Errorf("events %s: %q", podsetv1alpha1.ReplacingLostReason, notes)
 		}
@@ -179,7 +161,7 @@ func TestLostNodeReplacementPausesWhileMostNodesAreLost(t *testing.T) {
 	testenv.SetNodeReady(t, env.Client, other, corev1.ConditionUnknown, time.Now())
 	testenv.SetNodeReady(t, env.Client, lostNode, corev1.ConditionUnknown, time.Now())
 	eventually(t, "a Warning that replacement is paused", func(context.Context) error {
-		notes := strings.Join(warnings(t, ps, podsetv1alpha1.LostNodeReplacementPausedReason), "\n")
+		notes := strings.Join(eventNotes(t, ps, corev1.EventTypeWarning, podsetv1alpha1.LostNodeReplacementPausedReason), "\n")
 		if !strings.Contains(notes, "web-1") {
 			return fmt.Errorf("events %s: %q", podsetv1alpha1.LostNodeReplacementPausedReason, notes)
 		}
