@@ -412,7 +412,19 @@ func TestMinReadySecondsDelaysAvailability(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	ps := testenv.MakePodSet(ns, "web").MinReadySeconds(3).Create(t, env.Client)
 	markReady(t, waitForPods(t, ns, "web-0")["web-0"])
-	readyPod := pods(t, ns)["web-0"]
+	// The operator opens a new pod's readiness gate right after creating
+	// it, a write that may land after markReady's: the pod is as it stays
+	// once the gate is open.
+	var readyPod corev1.Pod
+	eventually(t, "web-0 Ready with its gate open", func(context.Context) error {
+		readyPod = pods(t, ns)["web-0"]
+		gate := podCondition(&readyPod, podsetv1alpha1.InPlaceUpdateReadyCondition)
+		ready := podCondition(&readyPod, corev1.PodReady)
+		if gate == nil || gate.Status != corev1.ConditionTrue || ready == nil || ready.Status != corev1.ConditionTrue {
+			return fmt.Errorf("gate %+v, Ready %+v", gate, ready)
+		}
+		return nil
+	})
 
 	got := waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
 		if got.Status.ReadyReplicas != 1 {
