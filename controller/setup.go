@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -59,8 +60,13 @@ func NewManager(ctx context.Context, cfg *rest.Config, mo manager.Options, o Opt
 	if o.MaxConcurrentReconciles < 1 {
 		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
 	}
+	pods, err := podClient(mgr.GetConfig(), mgr)
+	if err != nil {
+		return nil, err
+	}
 	r := &PodSetReconciler{
 		Client:    mgr.GetClient(),
+		Pods:      pods,
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorder(FieldManager),
 		Clock:     o.Clock,
@@ -70,4 +76,19 @@ func NewManager(ctx context.Context, cfg *rest.Config, mo manager.Options, o Opt
 		return nil, fmt.Errorf("setting up the PodSet controller: %w", err)
 	}
 	return mgr, nil
+}
+
+// podClient is the typed client of pods that the reconciler applies pods
+// with: over the manager's HTTP client (one connection), asking for
+// protobuf answers, which the API server encodes and the operator decodes
+// at a fraction of JSON's cost.
+func podClient(cfg *rest.Config, mgr manager.Manager) (corev1client.PodsGetter, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	c, err := corev1client.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
+	if err != nil {
+		return nil, fmt.Errorf("creating the pod client: %w", err)
+	}
+	return c, nil
 }

@@ -78,11 +78,33 @@ func (r *PodSetReconciler) send(ctx context.Context, ps *podsetv1alpha1.PodSet, 
 	return err
 }
 
-// sendPod sends a pod apply and, once it is through, remembers what it
-// expects the cache to show.
+// sendPod sends a pod apply to the pod or its status through the typed
+// client (answered in protobuf), or to another subresource ("resize")
+// through send, counts it by kind and, once it is through, leaves the
+// pod's UID and new resourceVersion in ac and remembers what it expects
+// the cache to show.
 func (r *PodSetReconciler) sendPod(ctx context.Context, ps *podsetv1alpha1.PodSet, kind, subresource string, ac *corev1ac.PodApplyConfiguration, expect expectWrite) error {
-	if err := r.send(ctx, ps, kind, subresource, ac); err != nil {
+	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+	pods := r.Pods.Pods(ptr.Deref(ac.Namespace, ""))
+	var answer *corev1.Pod
+	var err error
+	switch subresource {
+	case "":
+		answer, err = pods.Apply(ctx, ac, opts)
+		countPodWrite(ps, kind, err)
+	case "status":
+		answer, err = pods.ApplyStatus(ctx, ac, opts)
+		countPodWrite(ps, kind, err)
+	default:
+		// client-go has no typed apply of pods/resize; its JSON answer is
+		// decoded into ac, which the resize reads.
+		err = r.send(ctx, ps, kind, subresource, ac)
+	}
+	if err != nil {
 		return err
+	}
+	if answer != nil {
+		ac.WithUID(answer.UID).WithResourceVersion(answer.ResourceVersion)
 	}
 	name, uid, rv := ptr.Deref(ac.Name, ""), ptr.Deref(ac.UID, ""), ptr.Deref(ac.ResourceVersion, "")
 	switch expect {
