@@ -589,7 +589,7 @@ func (p *podSetContender) start(ctx context.Context, namespaces []string) (func(
 		return nil, err
 	}
 	p.b.c.ctrlPID.Store(int32(p.op.cmd.Process.Pid))
-	p.samples = newOperatorMetrics(port, token).sample(time.Second)
+	p.samples = newOperatorMetrics(port, token).sample(5 * time.Second)
 	p.b.ctrl = p.samples
 	return p.stop, nil
 }
