@@ -38,7 +38,10 @@ type expectation struct {
 	// resourceVersion, for an update of an existing pod, is the pod's
 	// after the write: the cache has shown it once it shows that or later.
 	resourceVersion string
-	at              time.Time
+	// gateOpening, for a creation, is set while the new pod's gate is
+	// being opened (openGate): the cache cannot show that write yet.
+	gateOpening bool
+	at          time.Time
 }
 
 // expectDeleted records that the pod with the given UID is being deleted.
@@ -51,10 +54,39 @@ func (m *memory) expectCreated(podSet types.NamespacedName, name string, uid typ
 	m.expect(podSet, name, expectation{uid: uid, created: true})
 }
 
-// expectCreatedAt records that a pod was created under the given name and
-// written again since, to resourceVersion.
-func (m *memory) expectCreatedAt(podSet types.NamespacedName, name string, uid types.UID, resourceVersion string) {
-	m.expect(podSet, name, expectation{uid: uid, created: true, resourceVersion: resourceVersion})
+// expectGateOpening records that the pod created under the given name is
+// having its readiness gate opened: it is in flight until gateOpened or
+// gateNotOpened, or createTTL.
+func (m *memory) expectGateOpening(podSet types.NamespacedName, name string, uid types.UID) {
+	m.expect(podSet, name, expectation{uid: uid, created: true, gateOpening: true})
+}
+
+// gateOpened records that the gate of a pod just created opened, the pod
+// now at resourceVersion, unless what was expected of the pod has been
+// dropped since (its PodSet forgotten or made anew, the wait expired).
+func (m *memory) gateOpened(podSet types.NamespacedName, name string, uid types.UID, resourceVersion string) {
+	m.replaceGateOpening(podSet, name, uid, expectation{uid: uid, created: true, resourceVersion: resourceVersion})
+}
+
+// gateNotOpened records that the gate of a pod just created did not open:
+// the pod is then expected as created only, and the next pass that sees
+// it opens its gate.
+func (m *memory) gateNotOpened(podSet types.NamespacedName, name string, uid types.UID) {
+	m.replaceGateOpening(podSet, name, uid, expectation{uid: uid, created: true})
+}
+
+func (m *memory) replaceGateOpening(podSet types.NamespacedName, name string, uid types.UID, exp expectation) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.records[podSet]
+	if !ok {
+		return
+	}
+	if old, ok := r.writes[name]; !ok || !old.gateOpening || old.uid != uid {
+		return
+	}
+	exp.at = m.clock.Now()
+	r.writes[name] = exp
 }
 
 // expectUpdated records that the pod with the given UID was written in
@@ -104,7 +136,7 @@ func (m *memory) inFlight(podSet types.NamespacedName, pods []corev1.Pod) func(n
 		ttl, satisfied := expectationTTL, live[name] != exp.uid
 		switch {
 		case exp.created:
-			ttl, satisfied = createTTL, seen[name] && (exp.resourceVersion == "" || live[name] != exp.uid || atLeast(versions[name], exp.resourceVersion))
+			ttl, satisfied = createTTL, !exp.gateOpening && seen[name] && (exp.resourceVersion == "" || live[name] != exp.uid || atLeast(versions[name], exp.resourceVersion))
 		case !satisfied && exp.resourceVersion != "":
 			satisfied = atLeast(versions[name], exp.resourceVersion)
 		}

@@ -220,3 +220,74 @@ func terminating(pod corev1.Pod) corev1.Pod {
 	pod.DeletionTimestamp = &now
 	return pod
 }
+
+// TestExpectationsGateOpening checks what a pass that starts while a new
+// pod's gate is opening in the background (openGate) makes of the pod: in
+// flight until the apply is through and the cache shows it, or, if the
+// apply failed, once the cache shows the pod, so that the pass opens the
+// gate; and that a late answer never brings back what a pass dropped.
+func TestExpectationsGateOpening(t *testing.T) {
+	atVersion := func(pod corev1.Pod, rv string) corev1.Pod { pod.ResourceVersion = rv; return pod }
+	created := atVersion(cachedPod("web-0", "new"), "10")
+	gated := atVersion(cachedPod("web-0", "new"), "12")
+
+	t.Run("opened", func(t *testing.T) {
+		e, _ := newTestMemory()
+		e.expectCreated(webKey, "web-0", "new")
+		e.expectGateOpening(webKey, "web-0", "new")
+		if !e.inFlight(webKey, []corev1.Pod{created})("web-0") {
+			t.Error("the cache shows the new pod while its gate opens: not in flight, want in flight (a pass would open the gate again)")
+		}
+		if got := e.recheck(webKey); got == 0 || got > createTTL+time.Millisecond {
+			t.Errorf("recheck() = %v while the gate opens, want within createTTL", got)
+		}
+		e.gateOpened(webKey, "web-0", "new", "12")
+		if !e.inFlight(webKey, []corev1.Pod{created})("web-0") {
+			t.Error("gate opened at 12, cache at 10: not in flight, want in flight")
+		}
+		if e.inFlight(webKey, []corev1.Pod{gated})("web-0") {
+			t.Error("gate opened at 12, cache at 12: in flight, want not")
+		}
+	})
+	t.Run("not opened", func(t *testing.T) {
+		e, _ := newTestMemory()
+		e.expectGateOpening(webKey, "web-0", "new")
+		e.gateNotOpened(webKey, "web-0", "new")
+		if !e.inFlight(webKey, nil)("web-0") {
+			t.Error("the cache does not show the pod yet: not in flight, want in flight")
+		}
+		if e.inFlight(webKey, []corev1.Pod{created})("web-0") {
+			t.Error("the gate did not open and the cache shows the pod: in flight, want not (the pass opens the gate)")
+		}
+	})
+	t.Run("expired", func(t *testing.T) {
+		e, clock := newTestMemory()
+		e.expectGateOpening(webKey, "web-0", "new")
+		clock.advance(createTTL + time.Nanosecond)
+		if e.inFlight(webKey, []corev1.Pod{created})("web-0") {
+			t.Error("a gate opening for longer than createTTL: in flight, want not")
+		}
+		e.gateOpened(webKey, "web-0", "new", "12")
+		if e.inFlight(webKey, []corev1.Pod{created})("web-0") {
+			t.Error("a late answer brought back a dropped expectation")
+		}
+	})
+	t.Run("another pod since", func(t *testing.T) {
+		e, _ := newTestMemory()
+		e.expectGateOpening(webKey, "web-0", "new")
+		e.expectDeleted(webKey, "web-0", "new")
+		e.gateNotOpened(webKey, "web-0", "new")
+		if !e.inFlight(webKey, []corev1.Pod{created})("web-0") {
+			t.Error("the late answer replaced the deletion expected since")
+		}
+	})
+	t.Run("PodSet forgotten", func(t *testing.T) {
+		e, _ := newTestMemory()
+		e.expectGateOpening(webKey, "web-0", "new")
+		e.forget(webKey)
+		e.gateOpened(webKey, "web-0", "new", "12")
+		if _, ok := e.records[webKey]; ok {
+			t.Error("a late answer made a record for a forgotten PodSet")
+		}
+	})
+}

@@ -81,10 +81,12 @@ type PodSetReconciler struct {
 	Recorder events.EventRecorder
 	// Clock is the time every pass reads.
 	Clock clock.PassiveClock
-	// Workers bounds the pod writes one pass sends at once.
+	// Workers bounds the pod writes one pass sends at once, and the gates
+	// of new pods opening at once over all passes.
 	Workers int
 
-	memory *memory
+	memory    *memory
+	gateSlots chan struct{}
 }
 
 var _ reconcile.Reconciler = (*PodSetReconciler)(nil)
@@ -104,6 +106,7 @@ func (r *PodSetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		r.Workers = DefaultWorkers
 	}
 	r.memory = newMemory(r.Clock)
+	r.gateSlots = make(chan struct{}, r.Workers)
 	if err := mgr.Add(podSetStatus.reporting(r.memory)); err != nil {
 		return fmt.Errorf("adding the status metrics: %w", err)
 	}

@@ -10,8 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/internal/podset"
@@ -48,6 +50,33 @@ func (r *PodSetReconciler) setGate(ctx context.Context, ps *podsetv1alpha1.PodSe
 		return fmt.Errorf("setting the %s condition of pod %s: %w", podsetv1alpha1.InPlaceUpdateReadyCondition, pod.Name, err)
 	}
 	return nil
+}
+
+// openGate opens the readiness gate of a pod just created, in the
+// background: the pass that created it does not wait. Until the apply is
+// through, the memory holds the pod in flight (expectGateOpening), so a
+// pass that starts meanwhile neither opens the gate again nor acts on the
+// pod; once it is, the pod is expected at the version written, as after
+// any write. An apply that fails leaves the pod to the next pass, which
+// opens its gate (Plan.Resume): the pass that created it asks to look
+// again within createTTL (memory.recheck), whatever events come. At most
+// Workers gates open at once over all passes; a pass waits for a slot.
+func (r *PodSetReconciler) openGate(ctx context.Context, ps *podsetv1alpha1.PodSet, name string, uid types.UID, now metav1.Time) {
+	key := keyOf(ps)
+	r.memory.expectGateOpening(key, name, uid)
+	r.gateSlots <- struct{}{}
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		defer func() { <-r.gateSlots }()
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ps.Namespace, UID: uid}}
+		err := r.setGate(ctx, ps, pod, true, now, expectGateOpened)
+		if err != nil {
+			r.memory.gateNotOpened(key, name, uid)
+			if !apierrors.IsNotFound(err) {
+				ctrl.LoggerFrom(ctx).Error(err, "opening the readiness gate of a new pod; the next pass retries", "pod", name)
+			}
+		}
+	}()
 }
 
 // gates opens or closes the readiness gates of pods, in parallel.
