@@ -52,6 +52,9 @@ RUNC := $(BIN)/runc-$(RUNC_VERSION)/runc
 NODE_DEBS := containernetworking-plugins iptables conntrack openssl curl procps libseccomp-dev pkg-config
 NODE_IMAGES := $(BIN)/node-images/images.tar
 KWOK_DIR := $(BIN)/kwok-$(KWOK_VERSION)
+# OpenKruise's kruise-manager, the benchmark's kruise contender (hack/kruise.sh).
+KRUISE_VERSION := v1.8.2
+KRUISE_DIR := $(BIN)/kruise-$(KRUISE_VERSION)
 KWOK := $(KWOK_DIR)/kwok
 KWOKCTL := $(KWOK_DIR)/kwokctl
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)/controller-gen
@@ -189,8 +192,8 @@ test-node: node-host node-deps node-bins $(NODE_IMAGES) $(HELM) ## Run the real-
 	$(NODE_ENV) hack/node.sh down; exit $$rc
 
 .PHONY: bench
-bench: controlplane ## Measure podset-operator beside the physical limit, ReplicaSet, Deployment, StatefulSet and the tutorial controller: one markdown table; then, as root, the real node's rollout (bench-node).
-	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) go run ./test/bench -size full $(BENCHFLAGS)
+bench: controlplane kruise ## Measure podset-operator beside the physical limit, ReplicaSet, Deployment, StatefulSet, OpenKruise's CloneSet and the tutorial controller: one markdown table; then, as root, the real node's rollout (bench-node).
+	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) KRUISE_DIR=$(KRUISE_DIR) go run ./test/bench -size full $(BENCHFLAGS)
 	@if [[ $$(id -u) == 0 ]]; then $(MAKE) --no-print-directory bench-node; else echo "bench-node skipped: the real node needs root"; fi
 
 # NODE_BENCH_PODS is how many pods bench-node rolls out.
@@ -404,6 +407,12 @@ $(ETCD):
 
 $(KWOK_DIR)/%:
 	GOBIN=$(KWOK_DIR) CGO_ENABLED=0 go install sigs.k8s.io/kwok/cmd/$*@$(KWOK_VERSION)
+
+.PHONY: kruise
+kruise: $(KRUISE_DIR)/manager ## Build OpenKruise's kruise-manager for the benchmark (about 10 minutes; hack/kruise.sh).
+
+$(KRUISE_DIR)/manager: hack/kruise.sh hack/kruise/webhook-bind-host.patch
+	KRUISE_VERSION=$(KRUISE_VERSION) KRUISE_DIR=$(abspath $(KRUISE_DIR)) hack/kruise.sh
 
 $(KUSTOMIZE):
 	GOBIN=$(dir $@) CGO_ENABLED=0 go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)

@@ -16,8 +16,9 @@ import (
 // when every pod is Ready again and runs the new image: its spec names it
 // and, where its status reports the container, so does the status. The
 // operator (podUpdatePolicy InPlaceIfPossible) updates the pods where they
-// run, behind its readiness gate; Deployment and StatefulSet replace them;
-// the limit patches each pod's image.
+// run, behind its readiness gate, as OpenKruise's CloneSet does behind its
+// own (the kruise contender, with KRUISE_DIR); Deployment and StatefulSet
+// replace them; the limit patches each pod's image.
 
 // inPlaceID is the in-place scenario's key in the results.
 func inPlaceID(n int32) string { return fmt.Sprintf("in-place %d", n) }
@@ -30,6 +31,9 @@ func (b *bench) inPlaceContenders() []imageChanger {
 		xs = append(xs, &limitContender{b: b, w: w})
 	}
 	xs = append(xs, &podSetContender{b: b}, &replicaSetContender{b: b}, &statefulSetContender{b: b})
+	if kruiseDir() != "" {
+		xs = append(xs, &kruiseContender{b: b})
+	}
 	var out []imageChanger
 	for _, x := range xs {
 		if len(only) == 0 || only[contenderKind(x.name())] {

@@ -35,12 +35,16 @@ func main() {
 	convFlag := flag.String("conv", "", "replace the convergence scenarios, e.g. 100x10,1x1000 (the scale-down follows a first 1xN): a debugging aid")
 	operatorFlags := flag.String("operator-flags", "", "extra flags for the operator subprocess, e.g. \"--max-concurrent-reconciles=16\": a debugging aid")
 	flag.StringVar(&profileDir, "profile", "", "write kube-apiserver's CPU profile of every timed scenario into this folder: a folder per scenario and contender, of 3 s slices that go tool pprof reads as one")
-	who := flag.String("contenders", "", "run only these contenders, comma-separated (limit, podset, replicaset, statefulset, tutorial): a debugging aid")
+	who := flag.String("contenders", "", "run only these contenders, comma-separated (limit, podset, replicaset, statefulset, kruise with KRUISE_DIR, tutorial): a debugging aid")
 	flag.Parse()
 	for _, c := range strings.Split(*who, ",") {
 		if c = strings.TrimSpace(c); c != "" {
 			only[c] = true
 		}
+	}
+	if only["kruise"] && kruiseDir() == "" {
+		fmt.Fprintln(os.Stderr, "bench: the kruise contender needs KRUISE_DIR, the folder make kruise builds (make bench sets it)")
+		os.Exit(2)
 	}
 	phases = map[string]bool{}
 	for _, p := range strings.Split(*onlyPhases, ",") {
@@ -143,7 +147,11 @@ func run(ctx context.Context, s sizes, out, plots string, keep bool) int {
 			contenders = append(contenders, &limitContender{b: b, w: w, creates: create})
 		}
 	}
-	contenders = append(contenders, &podSetContender{b: b}, &replicaSetContender{b: b}, &statefulSetContender{b: b}, &tutorialContender{b: b})
+	contenders = append(contenders, &podSetContender{b: b}, &replicaSetContender{b: b}, &statefulSetContender{b: b})
+	if kruiseDir() != "" {
+		contenders = append(contenders, &kruiseContender{b: b})
+	}
+	contenders = append(contenders, &tutorialContender{b: b})
 	contenders = slices.DeleteFunc(contenders, func(x contender) bool { return len(only) > 0 && !only[contenderKind(x.name())] })
 
 	for i, kn := range s.conv {

@@ -29,7 +29,7 @@ func (o *observer) readyCurve(ns string, start time.Time) []time.Duration {
 }
 
 // plotOrder is the order, and so the colour, of the contenders in a plot.
-var plotOrder = []string{"limit", "podset", "replicaset", "statefulset", "tutorial"}
+var plotOrder = []string{"limit", "podset", "replicaset", "statefulset", "kruise", "tutorial"}
 
 // writePlots writes, for every convergence scenario of the run, the pods
 // Ready over time of every contender as an SVG file in dir, and returns

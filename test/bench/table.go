@@ -54,7 +54,7 @@ func (b *bench) timedRows(title, id string, newPods int, requestTargets bool) []
 	if res == nil {
 		return nil
 	}
-	lim, ps, rs, sts, tut := res["limit"], res["podset"], res["replicaset"], res["statefulset"], res["tutorial"]
+	lim, ps, rs, sts, kr, tut := res["limit"], res["podset"], res["replicaset"], res["statefulset"], res["kruise"], res["tutorial"]
 	base := func(name string, m *measurement) row { return measuredRow(title, name, m) }
 	var rows []row
 	if lim != nil {
@@ -81,6 +81,11 @@ func (b *bench) timedRows(title, id string, newPods int, requestTargets bool) []
 	if sts != nil {
 		r := base("statefulset (Parallel)", sts)
 		r.check, r.target, r.result = ratioCheck("podset / statefulset", ps, sts, 1.0, false)
+		rows = append(rows, r)
+	}
+	if kr != nil {
+		r := base("kruise (CloneSet)", kr)
+		r.check = ratioOnly("podset / kruise", ps, kr)
 		rows = append(rows, r)
 	}
 	if tut != nil {
@@ -188,7 +193,7 @@ func (b *bench) inPlaceRows() []row {
 		return nil
 	}
 	title := fmt.Sprintf("in-place rollout of %d (image only, maxUnavailable 100%%)", b.size.inPlace)
-	lim, ps, dep, sts := res["limit"], res["podset"], res["replicaset"], res["statefulset"]
+	lim, ps, dep, sts, kr := res["limit"], res["podset"], res["replicaset"], res["statefulset"], res["kruise"]
 	var rows []row
 	if lim != nil {
 		rows = append(rows, b.limitRow(title, id, lim))
@@ -211,6 +216,11 @@ func (b *bench) inPlaceRows() []row {
 	if sts != nil {
 		r := measuredRow(title, "statefulset (Parallel)", sts)
 		r.check = ratioOnly("podset / statefulset", ps, sts)
+		rows = append(rows, r)
+	}
+	if kr != nil {
+		r := measuredRow(title, "kruise (CloneSet, in place)", kr)
+		r.check = ratioOnly("podset / kruise", ps, kr)
 		rows = append(rows, r)
 	}
 	if ps == nil || ps.err != nil || ps.skipped {
