@@ -60,7 +60,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, mo manager.Options, o Opt
 	if o.MaxConcurrentReconciles < 1 {
 		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
 	}
-	pods, err := podClient(mgr.GetConfig(), mgr)
+	pods, err := podClient(mgr)
 	if err != nil {
 		return nil, err
 	}
@@ -82,8 +82,8 @@ func NewManager(ctx context.Context, cfg *rest.Config, mo manager.Options, o Opt
 // with: over the manager's HTTP client (one connection), asking for
 // protobuf answers, which the API server encodes and the operator decodes
 // at a fraction of JSON's cost.
-func podClient(cfg *rest.Config, mgr manager.Manager) (corev1client.PodsGetter, error) {
-	cfg = rest.CopyConfig(cfg)
+func podClient(mgr manager.Manager) (corev1client.PodsGetter, error) {
+	cfg := rest.CopyConfig(mgr.GetConfig())
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	c, err := corev1client.NewForConfigAndClient(cfg, mgr.GetHTTPClient())

@@ -174,9 +174,7 @@ func (k *kruiseContender) stop() error {
 	defer cancel()
 	var errs []error
 	for _, ns := range k.namespaces {
-		cs := &unstructured.Unstructured{}
-		cs.SetGroupVersionKind(cloneSetGVK)
-		err := k.b.c.cl.DeleteAllOf(ctx, cs, client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground))
+		err := k.b.c.cl.DeleteAllOf(ctx, k.cloneSet(ns, ""), client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground))
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("deleting the CloneSets of %s: %w", ns, err))
 		}
@@ -335,10 +333,7 @@ func (k *kruiseContender) create(ctx context.Context, j job) error {
 		if err != nil {
 			return err
 		}
-		cs := &unstructured.Unstructured{}
-		cs.SetGroupVersionKind(cloneSetGVK)
-		cs.SetNamespace(j.ns)
-		cs.SetName(set)
+		cs := k.cloneSet(j.ns, set)
 		cs.Object["spec"] = map[string]any{
 			"replicas": int64(j.n),
 			"selector": map[string]any{"matchLabels": map[string]any{setLabel: set}},
@@ -374,6 +369,7 @@ func (k *kruiseContender) changeImage(ctx context.Context, j job) error {
 	})
 }
 
+// cloneSet is a CloneSet's reference, to create, patch or delete.
 func (k *kruiseContender) cloneSet(ns, name string) *unstructured.Unstructured {
 	cs := &unstructured.Unstructured{}
 	cs.SetGroupVersionKind(cloneSetGVK)
