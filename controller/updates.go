@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -24,31 +25,59 @@ import (
 // pod that sends nothing a running pod cannot change (podUpdate). Each is a
 // server-side apply with the operator's field manager and the pod's UID.
 
-// Reasons of the readiness gate condition.
-const (
-	// gateUpdating is the reason of a closed gate: the pod's containers
-	// are about to restart for a new revision.
-	gateUpdating = "InPlaceUpdate"
-	// gateReady is the reason of an open gate.
-	gateReady = "NoUpdateInProgress"
-)
-
-// setGate applies the pod's InPlaceUpdateReady condition through the status
-// subresource; expect is what the write leaves the pass expecting.
-func (r *PodSetReconciler) setGate(ctx context.Context, ps *podsetv1alpha1.PodSet, pod *corev1.Pod, open bool, now metav1.Time, expect expectWrite) error {
+// setGate applies the pod's InPlaceUpdateReady condition True through the
+// status subresource; expect is what the write leaves the pass expecting.
+// The message is applied empty: the write that closed the gate set one.
+func (r *PodSetReconciler) setGate(ctx context.Context, ps *podsetv1alpha1.PodSet, pod *corev1.Pod, now metav1.Time, expect expectWrite) error {
 	cond := corev1ac.PodCondition().
 		WithType(podsetv1alpha1.InPlaceUpdateReadyCondition).
-		WithLastTransitionTime(now)
-	if open {
-		cond.WithStatus(corev1.ConditionTrue).WithReason(gateReady)
-	} else {
-		cond.WithStatus(corev1.ConditionFalse).WithReason(gateUpdating).
-			WithMessage("its containers restart for revision " + podset.RevisionName(ps, podset.TemplateHash(ps)) + " once the pod is out of Service endpoints")
-	}
+		WithLastTransitionTime(now).
+		WithStatus(corev1.ConditionTrue).WithReason(podsetv1alpha1.GateOpenReason).WithMessage("")
 	ac := corev1ac.Pod(pod.Name, pod.Namespace).WithUID(pod.UID).WithStatus(corev1ac.PodStatus().WithConditions(cond))
 	if err := r.sendPod(ctx, ps, writeGate, "status", ac, expect); err != nil {
 		return fmt.Errorf("setting the %s condition of pod %s: %w", podsetv1alpha1.InPlaceUpdateReadyCondition, pod.Name, err)
 	}
+	return nil
+}
+
+// closeGate begins a pod's drain (podset's drain.go): one write to its
+// status sets its InPlaceUpdateReady condition False and its Ready
+// condition False, so the EndpointSlice controller drops the pod at once
+// rather than once the kubelet has seen the gate (a pod-worker sync that
+// waits for the next relist, about a second). The kubelet then reports
+// the pod not Ready itself, with its own reason.
+//
+// It is a strategic merge patch, not an apply: the Ready condition is the
+// kubelet's, and an apply would keep owning it, so that the next apply of
+// the gate (without it) would remove what the kubelet no longer writes.
+// A patch is an update: it owns only what it changed, until the kubelet
+// changes it again. The pod's UID in the patch makes it a write to that
+// pod only (the API server refuses to change a UID).
+func (r *PodSetReconciler) closeGate(ctx context.Context, ps *podsetv1alpha1.PodSet, step podset.Step, now metav1.Time) error {
+	pod := step.Pod
+	reason := podsetv1alpha1.GateStoppingReason
+	message := "the pod is deleted once it has drained: " + step.Way.Why
+	if step.Way.InPlace {
+		reason = podsetv1alpha1.GateUpdatingReason
+		message = "its containers restart for revision " + podset.RevisionName(ps, podset.TemplateHash(ps)) + " once the pod has drained"
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": pod.UID},
+		"status": map[string]any{"conditions": []corev1.PodCondition{
+			{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionFalse, Reason: reason, Message: message, LastTransitionTime: now},
+			{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: podsetv1alpha1.DrainingReason, Message: "the operator took the pod out of Service endpoints: " + message, LastTransitionTime: now},
+		}},
+	})
+	if err != nil {
+		return err
+	}
+	answer, err := r.Pods.Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch,
+		metav1.PatchOptions{FieldManager: FieldManager}, "status")
+	countPodWrite(ps, writeGate, err)
+	if err != nil {
+		return fmt.Errorf("closing the %s gate of pod %s: %w", podsetv1alpha1.InPlaceUpdateReadyCondition, pod.Name, err)
+	}
+	r.memory.expectUpdated(keyOf(ps), pod.Name, answer.UID, answer.ResourceVersion)
 	return nil
 }
 
@@ -69,7 +98,7 @@ func (r *PodSetReconciler) openGate(ctx context.Context, ps *podsetv1alpha1.PodS
 	go func() {
 		defer func() { <-r.gateSlots }()
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ps.Namespace, UID: uid}}
-		err := r.setGate(ctx, ps, pod, true, now, expectGateOpened)
+		err := r.setGate(ctx, ps, pod, now, expectGateOpened)
 		if err != nil {
 			r.memory.gateNotOpened(key, name, uid)
 			if !apierrors.IsNotFound(err) {
@@ -79,27 +108,49 @@ func (r *PodSetReconciler) openGate(ctx context.Context, ps *podsetv1alpha1.PodS
 	}()
 }
 
-// gates opens or closes the readiness gates of pods, in parallel.
-func (r *PodSetReconciler) gates(ctx context.Context, ps *podsetv1alpha1.PodSet, pods []*corev1.Pod, open bool, now metav1.Time, errs *[]error) []string {
-	var mu sync.Mutex
-	var done []string
+// openGates opens the readiness gates of pods, in parallel.
+func (r *PodSetReconciler) openGates(ctx context.Context, ps *podsetv1alpha1.PodSet, pods []*corev1.Pod, now metav1.Time, errs *[]error) {
 	err := parallel(len(pods), r.Workers, func(i int) error {
-		err := r.setGate(ctx, ps, pods[i], open, now, expectUpdated)
+		err := r.setGate(ctx, ps, pods[i], now, expectUpdated)
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		*errs = append(*errs, err)
+	}
+}
+
+// closeGates begins the drains of pods, in parallel, and returns the pods
+// whose gates it closed: to restart them in place, and to delete them,
+// by why.
+func (r *PodSetReconciler) closeGates(ctx context.Context, ps *podsetv1alpha1.PodSet, steps []podset.Step, now metav1.Time, errs *[]error) (restart []string, stop map[string][]string) {
+	var mu sync.Mutex
+	stop = map[string][]string{}
+	err := parallel(len(steps), r.Workers, func(i int) error {
+		err := r.closeGate(ctx, ps, steps[i], now)
 		switch {
-		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		case apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsInvalid(err):
+			// Gone, or another pod of the name (its UID differs): the
+			// next pass sees it.
 			return nil
 		case err != nil:
 			return err
 		}
 		mu.Lock()
-		done = append(done, pods[i].Name)
-		mu.Unlock()
+		defer mu.Unlock()
+		if s := steps[i]; s.Way.InPlace {
+			restart = append(restart, s.Pod.Name)
+		} else {
+			stop[s.Way.Why] = append(stop[s.Way.Why], s.Pod.Name)
+		}
 		return nil
 	})
 	if err != nil {
 		*errs = append(*errs, err)
 	}
-	return done
+	return restart, stop
 }
 
 // updateInPlace brings pods to the current revision where they run: first
@@ -201,6 +252,22 @@ func keepResized(containers []corev1.Container, c *corev1ac.ContainerApplyConfig
 	}
 	if c.Resources.Limits != nil {
 		containers[i].Resources.Limits = *c.Resources.Limits
+	}
+}
+
+// drainEvents records the drains begun: one event for the pods that
+// restart in place, one per reason for those deleted once drained.
+func (r *PodSetReconciler) drainEvents(ps *podsetv1alpha1.PodSet, restart []string, stop map[string][]string, revs *podset.Revisions) {
+	if len(restart) > 0 {
+		r.note(ps, podsetv1alpha1.UpdatedInPlaceReason, "Drain",
+			"took pods %s out of Ready to restart their containers in place for revision %s", podset.Summarize(restart), podset.RevisionName(ps, revs.Update))
+	}
+	for _, why := range slices.Sorted(maps.Keys(stop)) {
+		reason := podsetv1alpha1.RollingOutReason
+		if why == podset.WhySurplus {
+			reason = podsetv1alpha1.ScalingDownReason
+		}
+		r.note(ps, reason, "Drain", "took pods %s out of Ready to delete them once drained: %s", podset.Summarize(stop[why]), why)
 	}
 }
 

@@ -162,21 +162,29 @@ func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSe
 	// taken out of Ready first, pods updated where they run (a resize the
 	// API server refuses recreates its pod), and gates opened again.
 	r.recreateEvents(ps, r.deletePods(ctx, ps, plan.Rollout, &errs), plan.Why)
-	if paused := r.gates(ctx, ps, plan.Pause, false, now, &errs); len(paused) > 0 {
-		r.note(ps, podsetv1alpha1.UpdatedInPlaceReason, "Drain",
-			"took pods %s out of Ready to restart their containers in place for revision %s", podset.Summarize(paused), podset.RevisionName(ps, revs.Update))
-	}
 	updated, denied := r.updateInPlace(ctx, ps, plan.Update, revs, &errs)
 	for _, what := range slices.Sorted(maps.Keys(updated)) {
 		r.note(ps, podsetv1alpha1.UpdatedInPlaceReason, "Update",
 			"updated pods %s in place to revision %s: %s", podset.Summarize(updated[what]), podset.RevisionName(ps, revs.Update), what)
 	}
+	// A pod whose resize the API server refused is recreated: drained
+	// first if it is Ready (the next pass finds the resize refused again,
+	// and the pod not Ready), else deleted now.
 	why := map[string]string{}
+	var deny []*corev1.Pod
+	pause := plan.Pause
 	for _, pod := range denied {
+		if podset.DrainFirst(pod) {
+			pause = append(pause, podset.Step{Pod: pod, Way: podset.UpdateWay{Why: podset.WhyResizeDenied}})
+			continue
+		}
+		deny = append(deny, pod)
 		why[pod.Name] = podset.WhyResizeDenied
 	}
-	r.recreateEvents(ps, r.deletePods(ctx, ps, denied, &errs), why)
-	r.gates(ctx, ps, plan.Resume, true, now, &errs)
+	r.recreateEvents(ps, r.deletePods(ctx, ps, deny, &errs), why)
+	restart, stop := r.closeGates(ctx, ps, pause, now, &errs)
+	r.drainEvents(ps, restart, stop, revs)
+	r.openGates(ctx, ps, plan.Resume, now, &errs)
 
 	conflicts := plan.Conflicts
 	var rejected error
@@ -244,11 +252,9 @@ func (r *PodSetReconciler) createPods(ctx context.Context, ps *podsetv1alpha1.Po
 		uid, err := r.createPod(ctx, ps, tmpl, ordinal, hash)
 		switch {
 		case err == nil:
-			if podset.InPlacePolicy(ps) {
-				// Its gate opens at once: it is not being updated. A pod
-				// with a gate and no condition is not Ready.
-				r.openGate(ctx, ps, name, uid, now)
-			}
+			// Its gate opens at once: it is not being stopped. A pod
+			// with a gate and no condition is not Ready.
+			r.openGate(ctx, ps, name, uid, now)
 			mu.Lock()
 			created = append(created, name)
 			mu.Unlock()

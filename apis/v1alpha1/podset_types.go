@@ -44,9 +44,8 @@ const (
 	// DefaultRevisionHistoryLimit is spec.revisionHistoryLimit when it is
 	// not set.
 	DefaultRevisionHistoryLimit = 10
-	// DefaultInPlaceDrainSeconds is spec.updateStrategy.inPlaceDrainSeconds
-	// when it is not set.
-	DefaultInPlaceDrainSeconds = 2
+	// DefaultDrainSeconds is spec.drainSeconds when it is not set.
+	DefaultDrainSeconds = 2
 )
 
 // PodSetUpdateStrategyType is how a PodSet replaces pods after its template
@@ -87,15 +86,35 @@ const (
 )
 
 // InPlaceUpdateReadyCondition is the pod condition of the readiness gate
-// every pod made under InPlaceIfPossible carries. The operator sets it True
-// once a pod is created, False before it restarts the pod's containers for
-// a new image (so the pod leaves Service endpoints first), and True again
-// once the pod's containers run the new image.
+// every pod the operator makes carries. The operator sets it True once a
+// pod is created, False before it stops the pod's containers (to restart
+// them in place, or to delete a Ready pod), so the pod leaves Service
+// endpoints first, and True again once the containers of a pod it keeps
+// have restarted.
 const InPlaceUpdateReadyCondition = "podset.dev/InPlaceUpdateReady"
+
+// Reasons of the InPlaceUpdateReady condition, and of the Ready condition
+// the operator writes beside a closed gate.
+const (
+	// GateOpenReason: no stop is under way.
+	GateOpenReason = "NoUpdateInProgress"
+	// GateUpdatingReason: the pod's containers restart in place once it
+	// has drained.
+	GateUpdatingReason = "InPlaceUpdate"
+	// GateStoppingReason: the pod is deleted once it has drained.
+	GateStoppingReason = "Stopping"
+	// DrainingReason is the reason of the Ready condition False the
+	// operator writes in the same request as it closes a pod's gate, so
+	// the pod leaves EndpointSlices without waiting for its kubelet; the
+	// kubelet then reports it not Ready with its own reason.
+	DrainingReason = "PodSetDraining"
+)
 
 // PodSetSpec is the desired state of a PodSet.
 // +kubebuilder:validation:XValidation:rule="!has(self.ordinals) || !has(self.ordinals.start) || (has(self.replicas) ? self.replicas : 1) + self.ordinals.start <= 10000",message="spec.ordinals.start: start + replicas must be at most 10000, so that the highest ordinal has at most four digits and pod names <name>-<ordinal> stay valid DNS labels",fieldPath=".ordinals.start"
 // +kubebuilder:validation:XValidation:rule="!has(self.progressDeadlineSeconds) || !has(self.minReadySeconds) || self.progressDeadlineSeconds > self.minReadySeconds",message="spec.progressDeadlineSeconds: must be greater than spec.minReadySeconds",fieldPath=".progressDeadlineSeconds"
+// +kubebuilder:validation:XValidation:rule="!has(self.progressDeadlineSeconds) || !has(self.drainSeconds) || self.progressDeadlineSeconds > self.drainSeconds",message="spec.drainSeconds: must be less than spec.progressDeadlineSeconds, or every pod the operator stops would count as a stalled rollout",fieldPath=".drainSeconds"
+// +kubebuilder:validation:XValidation:rule="!has(self.updateStrategy) || !has(self.updateStrategy.inPlaceDrainSeconds) || self.updateStrategy.inPlaceDrainSeconds == (has(self.drainSeconds) ? self.drainSeconds : 2)",message="spec.updateStrategy.inPlaceDrainSeconds is replaced by spec.drainSeconds, which drains every pod the operator stops (scale-down and recreation as well as in-place restarts): write spec.drainSeconds with this value and remove inPlaceDrainSeconds",fieldPath=".updateStrategy.inPlaceDrainSeconds"
 type PodSetSpec struct {
 	// replicas is the number of pods to keep running, named
 	// <name>-<start> to <name>-<start+replicas-1>, where start is
@@ -147,6 +166,28 @@ type PodSetSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
+
+	// drainSeconds is how long a pod stays out of Service endpoints before
+	// the operator stops its containers: before it deletes a Ready pod (a
+	// scale-down, a surplus pod, a pod recreated by a rollout or a
+	// restart) and before it restarts a pod's containers in place. The
+	// operator closes the pod's readiness gate (podset.dev/InPlaceUpdateReady)
+	// and marks it not Ready in the same write, so the pod leaves
+	// EndpointSlices at once; it waits for the kubelet to report the pod
+	// not Ready too, and for drainSeconds from its own write, then deletes
+	// or restarts it. Dataplanes program an EndpointSlice change later than
+	// it is written (kube-proxy within about a second, external load
+	// balancers and service meshes often later): new connections routed to
+	// the pod meanwhile would meet a stopped container. A pod that is not
+	// Ready is stopped at once, and an app needs no preStop sleep. Raise it
+	// for slower dataplanes; 0 stops a pod as soon as the kubelet reports
+	// it not Ready. It must be less than progressDeadlineSeconds. Defaults
+	// to 2.
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=300
+	// +optional
+	DrainSeconds *int32 `json:"drainSeconds,omitempty"`
 
 	// progressDeadlineSeconds is how long a PodSet that is not Ready may go
 	// without progress (a pod created, updated or newly available) before
@@ -270,17 +311,13 @@ type PodSetUpdateStrategy struct {
 	// +optional
 	PodUpdatePolicy PodUpdatePolicy `json:"podUpdatePolicy,omitempty"`
 
-	// inPlaceDrainSeconds is how long a pod whose containers restart in
-	// place stays out of Service endpoints before they restart: the time
-	// from the kubelet reporting the pod not Ready (which takes it out of
-	// EndpointSlices) until its new image is applied. Dataplanes program
-	// an EndpointSlice change later than it is written (kube-proxy within
-	// about a second, external load balancers and service meshes often
-	// later); new connections routed to the pod meanwhile would meet a
-	// restarting container. Raise it for slower dataplanes; 0 restarts the
-	// containers as soon as the kubelet reports the pod not Ready. Only
-	// under podUpdatePolicy InPlaceIfPossible. Defaults to 2.
-	// +kubebuilder:default=2
+	// inPlaceDrainSeconds is deprecated: spec.drainSeconds replaced it and
+	// drains every pod the operator stops, not only those restarted in
+	// place. It is accepted only when equal to spec.drainSeconds (so a
+	// manifest that sets both to one value keeps working); otherwise the
+	// PodSet is refused with a message saying to write spec.drainSeconds.
+	// A PodSet stored before with a different value drains for the
+	// longer of the two.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=300
 	// +optional

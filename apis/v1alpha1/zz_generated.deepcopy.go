@@ -149,6 +149,11 @@ func (in *PodSetSpec) DeepCopyInto(out *PodSetSpec) {
 		*out = new(PodSetDisruptionBudget)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.DrainSeconds != nil {
+		in, out := &in.DrainSeconds, &out.DrainSeconds
+		*out = new(int32)
+		**out = **in
+	}
 	if in.ProgressDeadlineSeconds != nil {
 		in, out := &in.ProgressDeadlineSeconds, &out.ProgressDeadlineSeconds
 		*out = new(int32)

@@ -72,6 +72,10 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: disruptionBudget
       type:
         namedType: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetDisruptionBudget
+    - name: drainSeconds
+      type:
+        scalar: numeric
+      default: 2
     - name: lostNodeReplacement
       type:
         namedType: com.github.podset-dev.podset-operator.apis.v1alpha1.LostNodeReplacement
@@ -155,7 +159,6 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: inPlaceDrainSeconds
       type:
         scalar: numeric
-      default: 2
     - name: podUpdatePolicy
       type:
         namedType: com.github.podset-dev.podset-operator.apis.v1alpha1.PodUpdatePolicy

@@ -12,10 +12,15 @@ import (
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
 
+// PodOutcomeChanged reports whether a pod's update can change what a pass
+// decides: its phase, its readiness (the kubelet's own not-Ready report
+// after the operator's ends a drain's wait), its gate, a resize, what its
+// containers run, its deletion, labels, annotations, owners or images.
 func PodOutcomeChanged(old, cur *corev1.Pod) bool {
 	return old.Status.Phase != cur.Status.Phase ||
 		podReady(old) != podReady(cur) ||
 		kubeletReady(old) != kubeletReady(cur) ||
+		kubeletNotReady(old) != kubeletNotReady(cur) ||
 		conditionChanged(old, cur, podsetv1alpha1.InPlaceUpdateReadyCondition) ||
 		conditionChanged(old, cur, corev1.PodResizePending) ||
 		conditionChanged(old, cur, corev1.PodResizeInProgress) ||

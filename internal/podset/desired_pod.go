@@ -80,9 +80,9 @@ func PodFromTemplate(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, or
 		return nil, fmt.Errorf("converting the pod template: %w", err)
 	}
 	hardenPodSpec(spec)
-	if InPlacePolicy(ps) {
-		spec.WithReadinessGates(corev1ac.PodReadinessGate().WithConditionType(podsetv1alpha1.InPlaceUpdateReadyCondition))
-	}
+	// Every pod carries the gate, whatever the update policy: it is how
+	// the operator drains a pod before it stops it (drain.go).
+	spec.WithReadinessGates(corev1ac.PodReadinessGate().WithConditionType(podsetv1alpha1.InPlaceUpdateReadyCondition))
 
 	pod := corev1ac.Pod(PodName(ps.Name, ordinal), ps.Namespace).
 		WithLabels(podLabels(ps, tmpl, ordinal, hash)).

@@ -464,20 +464,21 @@ func TestDesiredPodLeavesThePodSetAlone(t *testing.T) {
 	}
 }
 
-// inPlaceGate is the readiness gate of every pod made under
-// InPlaceIfPossible.
+// inPlaceGate is the readiness gate of every pod the operator makes.
 func inPlaceGate() *corev1ac.PodReadinessGateApplyConfiguration {
 	return corev1ac.PodReadinessGate().WithConditionType(podsetv1alpha1.InPlaceUpdateReadyCondition)
 }
 
-func TestDesiredPodUnderRecreateHasNoGate(t *testing.T) {
+// TestDesiredPodUnderRecreateHasTheGate: the gate is how every pod is
+// drained before it is deleted, whatever the update policy.
+func TestDesiredPodUnderRecreateHasTheGate(t *testing.T) {
 	ps := makePodSet("web").obj()
 	ps.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
 	got, err := PodFromTemplate(ps, &ps.Spec.Template, 0, "abc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Spec.ReadinessGates) != 0 {
-		t.Errorf("readiness gates %v under podUpdatePolicy Recreate, want none", got.Spec.ReadinessGates)
+	if diff := cmp.Diff([]corev1ac.PodReadinessGateApplyConfiguration{*inPlaceGate()}, got.Spec.ReadinessGates); diff != "" {
+		t.Errorf("readiness gates under podUpdatePolicy Recreate (-want +got):\n%s", diff)
 	}
 }

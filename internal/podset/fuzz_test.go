@@ -500,13 +500,16 @@ func FuzzPlanPods(f *testing.F) {
 		}
 
 		// Writes: only controlled, settled pods, each in one list once.
-		var updated []*corev1.Pod
+		var updated, paused []*corev1.Pod
 		for _, step := range plan.Update {
 			updated = append(updated, step.Pod)
 		}
+		for _, step := range plan.Pause {
+			paused = append(paused, step.Pod)
+		}
 		lists := map[string][]*corev1.Pod{
 			"repair": plan.Repair, "prune": plan.Prune, "replaceFinished": plan.ReplaceFinished, "rollout": plan.Rollout,
-			"update": updated, "pause": plan.Pause,
+			"update": updated, "pause": paused,
 		}
 		checkNoForbiddenField(t, ps, in.Revs, plan)
 		writtenIn := map[string]string{}
@@ -604,7 +607,11 @@ func FuzzPlanPods(f *testing.F) {
 		budget := max(0, maxUnavailable(ps)-unavailable)
 		var readyTaken []string
 		taken := slices.Clone(plan.Rollout)
-		taken = append(taken, plan.Pause...)
+		for _, step := range plan.Pause {
+			if step.Way.Why != WhySurplus {
+				taken = append(taken, step.Pod)
+			}
+		}
 		for _, step := range plan.Update {
 			if !step.Way.metadataOnly() {
 				taken = append(taken, step.Pod)
@@ -835,13 +842,23 @@ func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *Revisi
 		if step.Way.Resize {
 			checkResize(step.Pod)
 		}
-		if step.Way.Restart() && kubeletReady(step.Pod) {
-			t.Errorf("update restarts the containers of %s while the kubelet still has it Ready (in endpoints)", step.Pod.Name)
+		if step.Way.Restart() && !kubeletNotReady(step.Pod) {
+			t.Errorf("update restarts the containers of %s before its kubelet reports it not Ready", step.Pod.Name)
 		}
 	}
-	for _, pod := range plan.Pause {
-		if !hasGate(pod) {
-			t.Errorf("pause closes the gate of %s, which has none", pod.Name)
+	for _, step := range plan.Pause {
+		if !hasGate(step.Pod) {
+			t.Errorf("pause closes the gate of %s, which has none", step.Pod.Name)
+		}
+		if !podReady(step.Pod) {
+			t.Errorf("pause drains %s, which is not Ready: it should be stopped at once", step.Pod.Name)
+		}
+	}
+	// No Ready pod the operator controls and has gated is deleted before
+	// it drained.
+	for _, pod := range slices.Concat(plan.Prune, plan.Rollout) {
+		if hasGate(pod) && podReady(pod) && !allPreStop(pod, nil) {
+			t.Errorf("%s is deleted while Ready, without a drain", pod.Name)
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/types"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
@@ -60,6 +59,8 @@ const (
 	whyDeferred     = "the kubelet deferred its resize for longer than progressDeadlineSeconds"
 	WhyResizeDenied = "the API server refused its resize"
 	whyRestart      = "a restart was asked for (" + restartedAt + ")"
+	// WhySurplus: a pod outside the wanted ordinals, deleted once drained.
+	WhySurplus = "it is surplus (scale-down)"
 )
 
 // restartedAt is the template annotation `kubectl rollout restart` (and
@@ -202,105 +203,6 @@ func sidecar(c *corev1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 }
 
-// hasGate reports whether a pod carries the operator's readiness gate.
-// Gates are immutable: only pods made with it can have their containers
-// restarted in place without losing traffic first.
-func hasGate(pod *corev1.Pod) bool {
-	return slices.ContainsFunc(pod.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool {
-		return g.ConditionType == podsetv1alpha1.InPlaceUpdateReadyCondition
-	})
-}
-
-// gateCondition is the pod's InPlaceUpdateReady condition, or nil.
-func gateCondition(pod *corev1.Pod) *corev1.PodCondition {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == podsetv1alpha1.InPlaceUpdateReadyCondition {
-			return &pod.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-// gateClosed reports whether the operator took the pod out of Ready for an
-// in-place update that is not finished.
-func gateClosed(pod *corev1.Pod) bool {
-	c := gateCondition(pod)
-	return c != nil && c.Status == corev1.ConditionFalse
-}
-
-// gateOpen reports whether the pod's InPlaceUpdateReady condition is True.
-func gateOpen(pod *corev1.Pod) bool {
-	c := gateCondition(pod)
-	return c != nil && c.Status == corev1.ConditionTrue
-}
-
-// drainLeft is how long the containers of a pod whose gate is closed must
-// still wait before they restart: inPlaceDrainSeconds from the kubelet
-// reporting the pod not Ready. That is known two ways, and the drain ends
-// by whichever ends first: from seen, when the operator first saw the
-// pod not Ready (Drains; zero when it never did), and from the Ready
-// condition's time. Condition times are whole seconds, so a second more is
-// waited from it than the field says: never less than it.
-func drainLeft(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, seen, now time.Time) time.Duration {
-	seconds := int32(podsetv1alpha1.DefaultInPlaceDrainSeconds)
-	if s := ps.Spec.UpdateStrategy.InPlaceDrainSeconds; s != nil {
-		seconds = max(0, *s)
-	}
-	if seconds == 0 {
-		return 0
-	}
-	drain := time.Duration(seconds) * time.Second
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue {
-			end := c.LastTransitionTime.Add(drain + time.Second)
-			if !seen.IsZero() && seen.Add(drain).Before(end) {
-				end = seen.Add(drain)
-			}
-			return end.Sub(now)
-		}
-	}
-	return 0
-}
-
-// Drains is when the operator first saw each pod whose gate it closed
-// reported not Ready by its kubelet, by pod UID: a drain counts from then
-// when that ends before the Ready condition's whole-second time says
-// (drainLeft). It is what a pass remembers for the next ones.
-type Drains map[types.UID]time.Time
-
-// Observe is d with the pods of v that drain now: those it had keep the
-// time they were first seen, the others are seen at at, the time the pass
-// began, after the pods were read (the kubelet reported them not Ready
-// before it). Pods that no longer drain are left out.
-func (d Drains) Observe(v *View, at time.Time) Drains {
-	var next Drains
-	for _, m := range v.Slots {
-		if m == nil || !m.Controlled || !gateClosed(m.Pod) || kubeletReady(m.Pod) {
-			continue
-		}
-		if next == nil {
-			next = Drains{}
-		}
-		if t, ok := d[m.Pod.UID]; ok {
-			next[m.Pod.UID] = t
-		} else {
-			next[m.Pod.UID] = at
-		}
-	}
-	return next
-}
-
-// kubeletReady reports whether the pod's Ready condition, the kubelet's
-// own, is True: after the gate closes, the update waits for it to go False.
-func kubeletReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // restartRecord is what the operator writes on a pod, in the annotation
 // restartRecordAnnotation, with the apply that restarts its containers in
 // place: the revision it moves the pod to, and the restart count of each
@@ -348,21 +250,26 @@ func podRestartRecord(pod *corev1.Pod) (restartRecord, bool) {
 }
 
 // restarted reports whether the containers of a pod whose gate is closed
-// have restarted for its update, so that the gate may open: each container
-// the pod's restart record names has restarted since the update was
-// applied, and every other container and sidecar runs. A restarted
-// container need not run yet: its restart count went up, so the container
-// that served before the update is gone, and the new one makes the pod
-// Ready only once it is ready itself. Opening the gate then, rather than
-// once it runs, lets a kubelet report the pod Ready in the same status
-// update as its container, instead of one round trip later. A pod without
-// a record for its revision (an update begun by an operator that wrote
-// none) falls back to its containers running the images their spec names.
+// have restarted for the revision it is labelled with, so that the gate
+// may open: each container the pod's restart record names has restarted
+// since the update was applied, and every other container and sidecar
+// runs. A restarted container need not run yet: its restart count went
+// up, so the container that served before the update is gone, and the new
+// one makes the pod Ready only once it is ready itself. Opening the gate
+// then, rather than once it runs, lets a kubelet report the pod Ready in
+// the same status update as its container, instead of one round trip
+// later.
+//
+// A pod without a record for its revision had nothing restarted for it:
+// it was made from that revision, or last updated to it in place, and its
+// gate closed for a stop that did not happen (the template went back to
+// its revision before its images were applied, or a scale-down was undone
+// before the pod was deleted). Its containers run what its revision
+// names, so the gate opens once they run. Images are never compared: a
+// runtime reports the first of the tags naming the same image, or a
+// digest, not what the spec says.
 func restarted(pod *corev1.Pod) bool {
-	rec, ok := podRestartRecord(pod)
-	if !ok {
-		return containersRun(pod)
-	}
+	rec, _ := podRestartRecord(pod)
 	return everyRunningContainer(pod, func(c *corev1.Container, s *corev1.ContainerStatus) bool {
 		if s == nil {
 			return false
@@ -371,16 +278,6 @@ func restarted(pod *corev1.Pod) bool {
 			return s.RestartCount > before
 		}
 		return s.State.Running != nil
-	})
-}
-
-// containersRun reports whether every container of the pod, and every
-// sidecar, runs the image its spec names, as its status reports it: a
-// container waiting to start on the new image does not count yet. Init
-// containers that ran to completion are not run again.
-func containersRun(pod *corev1.Pod) bool {
-	return everyRunningContainer(pod, func(c *corev1.Container, s *corev1.ContainerStatus) bool {
-		return s != nil && s.State.Running != nil && normalizeImage(s.Image) == normalizeImage(c.Image)
 	})
 }
 
@@ -437,38 +334,6 @@ func everyRunningContainer(pod *corev1.Pod, ok func(*corev1.Container, *corev1.C
 		}
 	}
 	return true
-}
-
-// normalizeImage is an image reference in the fully qualified form a
-// container runtime reports (docker.io/library/nginx:latest for nginx), so
-// that a status compares equal to the spec it runs.
-func normalizeImage(image string) string {
-	name, digest, hasDigest := strings.Cut(image, "@")
-	tag := ""
-	if i := strings.LastIndexByte(name, ':'); i > strings.LastIndexByte(name, '/') {
-		name, tag = name[:i], name[i+1:]
-	}
-	domain, rest, found := strings.Cut(name, "/")
-	if !found || !strings.ContainsAny(domain, ".:") && domain != "localhost" && strings.ToLower(domain) == domain {
-		domain, rest = "docker.io", name
-	}
-	if domain == "index.docker.io" {
-		domain = "docker.io"
-	}
-	if domain == "docker.io" && !strings.Contains(rest, "/") {
-		rest = "library/" + rest
-	}
-	out := domain + "/" + rest
-	if tag == "" && !hasDigest {
-		tag = "latest"
-	}
-	if tag != "" {
-		out += ":" + tag
-	}
-	if hasDigest {
-		out += "@" + digest
-	}
-	return out
 }
 
 // resizeTowards reports whether a pod's containers ask for the cpu and

@@ -171,27 +171,6 @@ func TestResizeRestartsPerPolicy(t *testing.T) {
 	}
 }
 
-func TestNormalizeImage(t *testing.T) {
-	cases := map[string]string{
-		"nginx":                          "docker.io/library/nginx:latest",
-		"nginx:1.25":                     "docker.io/library/nginx:1.25",
-		"docker.io/library/nginx:1.25":   "docker.io/library/nginx:1.25",
-		"index.docker.io/user/app":       "docker.io/user/app:latest",
-		"user/app:v1":                    "docker.io/user/app:v1",
-		"registry.k8s.io/pause:3.10":     "registry.k8s.io/pause:3.10",
-		"localhost:5000/app":             "localhost:5000/app:latest",
-		"localhost/app:1":                "localhost/app:1",
-		"ghcr.io/o/app@sha256:abc":       "ghcr.io/o/app@sha256:abc",
-		"ghcr.io/o/app:v1@sha256:abc":    "ghcr.io/o/app:v1@sha256:abc",
-		"registry.example:8443/a/b/c:v2": "registry.example:8443/a/b/c:v2",
-	}
-	for in, want := range cases {
-		if got := normalizeImage(in); got != want {
-			t.Errorf("normalizeImage(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestPodUpdateKeepsWhatARunningPodCannotChange(t *testing.T) {
 	ps := makePodSet("web").obj()
 	ps.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{
@@ -423,14 +402,24 @@ func TestRestarted(t *testing.T) {
 		"not restarted, not running": {
 			pod: record(pod("app:2", "docker.io/library/app:1", 2, false), "new", 2),
 		},
-		"a record of another revision: the images decide": {
-			pod: record(pod("app:2", "docker.io/library/app:1", 3, true), "old", 2),
+		// No record for the pod's revision: nothing was restarted for it
+		// (its gate closed for a stop that was called off), so its
+		// containers run what it asks for once they run, whatever image
+		// name the runtime reports.
+		"a record of another revision, running": {
+			pod: record(pod("app:2", "docker.io/library/app:1", 3, true), "old", 2), want: true,
 		},
 		"no record, the reported image matches": {
 			pod: pod("app:2", "docker.io/library/app:2", 0, true), want: true,
 		},
-		"no record, an alias reported": {
-			pod: pod("localhost/app:stable", "localhost/app:1.4.2", 3, true),
+		"no record, created by an alias tag, the first tag reported": {
+			pod: pod("localhost/app:v2", "localhost/app:stable", 0, true), want: true,
+		},
+		"no record, created by digest, a tag reported": {
+			pod: pod("localhost/app@sha256:aaaa", "localhost/app:v1", 0, true), want: true,
+		},
+		"no record, not running": {
+			pod: pod("app:2", "docker.io/library/app:2", 0, false),
 		},
 	}
 	for name, tc := range cases {
@@ -450,15 +439,16 @@ func TestDrainLeft(t *testing.T) {
 		}}}}
 	}
 	cases := map[string]struct {
-		seconds *int32
-		pod     *corev1.Pod
-		seen    time.Time
-		want    time.Duration
+		seconds, inPlace *int32
+		pod              *corev1.Pod
+		seen             time.Time
+		want             time.Duration
 	}{
 		"just not Ready, the default":       {pod: notReadySince(0), want: 3 * time.Second},
 		"not Ready for a while":             {pod: notReadySince(time.Minute), want: -57 * time.Second},
 		"5 s asked, not Ready for 2 s":      {seconds: ptr.To[int32](5), pod: notReadySince(2 * time.Second), want: 4 * time.Second},
 		"0: at once":                        {seconds: ptr.To[int32](0), pod: notReadySince(0), want: 0},
+		"the deprecated field, longer":      {seconds: ptr.To[int32](0), inPlace: ptr.To[int32](5), pod: notReadySince(0), want: 6 * time.Second},
 		"still Ready: nothing to count yet": {pod: &corev1.Pod{}, want: 0},
 		// The condition says 07:00:00, which may be 07:00:00.9; the
 		// operator saw it at 07:00:00.3, so it was at most that.
@@ -468,7 +458,7 @@ func TestDrainLeft(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			ps := makePodSet("web").obj()
-			ps.Spec.UpdateStrategy.InPlaceDrainSeconds = tc.seconds
+			ps.Spec.DrainSeconds, ps.Spec.UpdateStrategy.InPlaceDrainSeconds = tc.seconds, tc.inPlace
 			if got := drainLeft(ps, tc.pod, tc.seen, now); got != tc.want {
 				t.Errorf("drainLeft() = %v, want %v", got, tc.want)
 			}

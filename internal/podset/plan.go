@@ -26,7 +26,9 @@ type Plan struct {
 	// repair lists pods whose operator-owned fields drifted from their
 	// revision: apply their desired pod again.
 	Repair []*corev1.Pod
-	// prune lists pods outside the wanted ordinals, highest first.
+	// prune lists pods outside the wanted ordinals, highest first, to
+	// delete now: drained, or not Ready (a Ready one is drained first, in
+	// Pause).
 	Prune []*corev1.Pod
 	// replaceFinished lists Failed or Succeeded pods, to delete and recreate.
 	ReplaceFinished []*corev1.Pod
@@ -41,23 +43,25 @@ type Plan struct {
 	// (Nodes.Partitioned).
 	LostHeld []*corev1.Pod
 	// rollout lists out-of-date pods to delete and recreate from the current
-	// template: unready ones first, then ready ones from the highest ordinal.
+	// template: unready ones first, then drained ones.
 	Rollout []*corev1.Pod
-	// why says, by pod name, why a pod of rollout is recreated rather than
-	// updated in place.
+	// why says, by pod name, why a pod of rollout (or one drained to join
+	// it, in pause) is recreated rather than updated in place.
 	Why map[string]string
 	// update lists out-of-date pods to bring to the current template where
 	// they run: metadata at once, a resize, or new images once their gate is
 	// closed and the kubelet took them out of Ready.
 	Update []Step
-	// pause lists pods whose readiness gate closes: a restart in place
-	// begins, within maxUnavailable.
-	Pause []*corev1.Pod
+	// pause lists Ready pods whose readiness gate closes, so they drain
+	// before the operator stops them: a restart in place (Way.InPlace) or
+	// a recreation within maxUnavailable, or a surplus pod (Way.Why says
+	// why it is deleted).
+	Pause []Step
 	// resume lists pods whose readiness gate opens: new, or their
 	// containers run the new images.
 	Resume []*corev1.Pod
 	// wake is how long until something a pass waits for is due (a deferred
-	// resize counts as stuck, a drained pod may restart), or 0.
+	// resize counts as stuck, a drained pod may stop), or 0.
 	Wake time.Duration
 	// conflicts lists names this PodSet needs that pods it does not control
 	// hold. Those pods are never modified or deleted.
@@ -108,9 +112,18 @@ type Input struct {
 // pods that are available (spend).
 func (v *View) Plan(in Input) Plan {
 	var p Plan
+	now := cmp.Or(in.Now, v.Now)
 	for _, m := range v.Surplus {
-		if !in.InFlight(m.Pod.Name) {
+		if in.InFlight(m.Pod.Name) {
+			continue
+		}
+		switch stage, wait := drainFor(v.PodSet, m.Pod, in.Drains[m.Pod.UID], now, allPreStop(m.Pod, nil), true); stage {
+		case stopNow:
 			p.Prune = append(p.Prune, m.Pod)
+		case drainBegin:
+			p.Pause = append(p.Pause, Step{Pod: m.Pod, Way: UpdateWay{Why: WhySurplus}})
+		default:
+			p.wakeIn(wait)
 		}
 	}
 	p.Conflicts, p.Strays = v.Conflicts, v.Strays
@@ -183,16 +196,20 @@ func (v *View) classify(p *Plan, in Input) classified {
 				// Nothing restarts: every such pod at once, outside the
 				// budget.
 				p.Update = append(p.Update, Step{Pod: pod, Way: way})
-			case way.InPlace && gateClosed(pod):
-				// Started: the containers restart once the kubelet has
-				// taken the pod out of Ready (and so out of endpoints),
-				// and the dataplane has had inPlaceDrainSeconds to follow.
-				if !kubeletReady(pod) {
-					if wait := drainLeft(ps, pod, in.Drains[pod.UID], cmp.Or(in.Now, now)); wait > 0 {
-						p.wakeIn(wait)
-					} else {
-						p.Update = append(p.Update, Step{Pod: pod, Way: way})
-					}
+			case gateClosed(pod):
+				// Draining: once the kubelet has taken the pod out of
+				// Ready (and so out of endpoints), and the dataplane has
+				// had drainSeconds to follow, its containers restart in
+				// place, or it is deleted to be recreated.
+				stage, wait := drainFor(ps, pod, in.Drains[pod.UID], cmp.Or(in.Now, now), stopsWithPreStop(pod, way), !way.InPlace)
+				switch {
+				case stage != stopNow:
+					p.wakeIn(wait)
+				case way.InPlace:
+					p.Update = append(p.Update, Step{Pod: pod, Way: way})
+				default:
+					p.Rollout = append(p.Rollout, pod)
+					p.recreating(pod, way.Why)
 				}
 			case way.InPlace && !m.Ready:
 				// Serves nothing: update it at once, without draining.
@@ -218,16 +235,26 @@ func (v *View) classify(p *Plan, in Input) classified {
 			if ok && drifted(ps, tmpl, pod, ordinal, m.Hash) {
 				p.Repair = append(p.Repair, pod)
 			}
-			if g := gateCondition(pod); hasGate(pod) && (g == nil || g.Status != corev1.ConditionTrue && restarted(pod) && resizeSettled(pod)) {
-				p.Resume = append(p.Resume, pod)
-			}
 			why, wait := "", time.Duration(0)
 			if ok && resizeTowards(tmpl, pod) {
 				why, wait = resizeStuck(pod, deadline, now)
 			}
+			if g := gateCondition(pod); why == "" && hasGate(pod) && (g == nil || g.Status != corev1.ConditionTrue && restarted(pod) && resizeSettled(pod)) {
+				// New, or its containers restarted for its revision, or
+				// the stop its gate closed for is no longer wanted.
+				p.Resume = append(p.Resume, pod)
+			}
 			switch {
 			case wait > 0:
 				p.wakeIn(wait)
+			case why != "" && gateClosed(pod):
+				// Draining, to be recreated.
+				if stage, wait := drainFor(ps, pod, in.Drains[pod.UID], cmp.Or(in.Now, now), allPreStop(pod, nil), true); stage != stopNow {
+					p.wakeIn(wait)
+				} else {
+					p.Rollout = append(p.Rollout, pod)
+					p.recreating(pod, why)
+				}
 			case why != "" && m.Available:
 				c.staleReady = append(c.staleReady, Step{Pod: pod, Way: UpdateWay{Why: why}})
 			case why != "":
@@ -245,19 +272,33 @@ func (v *View) classify(p *Plan, in Input) classified {
 // as the budget allows: a restart in place begins by closing the pod's
 // gate.
 func (p *Plan) spend(c classified, budget int) {
-	p.Rollout = c.staleUnready
+	p.Rollout = append(c.staleUnready, p.Rollout...)
 	for i := len(c.staleReady) - 1; i >= 0 && budget > 0; i-- {
 		switch s := c.staleReady[i]; {
 		case s.Way.InPlace && s.Way.Restart() && hasGate(s.Pod):
-			p.Pause = append(p.Pause, s.Pod)
+			p.Pause = append(p.Pause, s)
 		case s.Way.InPlace:
 			p.Update = append(p.Update, Step{Pod: s.Pod, Way: s.Way})
+		case hasGate(s.Pod) && !allPreStop(s.Pod, nil):
+			// Drained before it is deleted (drainFor).
+			p.Pause = append(p.Pause, s)
+			p.recreating(s.Pod, s.Way.Why)
 		default:
 			p.Rollout = append(p.Rollout, s.Pod)
 			p.recreating(s.Pod, s.Way.Why)
 		}
 		budget--
 	}
+}
+
+// stopsWithPreStop reports whether every container an update stops has a
+// preStop hook: all of the pod's to recreate it, those that restart to
+// update it in place.
+func stopsWithPreStop(pod *corev1.Pod, way UpdateWay) bool {
+	if way.InPlace && way.Restart() {
+		return allPreStop(pod, way.Restarts)
+	}
+	return allPreStop(pod, nil)
 }
 
 // Step is a pod to update where it runs, and how.

@@ -227,7 +227,17 @@ func (v *View) previewOrder(p *Preview) {
 				batch = append(batch, member(s.Pod))
 			}
 		}
-		for _, pod := range slices.Concat(plan.Pause, plan.Rollout) {
+		for _, s := range plan.Pause {
+			if s.Way.Why == WhySurplus {
+				// Drained, then deleted: at once, as a scale-down.
+				removed[s.Pod.Name] = true
+				atOnce(s.Pod.Name)
+				continue
+			}
+			touched[s.Pod.Name] = revs.Update
+			batch = append(batch, member(s.Pod))
+		}
+		for _, pod := range plan.Rollout {
 			touched[pod.Name] = revs.Update
 			batch = append(batch, member(pod))
 		}

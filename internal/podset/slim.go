@@ -15,7 +15,7 @@ import (
 
 // SlimPod keeps of a pod only what the operator reads: its identity,
 // labels, annotations, owners and deletion timestamp, its containers' names,
-// images and resources, its readiness gates, its node, its phase, its Ready condition
+// images and resources (and whether they have a preStop hook), its readiness gates, its node, its phase, its Ready condition
 // with the time it last changed (minReadySeconds), its InPlaceUpdateReady
 // condition and a pending resize. While an in-place update waits for new
 // images, it keeps the images its containers report. Of a pod that is not Ready it also keeps what
@@ -120,9 +120,16 @@ func slimContainers(containers []corev1.Container) []corev1.Container {
 			RestartPolicy: c.RestartPolicy,
 			Resources:     resourceTable.intern(c.Resources),
 		}
+		if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+			slim[i].Lifecycle = hasPreStop
+		}
 	}
 	return slim
 }
+
+// hasPreStop stands in a slim pod for a container's lifecycle with a
+// preStop hook: the drain only asks whether there is one (allPreStop).
+var hasPreStop = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{}}
 
 // resourceTable holds one copy of each container cpu and memory the cache
 // has seen: the pods of a template all ask for the same, and a slim pod

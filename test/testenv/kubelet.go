@@ -90,7 +90,10 @@ func setCondition(status *corev1.PodStatus, typ corev1.PodConditionType, isTrue 
 		}
 	case i < 0:
 		status.Conditions = append(status.Conditions, corev1.PodCondition{Type: typ, Status: want, Reason: reason, LastTransitionTime: now})
-	case status.Conditions[i].Status != want:
+	case status.Conditions[i].Status != want, status.Conditions[i].Reason != reason:
+		// A status, or a reason someone else wrote (the operator's Ready
+		// False beside a closed gate): the kubelet writes its own, with
+		// its own time, as its status manager does from its cached Ready.
 		status.Conditions[i] = corev1.PodCondition{Type: typ, Status: want, Reason: reason, LastTransitionTime: now}
 	}
 }

@@ -43,6 +43,23 @@ type PodSetSpecApplyConfiguration struct {
 	// True only when every desired pod is. Defaults to 0: available as soon
 	// as Ready.
 	MinReadySeconds *int32 `json:"minReadySeconds,omitempty"`
+	// drainSeconds is how long a pod stays out of Service endpoints before
+	// the operator stops its containers: before it deletes a Ready pod (a
+	// scale-down, a surplus pod, a pod recreated by a rollout or a
+	// restart) and before it restarts a pod's containers in place. The
+	// operator closes the pod's readiness gate (podset.dev/InPlaceUpdateReady)
+	// and marks it not Ready in the same write, so the pod leaves
+	// EndpointSlices at once; it waits for the kubelet to report the pod
+	// not Ready too, and for drainSeconds from its own write, then deletes
+	// or restarts it. Dataplanes program an EndpointSlice change later than
+	// it is written (kube-proxy within about a second, external load
+	// balancers and service meshes often later): new connections routed to
+	// the pod meanwhile would meet a stopped container. A pod that is not
+	// Ready is stopped at once, and an app needs no preStop sleep. Raise it
+	// for slower dataplanes; 0 stops a pod as soon as the kubelet reports
+	// it not Ready. It must be less than progressDeadlineSeconds. Defaults
+	// to 2.
+	DrainSeconds *int32 `json:"drainSeconds,omitempty"`
 	// progressDeadlineSeconds is how long a PodSet that is not Ready may go
 	// without progress (a pod created, updated or newly available) before
 	// it is reported Stalled with reason ProgressDeadlineExceeded, naming
@@ -119,6 +136,14 @@ func (b *PodSetSpecApplyConfiguration) WithDisruptionBudget(value *PodSetDisrupt
 // If called multiple times, the MinReadySeconds field is set to the value of the last call.
 func (b *PodSetSpecApplyConfiguration) WithMinReadySeconds(value int32) *PodSetSpecApplyConfiguration {
 	b.MinReadySeconds = &value
+	return b
+}
+
+// WithDrainSeconds sets the DrainSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DrainSeconds field is set to the value of the last call.
+func (b *PodSetSpecApplyConfiguration) WithDrainSeconds(value int32) *PodSetSpecApplyConfiguration {
+	b.DrainSeconds = &value
 	return b
 }
 

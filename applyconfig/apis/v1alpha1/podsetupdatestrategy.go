@@ -21,16 +21,13 @@ type PodSetUpdateStrategyApplyConfiguration struct {
 	// deletes and recreates it. Pods made under InPlaceIfPossible carry the
 	// readiness gate podset.dev/InPlaceUpdateReady.
 	PodUpdatePolicy *apisv1alpha1.PodUpdatePolicy `json:"podUpdatePolicy,omitempty"`
-	// inPlaceDrainSeconds is how long a pod whose containers restart in
-	// place stays out of Service endpoints before they restart: the time
-	// from the kubelet reporting the pod not Ready (which takes it out of
-	// EndpointSlices) until its new image is applied. Dataplanes program
-	// an EndpointSlice change later than it is written (kube-proxy within
-	// about a second, external load balancers and service meshes often
-	// later); new connections routed to the pod meanwhile would meet a
-	// restarting container. Raise it for slower dataplanes; 0 restarts the
-	// containers as soon as the kubelet reports the pod not Ready. Only
-	// under podUpdatePolicy InPlaceIfPossible. Defaults to 2.
+	// inPlaceDrainSeconds is deprecated: spec.drainSeconds replaced it and
+	// drains every pod the operator stops, not only those restarted in
+	// place. It is accepted only when equal to spec.drainSeconds (so a
+	// manifest that sets both to one value keeps working); otherwise the
+	// PodSet is refused with a message saying to write spec.drainSeconds.
+	// A PodSet stored before with a different value drains for the
+	// longer of the two.
 	InPlaceDrainSeconds *int32 `json:"inPlaceDrainSeconds,omitempty"`
 	// rollingUpdate tunes the RollingUpdate strategy.
 	RollingUpdate *RollingUpdatePodSetApplyConfiguration `json:"rollingUpdate,omitempty"`

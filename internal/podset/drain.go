@@ -1,0 +1,220 @@
+package podset
+
+import (
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// The drain. Every pod the operator makes carries its readiness gate
+// (podset.dev/InPlaceUpdateReady), so before it stops a Ready pod's
+// containers, to delete the pod or to restart them in place, it can take
+// the pod out of Service endpoints:
+//
+//  1. close the gate, and mark the pod not Ready, in one status write
+//     (the controller's closeGates): the EndpointSlice controller drops
+//     the pod at once, without waiting for the kubelet;
+//  2. wait for the kubelet to report the pod not Ready itself (a Ready
+//     condition False with a reason that is not DrainingReason): from then
+//     on the kubelet computes Ready from the closed gate, and no status it
+//     writes can put the pod back into endpoints;
+//  3. wait spec.drainSeconds from the first pass that saw the pod not
+//     Ready, for the dataplane (kube-proxy, load balancers) to follow;
+//  4. delete the pod, or apply its new images.
+//
+// A pod that is not Ready serves nothing and is stopped at once, as is a
+// pod without the gate (made by an operator that gave it only under
+// InPlaceIfPossible) and one whose every container has a preStop hook
+// when it is deleted (the hook is the app's own drain). Everything a pass
+// needs is on the pod, so an operator restarted mid-drain resumes it
+// where it was.
+
+// drainStage is where a pod the operator means to stop stands.
+type drainStage int
+
+const (
+	// stopNow: stop the pod in this pass.
+	stopNow drainStage = iota
+	// drainBegin: close the pod's gate (within the budget, for a rollout).
+	drainBegin
+	// draining: the gate is closed; wait for the kubelet, or the drain.
+	draining
+)
+
+// drainFor is where a controlled, live pod the operator means to stop
+// stands, and how long until the drain of one draining ends (0: an event
+// brings the next step, or it is over). preStop says the containers that
+// stop all run a preStop hook: the drain time is theirs, not the
+// operator's (the kubelet runs the hook before it stops a container,
+// whether it deletes the pod or restarts the container in place). A pod
+// to delete (deleting) then needs no gate either: a terminating pod
+// leaves endpoints while its hooks run. A container restarted in place
+// does not: the gate keeps traffic off it while it restarts.
+func drainFor(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, seen, now time.Time, preStop, deleting bool) (drainStage, time.Duration) {
+	switch {
+	case deleting && preStop && !gateClosed(pod):
+		return stopNow, 0
+	case gateClosed(pod):
+		if !kubeletNotReady(pod) {
+			return draining, 0
+		}
+		if preStop {
+			return stopNow, 0
+		}
+		if left := drainLeft(ps, pod, seen, now); left > 0 {
+			return draining, left
+		}
+		return stopNow, 0
+	case !hasGate(pod) || !podReady(pod):
+		return stopNow, 0
+	}
+	return drainBegin, 0
+}
+
+// DrainSeconds is how long a pod stays out of endpoints before its
+// containers stop: spec.drainSeconds, or the deprecated
+// spec.updateStrategy.inPlaceDrainSeconds where a PodSet stored before it
+// was replaced sets it longer (admission refuses new PodSets where they
+// differ).
+func DrainSeconds(ps *podsetv1alpha1.PodSet) time.Duration {
+	seconds := int32(podsetv1alpha1.DefaultDrainSeconds)
+	if s := ps.Spec.DrainSeconds; s != nil {
+		seconds = max(0, *s)
+	}
+	if s := ps.Spec.UpdateStrategy.InPlaceDrainSeconds; s != nil {
+		seconds = max(seconds, *s)
+	}
+	return time.Duration(seconds) * time.Second
+}
+
+// drainLeft is how long a pod whose gate is closed must still stay out of
+// endpoints: DrainSeconds from when it left them. That is known two ways,
+// and the drain ends by whichever ends first: from seen, when the operator
+// first saw the pod not Ready (Drains; zero when it never did), and from
+// the Ready condition's time. Condition times are whole seconds, so a
+// second more is waited from it than the field says: never less than it.
+func drainLeft(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, seen, now time.Time) time.Duration {
+	drain := DrainSeconds(ps)
+	if drain == 0 {
+		return 0
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue {
+			end := c.LastTransitionTime.Add(drain + time.Second)
+			if !seen.IsZero() && seen.Add(drain).Before(end) {
+				end = seen.Add(drain)
+			}
+			return end.Sub(now)
+		}
+	}
+	return 0
+}
+
+// DrainFirst reports whether the operator drains a pod before it deletes
+// it: the pod is Ready, carries the gate, and not every container has a
+// preStop hook of its own.
+func DrainFirst(pod *corev1.Pod) bool {
+	return hasGate(pod) && podReady(pod) && !allPreStop(pod, nil)
+}
+
+// allPreStop reports whether every container of the pod that runs beside
+// the others (containers and sidecars), or every one named, has a preStop
+// hook.
+func allPreStop(pod *corev1.Pod, names []string) bool {
+	return everyRunningContainer(pod, func(c *corev1.Container, _ *corev1.ContainerStatus) bool {
+		if names != nil && !slices.Contains(names, c.Name) {
+			return true
+		}
+		return c.Lifecycle != nil && c.Lifecycle.PreStop != nil
+	})
+}
+
+// Drains is when the operator first saw each pod whose gate it closed
+// not Ready, by pod UID: a drain counts from then when that ends before
+// the Ready condition's whole-second time says (drainLeft). It is what a
+// pass remembers for the next ones.
+type Drains map[types.UID]time.Time
+
+// Observe is d with the pods of v that drain now: those it had keep the
+// time they were first seen, the others are seen at at, the time the pass
+// began, after the pods were read (they left Ready before it). Pods that
+// no longer drain are left out, and so are pods Ready again: a pod that
+// went back into endpoints drains again from the next time it is seen
+// out of them.
+func (d Drains) Observe(v *View, at time.Time) Drains {
+	var next Drains
+	for _, members := range [][]*Member{v.Slots, v.Surplus} {
+		for _, m := range members {
+			if m == nil || !m.Controlled || !gateClosed(m.Pod) || kubeletReady(m.Pod) {
+				continue
+			}
+			if next == nil {
+				next = Drains{}
+			}
+			if t, ok := d[m.Pod.UID]; ok {
+				next[m.Pod.UID] = t
+			} else {
+				next[m.Pod.UID] = at
+			}
+		}
+	}
+	return next
+}
+
+// kubeletReady reports whether the pod's Ready condition is True: after
+// the gate closes, the drain waits for it to go False.
+func kubeletReady(pod *corev1.Pod) bool {
+	c := podCondition(pod, corev1.PodReady)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+// kubeletNotReady reports whether the pod's kubelet itself reports it not
+// Ready: its Ready condition is False with a reason of its own, not the
+// operator's DrainingReason. Until then a kubelet that has not seen the
+// closed gate could still write the Ready it had, and put the pod back
+// into endpoints.
+func kubeletNotReady(pod *corev1.Pod) bool {
+	c := podCondition(pod, corev1.PodReady)
+	return c != nil && c.Status != corev1.ConditionTrue && c.Reason != podsetv1alpha1.DrainingReason
+}
+
+// podCondition is the pod's condition of a type, or nil.
+func podCondition(pod *corev1.Pod, typ corev1.PodConditionType) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == typ {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// hasGate reports whether a pod carries the operator's readiness gate.
+// Gates are immutable: only pods made with it can be taken out of
+// endpoints by the operator.
+func hasGate(pod *corev1.Pod) bool {
+	return slices.ContainsFunc(pod.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool {
+		return g.ConditionType == podsetv1alpha1.InPlaceUpdateReadyCondition
+	})
+}
+
+// gateCondition is the pod's InPlaceUpdateReady condition, or nil.
+func gateCondition(pod *corev1.Pod) *corev1.PodCondition {
+	return podCondition(pod, podsetv1alpha1.InPlaceUpdateReadyCondition)
+}
+
+// gateClosed reports whether the operator took the pod out of Ready to
+// stop its containers, and has not let it back.
+func gateClosed(pod *corev1.Pod) bool {
+	c := gateCondition(pod)
+	return c != nil && c.Status == corev1.ConditionFalse
+}
+
+// gateOpen reports whether the pod's InPlaceUpdateReady condition is True.
+func gateOpen(pod *corev1.Pod) bool {
+	c := gateCondition(pod)
+	return c != nil && c.Status == corev1.ConditionTrue
+}

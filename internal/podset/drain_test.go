@@ -1,0 +1,229 @@
+package podset
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// gated gives the pod the operator's readiness gate, open: every pod the
+// operator makes carries it.
+func (b *podBuilder) gated() *podBuilder {
+	b.pod.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: podsetv1alpha1.InPlaceUpdateReadyCondition}}
+	b.setCondition(corev1.PodCondition{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionTrue})
+	return b
+}
+
+// draining is a Ready pod whose gate the operator closed at at: its own
+// Ready False beside it, which the kubelet has not replaced yet.
+func (b *podBuilder) draining(at time.Time) *podBuilder {
+	t := metav1.NewTime(at)
+	b.setCondition(corev1.PodCondition{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionFalse, LastTransitionTime: t})
+	b.setCondition(corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: podsetv1alpha1.DrainingReason, LastTransitionTime: t})
+	return b
+}
+
+// kubeletNotReadySince is the kubelet's own report of the closed gate.
+func (b *podBuilder) kubeletNotReadySince(at time.Time) *podBuilder {
+	b.setCondition(corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ReadinessGatesNotReady", LastTransitionTime: metav1.NewTime(at)})
+	return b
+}
+
+// runningContainers reports every container running, restarted restarts
+// times.
+func (b *podBuilder) runningContainers(restarts int32) *podBuilder {
+	b.pod.Status.ContainerStatuses = nil
+	for _, c := range b.pod.Spec.Containers {
+		b.pod.Status.ContainerStatuses = append(b.pod.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, RestartCount: restarts, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+		})
+	}
+	return b
+}
+
+func (b *podBuilder) preStop() *podBuilder {
+	for i := range b.pod.Spec.Containers {
+		b.pod.Spec.Containers[i].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}}
+	}
+	return b
+}
+
+func (b *podBuilder) setCondition(c corev1.PodCondition) {
+	for i := range b.pod.Status.Conditions {
+		if b.pod.Status.Conditions[i].Type == c.Type {
+			b.pod.Status.Conditions[i] = c
+			return
+		}
+	}
+	b.pod.Status.Conditions = append(b.pod.Status.Conditions, c)
+}
+
+// drainNames is what a plan does about drains, by pod name.
+type drainNames struct {
+	Pause, Prune, Rollout, Update, Resume []string
+	Wake                                  time.Duration
+}
+
+func drainNamesOf(p Plan) drainNames {
+	var out drainNames
+	for _, s := range p.Pause {
+		out.Pause = append(out.Pause, s.Pod.Name)
+	}
+	for _, s := range p.Update {
+		out.Update = append(out.Update, s.Pod.Name)
+	}
+	for _, list := range []struct {
+		pods []*corev1.Pod
+		into *[]string
+	}{{p.Prune, &out.Prune}, {p.Rollout, &out.Rollout}, {p.Resume, &out.Resume}} {
+		for _, pod := range list.pods {
+			*list.into = append(*list.into, pod.Name)
+		}
+	}
+	out.Wake = p.Wake
+	return out
+}
+
+// TestPlanDrains: the operator takes every Ready pod it stops out of
+// endpoints first (the gate closes), waits for the kubelet to report it
+// not Ready and for drainSeconds, and only then deletes it or restarts
+// its containers; a pod that is not Ready, or whose containers drain
+// themselves (preStop), is stopped at once.
+func TestPlanDrains(t *testing.T) {
+	now := time.Date(2026, 11, 25, 7, 0, 10, 0, time.UTC)
+	ps := makePodSet("web").replicas(2).obj()
+	h := TemplateHash(ps)
+	recreate := makePodSet("web").replicas(3).maxUnavailable(intstr.FromInt32(1)).obj()
+	recreate.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
+	gatedPod := func(ps *podsetv1alpha1.PodSet, o int, hash string) *podBuilder {
+		return makePod(PodName("web", o)).controlledBy(ps).ready().hash(hash).gated().runningContainers(0)
+	}
+	current := func(o int) *podBuilder { return gatedPod(ps, o, h) }
+	stale := func(o int) *podBuilder { return gatedPod(recreate, o, "old") }
+	cases := map[string]struct {
+		ps     *podsetv1alpha1.PodSet
+		pods   []corev1.Pod
+		drains Drains
+		want   drainNames
+	}{
+		"scale-down: a Ready surplus pod drains first": {
+			ps:   ps,
+			pods: []corev1.Pod{current(0).obj(), current(1).obj(), current(2).obj()},
+			want: drainNames{Pause: []string{"web-2"}},
+		},
+		"scale-down: a surplus pod that is not Ready goes at once": {
+			ps:   ps,
+			pods: []corev1.Pod{current(0).obj(), current(1).obj(), current(2).running().obj()},
+			want: drainNames{Prune: []string{"web-2"}},
+		},
+		"scale-down: a surplus pod whose containers have preStop hooks goes at once": {
+			ps:   ps,
+			pods: []corev1.Pod{current(0).obj(), current(1).obj(), current(2).preStop().obj()},
+			want: drainNames{Prune: []string{"web-2"}},
+		},
+		"scale-down: out of endpoints by the operator's write, the kubelet has not said so yet": {
+			ps:   ps,
+			pods: []corev1.Pod{current(0).obj(), current(1).obj(), current(2).draining(now.Add(-5 * time.Second)).obj()},
+			want: drainNames{},
+		},
+		"scale-down: the kubelet reports it not Ready, the drain is not over": {
+			ps:     ps,
+			pods:   []corev1.Pod{current(0).obj(), current(1).obj(), current(2).draining(now.Add(-time.Second)).kubeletNotReadySince(now).obj()},
+			drains: Drains{"web-2-uid": now.Add(-500 * time.Millisecond)},
+			want:   drainNames{Wake: 1500 * time.Millisecond},
+		},
+		"scale-down: drained, deleted": {
+			ps:     ps,
+			pods:   []corev1.Pod{current(0).obj(), current(1).obj(), current(2).draining(now.Add(-3 * time.Second)).kubeletNotReadySince(now.Add(-2 * time.Second)).obj()},
+			drains: Drains{"web-2-uid": now.Add(-2 * time.Second)},
+			want:   drainNames{Prune: []string{"web-2"}},
+		},
+		"an operator restarted mid-drain resumes it from the condition's time, a second late": {
+			ps:   ps,
+			pods: []corev1.Pod{current(0).obj(), current(1).obj(), current(2).draining(now.Add(-3 * time.Second)).kubeletNotReadySince(now.Add(-2 * time.Second)).obj()},
+			want: drainNames{Wake: time.Second},
+		},
+		"scaled up again mid-drain: the gate opens": {
+			ps:   makePodSet("web").replicas(3).obj(),
+			pods: []corev1.Pod{current(0).obj(), current(1).obj(), current(2).draining(now.Add(-time.Second)).kubeletNotReadySince(now).obj()},
+			want: drainNames{Resume: []string{"web-2"}},
+		},
+		"Recreate: Ready out-of-date pods drain within maxUnavailable, from the highest ordinal": {
+			ps:   recreate,
+			pods: []corev1.Pod{stale(0).obj(), stale(1).obj(), stale(2).obj()},
+			want: drainNames{Pause: []string{"web-2"}},
+		},
+		"Recreate: a draining pod is unavailable, and deleted once drained": {
+			ps: recreate,
+			pods: []corev1.Pod{stale(0).obj(), stale(1).obj(),
+				stale(2).draining(now.Add(-4 * time.Second)).kubeletNotReadySince(now.Add(-3 * time.Second)).obj()},
+			drains: Drains{"web-2-uid": now.Add(-3 * time.Second)},
+			want:   drainNames{Rollout: []string{"web-2"}},
+		},
+		"Recreate: while one drains, the budget is spent": {
+			ps:   recreate,
+			pods: []corev1.Pod{stale(0).obj(), stale(1).obj(), stale(2).draining(now).obj()},
+			want: drainNames{},
+		},
+		"Recreate: an out-of-date pod that is not Ready goes at once": {
+			ps:   recreate,
+			pods: []corev1.Pod{stale(0).obj(), stale(1).obj(), stale(2).running().obj()},
+			want: drainNames{Rollout: []string{"web-2"}},
+		},
+		"drainSeconds 0: stopped once the kubelet reports it not Ready": {
+			ps: func() *podsetv1alpha1.PodSet {
+				ps := recreate.DeepCopy()
+				ps.Spec.DrainSeconds = ptr.To[int32](0)
+				return ps
+			}(),
+			pods:   []corev1.Pod{stale(0).obj(), stale(1).obj(), stale(2).draining(now).kubeletNotReadySince(now).obj()},
+			drains: Drains{"web-2-uid": now},
+			want:   drainNames{Rollout: []string{"web-2"}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			v := NewView(tc.ps, NewRevisions(tc.ps, nil), tc.pods, now.Truncate(time.Second))
+			got := drainNamesOf(v.Plan(Input{InFlight: noneInFlight, Drains: tc.drains, Now: now}))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPlanReopensAGateWhenTheImageGoesBack is the revert bug: the image
+// changes, the gate closes, and the template goes back before the new
+// image was applied. The pod runs its revision's containers, whatever
+// name the runtime reports for their image (containerd reports the first
+// tag of an image made by an alias tag, and a tag for one made by
+// digest), so its gate opens.
+func TestPlanReopensAGateWhenTheImageGoesBack(t *testing.T) {
+	now := time.Date(2026, 11, 25, 7, 0, 10, 0, time.UTC)
+	for name, images := range map[string][2]string{
+		"created by tag":       {"localhost/app:v1", "localhost/app:v1"},
+		"created by alias tag": {"localhost/app:v2", "localhost/app:stable"},
+		"created by digest":    {"localhost/app@sha256:0123", "localhost/app:v1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ps := makePodSet("web").obj()
+			ps.Spec.Template.Spec.Containers[0].Image = images[0]
+			pod := makePod("web-0").controlledBy(ps).ready().hash(TemplateHash(ps)).gated().runningContainers(0).
+				draining(now.Add(-2 * time.Second)).kubeletNotReadySince(now.Add(-time.Second)).obj()
+			pod.Status.ContainerStatuses[0].Image = images[1]
+			v := NewView(ps, NewRevisions(ps, nil), []corev1.Pod{pod}, now.Truncate(time.Second))
+			got := drainNamesOf(v.Plan(Input{InFlight: noneInFlight, Drains: Drains{types.UID("web-0-uid"): now.Add(-time.Second)}, Now: now}))
+			if diff := cmp.Diff(drainNames{Resume: []string{"web-0"}}, got); diff != "" {
+				t.Errorf("plan after the revert (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
