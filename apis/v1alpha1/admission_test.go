@@ -93,8 +93,8 @@ func TestSampleIsAcceptedWithSchemaDefaults(t *testing.T) {
 		Template: minimal.Spec.Template,
 		UpdateStrategy: podsetv1alpha1.PodSetUpdateStrategy{
 			Type: podsetv1alpha1.RollingUpdateStrategyType, PodUpdatePolicy: podsetv1alpha1.InPlaceIfPossibleUpdatePolicy,
-			InPlaceDrainSeconds: ptr.To[int32](podsetv1alpha1.DefaultInPlaceDrainSeconds),
 		},
+		DrainSeconds:            ptr.To[int32](podsetv1alpha1.DefaultDrainSeconds),
 		MinReadySeconds:         0,
 		ProgressDeadlineSeconds: ptr.To[int32](600),
 		RevisionHistoryLimit:    ptr.To[int32](10),
@@ -267,12 +267,22 @@ func TestAdmissionRefusals(t *testing.T) {
 			},
 			wantField: "spec.updateStrategy.rollingUpdate.partition",
 		},
-		"negative inPlaceDrainSeconds": {
-			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.UpdateStrategy.InPlaceDrainSeconds = ptr.To[int32](-1) },
-			wantField: "spec.updateStrategy.inPlaceDrainSeconds",
+		"negative drainSeconds": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.DrainSeconds = ptr.To[int32](-1) },
+			wantField: "spec.drainSeconds",
 		},
-		"inPlaceDrainSeconds over five minutes": {
-			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.UpdateStrategy.InPlaceDrainSeconds = ptr.To[int32](301) },
+		"drainSeconds over five minutes": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.DrainSeconds = ptr.To[int32](301) },
+			wantField: "spec.drainSeconds",
+		},
+		"drainSeconds as long as the progress deadline": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.DrainSeconds, ps.Spec.ProgressDeadlineSeconds = ptr.To[int32](60), ptr.To[int32](60)
+			},
+			wantField: "spec.drainSeconds",
+		},
+		"the deprecated inPlaceDrainSeconds, other than drainSeconds": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.UpdateStrategy.InPlaceDrainSeconds = ptr.To[int32](5) },
 			wantField: "spec.updateStrategy.inPlaceDrainSeconds",
 		},
 		"unknown update strategy": {
@@ -457,6 +467,15 @@ func TestAdmissionAcceptsOrdinalsAndBudgetsAtTheirBounds(t *testing.T) {
 		"start with no replicas": func(ps *podsetv1alpha1.PodSet) {
 			ps.Spec.Replicas = ptr.To[int32](0)
 			ps.Spec.Ordinals = &podsetv1alpha1.PodSetOrdinals{Start: podsetv1alpha1.MaxReplicas - 1}
+		},
+		"the deprecated inPlaceDrainSeconds, equal to drainSeconds": func(ps *podsetv1alpha1.PodSet) {
+			ps.Spec.DrainSeconds, ps.Spec.UpdateStrategy.InPlaceDrainSeconds = ptr.To[int32](5), ptr.To[int32](5)
+		},
+		"the deprecated inPlaceDrainSeconds at the old default, drainSeconds unset": func(ps *podsetv1alpha1.PodSet) {
+			ps.Spec.UpdateStrategy.InPlaceDrainSeconds = ptr.To[int32](podsetv1alpha1.DefaultDrainSeconds)
+		},
+		"drainSeconds just under the progress deadline": func(ps *podsetv1alpha1.PodSet) {
+			ps.Spec.DrainSeconds, ps.Spec.ProgressDeadlineSeconds = ptr.To[int32](59), ptr.To[int32](60)
 		},
 		"maxUnavailable 0": func(ps *podsetv1alpha1.PodSet) {
 			ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MaxUnavailable: ptr.To(intstr.FromInt32(0))}

@@ -7,15 +7,20 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,99 +28,207 @@ import (
 )
 
 // TestRolloutBenchmark is the real node's benchmark, not a test: an image
-// change across NODE_BENCH_PODS (20) pods of the test app, made by a
-// PodSet in place (with the default inPlaceDrainSeconds, and with 0), a
-// Deployment and a StatefulSet (Parallel), one after
-// the other, each with the same maxUnavailable (a quarter of the pods).
-// It prints a table: the time from the change until every pod runs the new
-// image and is Ready, the API server's writes meanwhile (of every client:
-// the controllers and the kubelet), and the pods that kept their IP. It
-// runs with NODE_BENCH=1 (make bench-node; make bench runs it when the
-// machine can run the node) and asserts nothing about the figures.
+// change across NODE_BENCH_PODS (40) pods, maxUnavailable 25%, by
+// contenders of equal safety, with a client sending requests through a
+// Service all along, for two pod shapes (benchShapes): the test app
+// alone, and the test app with an init container, a sidecar the rollout
+// does not change, the service-account token and a ConfigMap volume. The
+// contenders:
+//   - the PodSet in place, with its default drain (2 s);
+//   - a Deployment with maxSurge 0 and a preStop sleep equal to the
+//     drain: the peer of equal safety and capacity;
+//   - a StatefulSet (Parallel) with the same preStop sleep;
+//   - a Deployment as users run it, with its default surge (25%) and no
+//     preStop hook: an extra row, whose failed requests are reported.
+//
+// It prints, per shape, a table of the time from the change until every
+// pod runs the new image and is Ready, the requests that failed, the API
+// server's writes (of every client) and the pods that kept their IP; the
+// PodSet's pods' phases (median and p90 from the change); the floor, what
+// no operator can take away: the drain plus the kubelet's own restart and
+// one sync, measured on bare pods of the same shape on the same node; and
+// two summary lines, `bench-node <shape>: podset / deployment = <ratio>`
+// (the Deployment of equal safety) and `bench-node <shape>: podset / floor
+// = <ratio>` (the median pod's critical path, gate closed to Ready, over
+// the floor). It runs with NODE_BENCH=1 (make bench-node; make bench runs
+// it when the machine can run the node) and asserts nothing about the
+// figures.
 func TestRolloutBenchmark(t *testing.T) {
 	if os.Getenv("NODE_BENCH") == "" {
 		t.Skip("a benchmark: run it with make bench-node")
 	}
-	n := int32(20)
+	n := int32(40)
 	if v, err := strconv.Atoi(os.Getenv("NODE_BENCH_PODS")); err == nil && v > 0 {
 		n = int32(v)
 	}
-	maxUnavailable := intstr.FromInt32(max(1, n/4))
+	var out strings.Builder
+	var summary []string
+	for _, shape := range benchShapes {
+		r := runShape(t, shape, n)
+		out.WriteString(r.table)
+		summary = append(summary, r.summary...)
+	}
+	fmt.Print(out.String())
+	fmt.Println()
+	for _, line := range summary {
+		fmt.Println(line)
+	}
+}
 
-	type result struct {
-		name   string
-		took   time.Duration
-		writes int
-		kept   int
+// drainSeconds is the drain of every contender: the PodSet's default
+// spec.drainSeconds, and the preStop sleep of the built-in ones.
+const drainSeconds = podsetv1alpha1.DefaultDrainSeconds
+
+// benchShape is one shape of pod: its name, and what it adds to the test
+// app's template (with the namespace, for what it needs there).
+type benchShape struct {
+	name  string
+	shape func(t *testing.T, ns string, tmpl *corev1.PodTemplateSpec)
+}
+
+var benchShapes = []benchShape{
+	{"minimal", func(*testing.T, string, *corev1.PodTemplateSpec) {}},
+	{"realistic", realisticPod},
+}
+
+// realisticPod makes the test app's pod what a production pod looks like
+// to a kubelet: an init container that checks the configuration, a
+// sidecar with its own readiness probe (its image does not change in the
+// rollout), the service-account token mounted and a ConfigMap volume.
+// Each runs the test app binary, doing real work: no sleep is added.
+func realisticPod(t *testing.T, ns string, tmpl *corev1.PodTemplateSpec) {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web-config", Namespace: ns}, Data: map[string]string{"config.yaml": "greeting: hello\n"}}
+	if err := suite.client.Create(t.Context(), cm); apierrors.IsAlreadyExists(err) {
+	} else if err != nil {
+		t.Fatal(err)
 	}
-	var results []result
-	// podSet makes the PodSet contender, with the drain given (nil: the
-	// default).
-	podSet := func(drain *int32) func(ns string) client.Object {
-		return func(ns string) client.Object {
-			ps := appPodSet(ns, "web", n, app("v1"))
-			ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: &maxUnavailable}
-			ps.Spec.UpdateStrategy.InPlaceDrainSeconds = drain
-			return ps
+	mount := corev1.VolumeMount{Name: "config", MountPath: "/etc/app", ReadOnly: true}
+	spec := &tmpl.Spec
+	spec.AutomountServiceAccountToken = ptr.To(true)
+	spec.Volumes = []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}}}}}
+	spec.Containers[0].VolumeMounts = []corev1.VolumeMount{mount}
+	spec.InitContainers = []corev1.Container{
+		{Name: "check-config", Image: app("v1"), ImagePullPolicy: corev1.PullNever, Command: []string{"/app", "-check", "/etc/app/config.yaml"}, VolumeMounts: []corev1.VolumeMount{mount}},
+		{
+			Name: "sidecar", Image: app("v1"), ImagePullPolicy: corev1.PullNever, RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+			Command: []string{"/app", "-listen", ":9090"},
+			ReadinessProbe: &corev1.Probe{
+				ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(9090)}},
+				PeriodSeconds: 1, FailureThreshold: 1,
+			},
+		},
+	}
+}
+
+// shapeResult is what benchShape prints: its tables, and its two summary
+// lines.
+type shapeResult struct {
+	table   string
+	summary []string
+}
+
+// contenderResult is one contender's rollout.
+type contenderResult struct {
+	name            string
+	took            time.Duration
+	sent, failed    int
+	writes, keptIPs int
+	// phases of the PodSet's pods, from the change (podset only).
+	phases *podPhases
+}
+
+func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
+	maxUnavailable := intstr.FromString("25%")
+	template := func(ns string, preStop bool) corev1.PodTemplateSpec {
+		tmpl := appPodSet(ns, "web", 1, app("v1")).Spec.Template
+		shape.shape(t, ns, &tmpl)
+		if preStop {
+			tmpl.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: drainSeconds}}}
 		}
+		return tmpl
 	}
-	setPodSetImage := func(obj client.Object) { setImage(t, obj.(*podsetv1alpha1.PodSet), app("v2")) }
-	patchAppImage := func(obj client.Object) { patchImage(t, obj) }
-	for _, c := range []struct {
-		name   string
-		create func(ns string) client.Object
-		change func(obj client.Object)
-	}{
-		{"podset (in place)", podSet(nil), setPodSetImage},
-		{"podset (in place, inPlaceDrainSeconds 0)", podSet(ptr.To[int32](0)), setPodSetImage},
-		{"Deployment", func(ns string) client.Object {
+	deployment := func(surge *intstr.IntOrString, preStop bool) func(ns string) client.Object {
+		return func(ns string) client.Object {
 			return &appsv1.Deployment{
 				ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
 				Spec: appsv1.DeploymentSpec{
 					Replicas: ptr.To(n),
 					Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-					Template: hardenedTemplate(ns),
+					Template: hardened(template(ns, preStop)),
 					Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
-						MaxUnavailable: &maxUnavailable, MaxSurge: ptr.To(intstr.FromInt32(0)),
+						MaxUnavailable: &maxUnavailable, MaxSurge: surge,
 					}},
 				},
 			}
-		}, patchAppImage},
-		{"StatefulSet (Parallel)", func(ns string) client.Object {
+		}
+	}
+	contenders := []struct {
+		name   string
+		create func(ns string) client.Object
+		change func(obj client.Object)
+	}{
+		{"podset (in place)", func(ns string) client.Object {
+			ps := appPodSet(ns, "web", n, app("v1"))
+			ps.Spec.Template = template(ns, false)
+			ps.Spec.ProgressDeadlineSeconds = ptr.To[int32](600)
+			ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: &maxUnavailable}
+			return ps
+		}, func(obj client.Object) { setImage(t, obj.(*podsetv1alpha1.PodSet), app("v2")) }},
+		{fmt.Sprintf("Deployment (maxSurge 0, preStop sleep %d s)", drainSeconds), deployment(ptr.To(intstr.FromInt32(0)), true), func(obj client.Object) { patchImage(t, obj) }},
+		{fmt.Sprintf("StatefulSet (Parallel, preStop sleep %d s)", drainSeconds), func(ns string) client.Object {
 			return &appsv1.StatefulSet{
 				ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
 				Spec: appsv1.StatefulSetSpec{
 					Replicas:            ptr.To(n),
 					Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-					Template:            hardenedTemplate(ns),
+					Template:            hardened(template(ns, true)),
 					PodManagementPolicy: appsv1.ParallelPodManagement,
 					UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType, RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{
 						MaxUnavailable: &maxUnavailable,
 					}},
 				},
 			}
-		}, patchAppImage},
-	} {
+		}, func(obj client.Object) { patchImage(t, obj) }},
+		{"Deployment (default surge 25%, no preStop; unequal safety)", deployment(nil, false), func(obj client.Object) { patchImage(t, obj) }},
+	}
+
+	var results []contenderResult
+	for _, c := range contenders {
 		ns := newNamespace(t)
 		obj := c.create(ns)
 		if err := suite.client.Create(t.Context(), obj); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
+		url := benchService(t, ns)
 		eventually(t, c.name+": every pod runs v1 and is Ready", allRun(ns, n, app("v1")))
+		eventually(t, c.name+": the Service answers", func(context.Context) error { _, err := get(url); return err })
 		before := map[string]bool{}
 		for _, p := range listPods(t, ns) {
 			before[p.Status.PodIP] = true
 		}
+		endpoints := watchEndpoints(t, ns, "web")
+		timeline := watchPods(t, ns)
+		tr := startTraffic(url)
+		time.Sleep(time.Second)
 		writes := apiWrites(t)
 		start := time.Now()
 		c.change(obj)
 		eventually(t, c.name+": every pod runs v2 and is Ready", allRun(ns, n, app("v2")))
-		r := result{name: c.name, took: time.Since(start), writes: apiWrites(t) - writes}
+		r := contenderResult{name: c.name, took: time.Since(start), writes: apiWrites(t) - writes}
+		time.Sleep(time.Second)
+		var failures []string
+		r.sent, failures, _ = tr.finish()
+		r.failed = len(failures)
 		for _, p := range listPods(t, ns) {
 			if before[p.Status.PodIP] {
-				r.kept++
+				r.keptIPs++
 			}
 		}
+		if _, ok := obj.(*podsetv1alpha1.PodSet); ok {
+			r.phases = timeline.phases(start, endpoints.leftAt())
+		}
+		timeline.stop()
 		results = append(results, r)
 		// The next contender gets the node to itself.
 		if err := suite.client.Delete(t.Context(), obj); err != nil {
@@ -128,31 +241,216 @@ func TestRolloutBenchmark(t *testing.T) {
 			return nil
 		})
 	}
+	restart := measureKubeletRestart(t, template, n, maxUnavailable)
+	floor := time.Duration(drainSeconds)*time.Second + restart.median
 
-	var table strings.Builder
-	fmt.Fprintf(&table, "\nImage change across %d pods of the test app on the real node, maxUnavailable %s (make bench-node):\n\n", n, maxUnavailable.String())
-	fmt.Fprintln(&table, "| contender | time to all new pods Ready | API writes | pods that kept their IP |")
-	fmt.Fprintln(&table, "|---|---|---|---|")
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n### %s pod: an image change across %d pods on the real node, maxUnavailable %s, a client through a Service (make bench-node)\n\n", shape.name, n, maxUnavailable.String())
+	fmt.Fprintln(&b, "| contender | time to all new pods Ready | failed / sent requests | API writes | pods that kept their IP |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|")
 	for _, r := range results {
-		fmt.Fprintf(&table, "| %s | %.2f s | %d | %d of %d |\n", r.name, r.took.Seconds(), r.writes, r.kept, n)
+		fmt.Fprintf(&b, "| %s | %.2f s | %d / %d | %d | %d of %d |\n", r.name, r.took.Seconds(), r.failed, r.sent, r.writes, r.keptIPs, n)
 	}
-	faster := min(results[2].took, results[3].took)
-	fmt.Fprintf(&table, "\npodset / the faster built-in: %.2f with the default drain, %.2f without (target: at most 0.5)\n",
-		results[0].took.Seconds()/faster.Seconds(), results[1].took.Seconds()/faster.Seconds())
-	fmt.Print(table.String())
+	fmt.Fprintln(&b, "| OpenKruise CloneSet (InPlaceIfPossible) | not run: the node suite does not install kruise-manager (make kruise builds it for the kwok benchmark only) | — | — | — |")
+	ps := results[0].phases
+	fmt.Fprintf(&b, "\nThe PodSet's pods, seconds from the change (median / p90 of %d pods):\n\n", ps.pods)
+	fmt.Fprintln(&b, "| gate closed | out of ready EndpointSlices | image applied | container restarted | Ready | critical path (gate closed → Ready) |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|---|")
+	fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", ps.gateClosed, ps.outOfEndpoints, ps.imageApplied, ps.restarted, ps.ready, ps.critical)
+	fmt.Fprintf(&b, "\nFloor: the drain (%d s) + the kubelet's own restart and Ready report of a bare pod of this shape (image patched, %s at a time: median %.2f s, p90 %.2f s) = %.2f s\n",
+		drainSeconds, maxUnavailable.String(), restart.median.Seconds(), restart.p90.Seconds(), floor.Seconds())
+	return shapeResult{table: b.String(), summary: []string{
+		fmt.Sprintf("bench-node %s: podset / deployment = %.2f", shape.name, results[0].took.Seconds()/results[1].took.Seconds()),
+		fmt.Sprintf("bench-node %s: podset / floor = %.2f", shape.name, ps.criticalMedian.Seconds()/floor.Seconds()),
+	}}
 }
 
-// hardenedTemplate is the PodSet's pod template as the operator hardens
-// it, for the built-in controllers, whose pods must pass the namespace's
-// Pod Security "restricted" by themselves.
-func hardenedTemplate(ns string) corev1.PodTemplateSpec {
-	tmpl := appPodSet(ns, "web", 1, app("v1")).Spec.Template
-	tmpl.Spec.AutomountServiceAccountToken = ptr.To(false)
-	tmpl.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
-	tmpl.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{
-		AllowPrivilegeEscalation: ptr.To(false),
-		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		ReadOnlyRootFilesystem:   ptr.To(true),
+// benchService makes the Service web in ns and returns its URL.
+func benchService(t *testing.T, ns string) string {
+	t.Helper()
+	svc := &corev1.Service{}
+	svc.Name, svc.Namespace = "web", ns
+	svc.Spec.Selector = map[string]string{"app": "web"}
+	svc.Spec.Ports = []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}
+	if err := suite.client.Create(t.Context(), svc); err != nil {
+		t.Fatal(err)
+	}
+	return "http://" + svc.Spec.ClusterIP + "/"
+}
+
+// quantiles is a median and a p90.
+type quantiles struct{ median, p90 time.Duration }
+
+func quantilesOf(ds []time.Duration) quantiles {
+	if len(ds) == 0 {
+		return quantiles{}
+	}
+	slices.Sort(ds)
+	return quantiles{median: ds[len(ds)/2], p90: ds[min(len(ds)-1, len(ds)*9/10)]}
+}
+
+func (q quantiles) String() string {
+	return fmt.Sprintf("%.2f / %.2f", q.median.Seconds(), q.p90.Seconds())
+}
+
+// measureKubeletRestart is how long a kubelet takes to restart a bare
+// pod's container for a new image and report the pod Ready again, with
+// as many at a time as the rollouts take: no controller, no gate, no
+// drain.
+func measureKubeletRestart(t *testing.T, template func(string, bool) corev1.PodTemplateSpec, n int32, maxUnavailable intstr.IntOrString) quantiles {
+	ns := newNamespace(t)
+	k, _ := intstr.GetScaledValueFromIntOrPercent(&maxUnavailable, int(n), false)
+	k = max(1, k)
+	tmpl := hardened(template(ns, false))
+	for i := range k {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bare-%d", i), Namespace: ns, Labels: tmpl.Labels}, Spec: tmpl.Spec}
+		if err := suite.client.Create(t.Context(), pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the bare pods run v1 and are Ready", allRun(ns, int32(k), app("v1")))
+	timeline := watchPods(t, ns)
+	start := time.Now()
+	for _, p := range listPods(t, ns) {
+		patch := fmt.Appendf(nil, `{"spec":{"containers":[{"name":"app","image":%q}]}}`, app("v2"))
+		if err := suite.client.Patch(t.Context(), &p, client.RawPatch("application/strategic-merge-patch+json", patch)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the bare pods run v2 and are Ready", allRun(ns, int32(k), app("v2")))
+	ph := timeline.phases(start, nil)
+	timeline.stop()
+	for _, p := range listPods(t, ns) {
+		_ = suite.client.Delete(t.Context(), &p)
+	}
+	return ph.readyFromImage
+}
+
+// podTimeline records, from a watch of a namespace's pods, when each pod
+// first showed each step of an in-place update.
+type podTimeline struct {
+	mu sync.Mutex
+	// restarts is each pod's restart count of its app container when
+	// first seen.
+	restarts                                     map[string]int32
+	gateClosed, imageApplied, restarted, readyAt map[string]time.Time
+	cancel                                       context.CancelFunc
+	done                                         chan struct{}
+}
+
+func watchPods(t *testing.T, ns string) *podTimeline {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", suite.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	tl := &podTimeline{
+		restarts: map[string]int32{}, gateClosed: map[string]time.Time{}, imageApplied: map[string]time.Time{},
+		restarted: map[string]time.Time{}, readyAt: map[string]time.Time{}, cancel: cancel, done: make(chan struct{}),
+	}
+	go func() {
+		defer close(tl.done)
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok {
+				tl.observe(p, time.Now())
+			}
+		}
+	}()
+	return tl
+}
+
+func (tl *podTimeline) observe(p *corev1.Pod, at time.Time) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	i := slices.IndexFunc(p.Status.ContainerStatuses, func(s corev1.ContainerStatus) bool { return s.Name == "app" })
+	if i < 0 {
+		return
+	}
+	count := p.Status.ContainerStatuses[i].RestartCount
+	first, seen := tl.restarts[p.Name]
+	if !seen {
+		tl.restarts[p.Name], first = count, count
+	}
+	once := func(m map[string]time.Time, cond bool) {
+		if _, ok := m[p.Name]; cond && !ok {
+			m[p.Name] = at
+		}
+	}
+	gate := podCondition(p, podsetv1alpha1.InPlaceUpdateReadyCondition)
+	once(tl.gateClosed, gate != nil && gate.Status == corev1.ConditionFalse)
+	once(tl.imageApplied, p.Spec.Containers[0].Image == app("v2"))
+	once(tl.restarted, count > first)
+	ready := podCondition(p, corev1.PodReady)
+	once(tl.readyAt, count > first && p.Spec.Containers[0].Image == app("v2") && ready != nil && ready.Status == corev1.ConditionTrue)
+}
+
+func (tl *podTimeline) stop() { tl.cancel(); <-tl.done }
+
+// podPhases is the steps of pods' in-place updates, from the change.
+type podPhases struct {
+	pods                                                       int
+	gateClosed, outOfEndpoints, imageApplied, restarted, ready quantiles
+	// critical is each pod's time from its gate closing to Ready again;
+	// readyFromImage from its image applied to Ready again.
+	critical, readyFromImage quantiles
+	criticalMedian           time.Duration
+}
+
+func (tl *podTimeline) phases(start time.Time, leftEndpoints map[string]time.Time) *podPhases {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	since := func(m map[string]time.Time) quantiles {
+		var ds []time.Duration
+		for _, at := range m {
+			ds = append(ds, at.Sub(start))
+		}
+		return quantilesOf(ds)
+	}
+	var critical, fromImage []time.Duration
+	for name, ready := range tl.readyAt {
+		if closed, ok := tl.gateClosed[name]; ok {
+			critical = append(critical, ready.Sub(closed))
+		}
+		if applied, ok := tl.imageApplied[name]; ok {
+			fromImage = append(fromImage, ready.Sub(applied))
+		}
+	}
+	ph := &podPhases{
+		pods: len(tl.readyAt), gateClosed: since(tl.gateClosed), outOfEndpoints: since(leftEndpoints),
+		imageApplied: since(tl.imageApplied), restarted: since(tl.restarted), ready: since(tl.readyAt),
+		critical: quantilesOf(critical), readyFromImage: quantilesOf(fromImage),
+	}
+	ph.criticalMedian = ph.critical.median
+	return ph
+}
+
+// hardened is a pod template as the operator hardens it, for the
+// built-in controllers and bare pods, whose pods must pass the
+// namespace's Pod Security "restricted" by themselves.
+func hardened(tmpl corev1.PodTemplateSpec) corev1.PodTemplateSpec {
+	if tmpl.Spec.AutomountServiceAccountToken == nil {
+		tmpl.Spec.AutomountServiceAccountToken = ptr.To(false)
+	}
+	tmpl.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	for _, list := range [][]corev1.Container{tmpl.Spec.Containers, tmpl.Spec.InitContainers} {
+		for i := range list {
+			list[i].SecurityContext = &corev1.SecurityContext{
+				AllowPrivilegeEscalation: ptr.To(false),
+				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				ReadOnlyRootFilesystem:   ptr.To(true),
+			}
+		}
 	}
 	return tmpl
 }

@@ -6,13 +6,10 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -203,78 +200,4 @@ func TestResizes(t *testing.T) {
 	update(t, ps, resources("20m", "96Mi"))
 	waitReady(t, ps)
 	checkAnswers(t, ps, "v1")
-}
-
-// TestZeroDroppedRequests: a client sending requests through a ClusterIP
-// Service during each kind of rollout gets an answer to every one, from
-// the old or the new version.
-//
-// It runs alone, before the parallel tests: the others' load on the node
-// (two cores here) would make the dataplane's lag a property of the test
-// run rather than of the rollout.
-func TestZeroDroppedRequests(t *testing.T) {
-	ns := newNamespace(t)
-	ps := appPodSet(ns, "web", 3, app("v1"))
-	// Pods that are deleted (Recreate, a restart) leave endpoints as they
-	// get SIGTERM: the sleep keeps them serving until the dataplane has
-	// caught up (with 2 s, one request of 1418 timed out once during a
-	// restart while the other tests loaded the node). The app drains its
-	// connections itself on SIGTERM.
-	ps.Spec.Template.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}}
-	ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
-	create(t, ps)
-	svc := &corev1.Service{}
-	svc.Name, svc.Namespace = "web", ns
-	svc.Spec.Selector = map[string]string{"app": "web"}
-	svc.Spec.Ports = []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}
-	if err := suite.client.Create(t.Context(), svc); err != nil {
-		t.Fatal(err)
-	}
-	waitReady(t, ps)
-	url := "http://" + svc.Spec.ClusterIP + "/"
-	eventually(t, "the Service answers", func(context.Context) error { _, err := get(url); return err })
-
-	for _, rollout := range []struct {
-		what     string
-		versions []string
-		do       func()
-	}{
-		{"an in-place image update", []string{"v1", "v2"}, func() { setImage(t, ps, app("v2")) }},
-		{"a memory resize that restarts the container", []string{"v2"}, func() {
-			update(t, ps, func(ps *podsetv1alpha1.PodSet) {
-				ps.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory] = resource.MustParse("80Mi")
-			})
-		}},
-		{"kubectl podset rollout restart", []string{"v2"}, func() {
-			out, err := runPlugin(t, "rollout", "restart", "web", "-n", ns)
-			if err != nil {
-				t.Fatalf("kubectl podset rollout restart: %v\n%s", err, out)
-			}
-		}},
-		{"a Recreate rollout", []string{"v2", "v3"}, func() {
-			update(t, ps, func(ps *podsetv1alpha1.PodSet) {
-				ps.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
-				ps.Spec.Template.Spec.Containers[0].Image = app("v3")
-			})
-		}},
-	} {
-		t.Run(rollout.what, func(t *testing.T) {
-			tr := startTraffic(url)
-			time.Sleep(time.Second)
-			start := time.Now()
-			rollout.do()
-			waitReady(t, ps)
-			took := time.Since(start)
-			time.Sleep(time.Second)
-			total, failures, answers := tr.finish()
-			t.Logf("%s: %d requests in %v (rollout %v), %d failed, answers %v", rollout.what, total, took.Round(time.Millisecond), took.Round(time.Millisecond), len(failures), answers)
-			if len(failures) > 0 {
-				t.Errorf("%d of %d requests failed during %s; first ones:\n%s", len(failures), total, rollout.what, strings.Join(failures[:min(len(failures), 10)], "\n"))
-			}
-			checkOnly(t, answers, rollout.versions...)
-			if answers[rollout.versions[len(rollout.versions)-1]] == 0 {
-				t.Errorf("no answer from %s", rollout.versions[len(rollout.versions)-1])
-			}
-		})
-	}
 }

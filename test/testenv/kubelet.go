@@ -1,11 +1,18 @@
 package testenv
 
 import (
+	"context"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
 
 // KubeletStatus is the status a kubelet that runs the pod would report
@@ -113,3 +120,48 @@ func resizeRestarts(c *corev1.Container, have *corev1.ResourceRequirements) bool
 }
 
 func ptrTrue() *bool { t := true; return &t }
+
+// reactToDrains plays, for every pod of the API server, the one thing a
+// kubelet always does that the suites' stand-ins do not: when the
+// operator closes a pod's readiness gate it marks the pod not Ready
+// itself (DrainingReason), and the kubelet, seeing the gate, reports the
+// pod not Ready with its own reason (GeneratePodReadyCondition's
+// ReadinessGatesNotReady), which is what the operator waits for before
+// it stops the pod. It runs until ctx ends, through API server restarts
+// (an informer relists).
+func reactToDrains(ctx context.Context, cfg *rest.Config) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	react := func(obj any) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		i := slices.IndexFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool {
+			return c.Type == corev1.PodReady && c.Reason == podsetv1alpha1.DrainingReason
+		})
+		if i < 0 {
+			return
+		}
+		pod = pod.DeepCopy()
+		pod.Status.Conditions[i] = corev1.PodCondition{
+			Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ReadinessGatesNotReady",
+			Message: "the status of pod readiness gate \"" + podsetv1alpha1.InPlaceUpdateReadyCondition + "\" is not \"True\", but False",
+			LastTransitionTime: metav1.Now(),
+		}
+		// A conflict means a newer pod, whose own event follows.
+		_, _ = cs.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	}
+	_, err = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    react,
+		UpdateFunc: func(_, obj any) { react(obj) },
+	})
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	return nil
+}

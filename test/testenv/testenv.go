@@ -46,6 +46,8 @@ type Env struct {
 	env *envtest.Environment
 	// restarted is the kube-apiserver started by RestartAPIServer, if any.
 	restarted *exec.Cmd
+	// stopKubelet stops the kubelets' reaction to drains (reactToDrains).
+	stopKubelet context.CancelFunc
 }
 
 // NewClient is a client of the cluster of a kubeconfig file, with
@@ -97,6 +99,12 @@ func Start() (*Env, error) {
 		return nil, errors.Join(err, env.Stop())
 	}
 	if err := e.installPolicies(filepath.Join(root, "config", "policy")); err != nil {
+		return nil, errors.Join(err, env.Stop())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.stopKubelet = cancel
+	if err := reactToDrains(ctx, cfg); err != nil {
+		cancel()
 		return nil, errors.Join(err, env.Stop())
 	}
 	return e, nil
@@ -157,6 +165,7 @@ func Main(m *testing.M, env **Env) int {
 
 // Stop stops the API server and etcd.
 func (e *Env) Stop() error {
+	e.stopKubelet()
 	if e.restarted != nil {
 		_ = e.restarted.Process.Kill()
 		_ = e.restarted.Wait()

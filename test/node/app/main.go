@@ -3,7 +3,9 @@
 // a pod runs, and it fails readiness as soon as it is asked to stop.
 //
 // Build a version with -ldflags "-X main.version=v1"; add -X main.crash=1
-// for a version that exits 1 at start, so its pods crash-loop.
+// for a version that exits 1 at start, so its pods crash-loop. With
+// -check FILE it only checks a configuration file and exits, as an init
+// container would.
 package main
 
 import (
@@ -32,7 +34,20 @@ func main() {
 	}
 	listen := flag.String("listen", ":8080", "address to serve HTTP on")
 	shutdownTimeout := flag.Duration("shutdown-timeout", 10*time.Second, "how long in-flight requests may take after SIGTERM")
+	check := flag.String("check", "", "check that this configuration file is readable and not empty, and exit (an init container's job)")
 	flag.Parse()
+
+	if *check != "" {
+		b, err := os.ReadFile(*check)
+		if err == nil && len(b) == 0 {
+			err = errors.New("empty")
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "app %s: configuration %s: %v\n", version, *check, err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	if err := serve(*listen, *shutdownTimeout); err != nil {
 		fmt.Fprintln(os.Stderr, "app:", err)

@@ -1,0 +1,295 @@
+//go:build node
+
+package node
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// endpointLog watches a Service's EndpointSlices and records, for each
+// pod, every time it enters and leaves the Service's ready endpoints: what
+// kube-proxy routes new connections to.
+type endpointLog struct {
+	mu     sync.Mutex
+	slices map[string][]discoveryv1.Endpoint
+	ready  map[string]bool
+	// left and entered count each pod's moves out of and into the ready
+	// endpoints since the last reset; firstLeft is when each first left.
+	left, entered map[string]int
+	firstLeft     map[string]time.Time
+	cancel        context.CancelFunc
+	done          chan struct{}
+}
+
+// watchEndpoints starts an endpointLog of the Service svc in ns, stopped
+// when the test ends.
+func watchEndpoints(t *testing.T, ns, svc string) *endpointLog {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", suite.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	w, err := cs.DiscoveryV1().EndpointSlices(ns).Watch(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	l := &endpointLog{slices: map[string][]discoveryv1.Endpoint{}, ready: map[string]bool{}, cancel: cancel, done: make(chan struct{})}
+	l.reset()
+	go func() {
+		defer close(l.done)
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			es, ok := ev.Object.(*discoveryv1.EndpointSlice)
+			if !ok {
+				continue
+			}
+			l.observe(ev.Type, es)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-l.done })
+	return l
+}
+
+func (l *endpointLog) observe(typ watch.EventType, es *discoveryv1.EndpointSlice) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if typ == watch.Deleted {
+		delete(l.slices, es.Name)
+	} else {
+		l.slices[es.Name] = es.Endpoints
+	}
+	now := map[string]bool{}
+	for _, eps := range l.slices {
+		for _, ep := range eps {
+			if ep.TargetRef != nil && ptr.Deref(ep.Conditions.Ready, false) {
+				now[ep.TargetRef.Name] = true
+			}
+		}
+	}
+	for pod := range l.ready {
+		if !now[pod] {
+			l.left[pod]++
+			if _, ok := l.firstLeft[pod]; !ok {
+				l.firstLeft[pod] = time.Now()
+			}
+		}
+	}
+	for pod := range now {
+		if !l.ready[pod] {
+			l.entered[pod]++
+		}
+	}
+	l.ready = now
+}
+
+// reset starts counting anew.
+func (l *endpointLog) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.left, l.entered, l.firstLeft = map[string]int{}, map[string]int{}, map[string]time.Time{}
+}
+
+// leftAt is when each pod first left the ready endpoints since the last
+// reset.
+func (l *endpointLog) leftAt() map[string]time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.firstLeft)
+}
+
+// moves is how often each pod left and entered the ready endpoints since
+// the last reset.
+func (l *endpointLog) moves() (left, entered map[string]int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.left), maps.Clone(l.entered)
+}
+
+// TestZeroDroppedRequests: a client sending requests through a ClusterIP
+// Service, a new connection every 10 ms, gets an answer to every one,
+// from the old or the new version, during every kind of stop the operator
+// makes, from an app that has no preStop hook: the operator takes each
+// Ready pod out of endpoints and waits drainSeconds before it stops it.
+// During a restart in place, no pod goes back into endpoints before its
+// restart: each leaves them once.
+//
+// It runs alone, before the parallel tests: the others' load on the node
+// (two cores here) would make the dataplane's lag a property of the test
+// run rather than of the rollout.
+func TestZeroDroppedRequests(t *testing.T) {
+	ns := newNamespace(t)
+	ps := appPodSet(ns, "web", 4, app("v1"))
+	ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: ptr.To(intstr.FromInt32(2))}
+	create(t, ps)
+	svc := &corev1.Service{}
+	svc.Name, svc.Namespace = "web", ns
+	svc.Spec.Selector = map[string]string{"app": "web"}
+	svc.Spec.Ports = []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}
+	if err := suite.client.Create(t.Context(), svc); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ps)
+	endpoints := watchEndpoints(t, ns, "web")
+	url := "http://" + svc.Spec.ClusterIP + "/"
+	eventually(t, "the Service answers", func(context.Context) error { _, err := get(url); return err })
+	replicas := func(n int32) func() {
+		return func() { update(t, ps, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Replicas = ptr.To(n) }) }
+	}
+
+	for _, step := range []struct {
+		what     string
+		versions []string
+		do       func()
+		// inPlace: every pod stays, and leaves the endpoints once.
+		inPlace bool
+	}{
+		{"an in-place image update", []string{"v1", "v2"}, func() { setImage(t, ps, app("v2")) }, true},
+		{"a memory resize that restarts the container", []string{"v2"}, func() {
+			update(t, ps, func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory] = resource.MustParse("80Mi")
+			})
+		}, true},
+		{"kubectl podset rollout restart", []string{"v2"}, func() {
+			out, err := runPlugin(t, "rollout", "restart", "web", "-n", ns)
+			if err != nil {
+				t.Fatalf("kubectl podset rollout restart: %v\n%s", err, out)
+			}
+		}, false},
+		{"a Recreate rollout", []string{"v2", "v3"}, func() {
+			update(t, ps, func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
+				ps.Spec.Template.Spec.Containers[0].Image = app("v3")
+			})
+		}, false},
+		{"a scale-up 4 -> 6", []string{"v3"}, replicas(6), false},
+		{"a scale-down 6 -> 2", []string{"v3"}, replicas(2), false},
+	} {
+		t.Run(step.what, func(t *testing.T) {
+			before := pods(t, ps)
+			endpoints.reset()
+			tr := startTraffic(url)
+			time.Sleep(time.Second)
+			start := time.Now()
+			step.do()
+			waitReady(t, ps)
+			eventually(t, "only the PodSet's replicas are left", func(context.Context) error {
+				cur := &podsetv1alpha1.PodSet{}
+				if err := suite.client.Get(t.Context(), client.ObjectKeyFromObject(ps), cur); err != nil {
+					return err
+				}
+				if got, want := len(pods(t, ps)), int(ptr.Deref(cur.Spec.Replicas, 1)); got != want {
+					return fmt.Errorf("%d pods, want %d", got, want)
+				}
+				return nil
+			})
+			took := time.Since(start)
+			time.Sleep(time.Second)
+			total, failures, answers := tr.finish()
+			t.Logf("%s: %d requests, rollout %v, %d failed, answers %v", step.what, total, took.Round(time.Millisecond), len(failures), answers)
+			if len(failures) > 0 {
+				t.Errorf("%d of %d requests failed during %s; first ones:\n%s", len(failures), total, step.what, strings.Join(failures[:min(len(failures), 10)], "\n"))
+			}
+			checkOnly(t, answers, step.versions...)
+			if answers[step.versions[len(step.versions)-1]] == 0 {
+				t.Errorf("no answer from %s", step.versions[len(step.versions)-1])
+			}
+			if step.inPlace {
+				left, entered := endpoints.moves()
+				for _, name := range slices.Sorted(maps.Keys(before)) {
+					if left[name] != 1 || entered[name] != 1 {
+						t.Errorf("pod %s left the ready endpoints %d times and entered them %d times during %s, want once each: it went back before its restart", name, left[name], entered[name], step.what)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestRevertDuringTheDrain: the image changes, and goes back while the
+// pods drain (drainSeconds 20), before the new image was applied. The
+// pods run the containers their revision asks for, so they are Ready
+// again at once, without a restart, however containerd names the image
+// they were made from: by tag, by a tag that names the same image as
+// another (reported by the first of the two), or by digest (reported by
+// a tag).
+func TestRevertDuringTheDrain(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		what, answer string
+		image        func(*testing.T) string
+	}{
+		{"made by tag", "v1", func(*testing.T) string { return app("v1") }},
+		// containerd reports v2's image as app:stable.
+		{"made by an alias tag", "v2", func(*testing.T) string { return app("v2") }},
+		{"made by digest", "v1", func(t *testing.T) string { return appByDigest(t, "v1") }},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			t.Parallel()
+			image := tc.image(t)
+			ps := appPodSet(newNamespace(t), "web", 2, image)
+			ps.Spec.DrainSeconds = ptr.To[int32](20)
+			ps.Spec.ProgressDeadlineSeconds = ptr.To[int32](60)
+			ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: ptr.To(intstr.FromInt32(2))}
+			create(t, ps)
+			waitReady(t, ps)
+			before, counts := identities(t, ps), restartCounts(t, ps)
+
+			setImage(t, ps, app("v3"))
+			eventually(t, "every pod drains", func(context.Context) error {
+				for name, p := range pods(t, ps) {
+					if c := podCondition(p, podsetv1alpha1.InPlaceUpdateReadyCondition); c == nil || c.Status != corev1.ConditionFalse {
+						return fmt.Errorf("pod %s: gate %+v", name, c)
+					}
+				}
+				return nil
+			})
+			time.Sleep(2 * time.Second)
+			reverted := time.Now()
+			setImage(t, ps, image)
+			waitReady(t, ps)
+			t.Logf("%s: Ready %v after the revert", tc.what, time.Since(reverted).Round(100*time.Millisecond))
+			checkAnswers(t, ps, tc.answer)
+			if got := identities(t, ps); !maps.Equal(got, before) {
+				t.Errorf("pods %v, want the same as %v", got, before)
+			}
+			if got := restartCounts(t, ps); !maps.Equal(got, counts) {
+				t.Errorf("restart counts %v, want %v: nothing was to restart", got, counts)
+			}
+		})
+	}
+}
+
+func podCondition(p *corev1.Pod, typ corev1.PodConditionType) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == typ {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
