@@ -84,9 +84,12 @@ type Preview struct {
 	// creations, deletions, replaced finished pods and label and annotation
 	// updates.
 	AtOnce []string
-	// Batches lists the pods the rollout takes within maxUnavailable, pass
-	// by pass: unready out-of-date pods first, then from the highest
-	// ordinal, as many as the budget allows.
+	// Batches lists the pods the rollout takes within maxUnavailable:
+	// unready out-of-date pods first, then from the highest ordinal. The
+	// first is what the budget allows at once; the rollout is a rolling
+	// window, so each pod of the later ones starts as soon as one before
+	// it is available again, not once the whole batch before is: they say
+	// the order, not a wait.
 	Batches [][]string
 	// Waiting lists the out-of-date pods no batch reaches while the other
 	// pods that are unavailable stay so.

@@ -86,9 +86,11 @@ applied: which pods stay unchanged, which get new labels or annotations in
 place, a new image in place (those containers restart), new cpu or memory
 through pods/resize (and whether a container restarts, per its
 resizePolicy), which are recreated and the template field that forces it,
-and which the partition (or OnDelete) holds back. Then the order and the
-batches the rollout takes under maxUnavailable: unready out-of-date pods
-first, then from the highest ordinal, as many at a time as the budget allows.
+and which the partition (or OnDelete) holds back. Then the order the
+rollout takes the pods in, as a rolling window under maxUnavailable:
+unready out-of-date pods first, then from the highest ordinal; the first
+as many as the budget allows, then each next one as soon as one before it
+is available again (a Ready pod is drained first, drainSeconds).
 
 The manifest is first sent to the API server as a dry run (dryRun=All), so
 the PodSet is defaulted and validated by admission exactly as a write would
@@ -98,8 +100,7 @@ a server-side apply by --field-manager, which keeps the fields other
 managers own (replicas an autoscaler set, a template annotation a restart
 set): use the manager of your GitOps tool (argocd-controller,
 kustomize-controller) to preview its sync. The operator's own planner then
-decides, from that PodSet, its pods and its ControllerRevisions. The
-batches assume each one becomes available before the next starts.
+decides, from that PodSet, its pods and its ControllerRevisions.
 
 Exit status: 0 when nothing would change, 1 when the PodSet or its pods
 would, as 'kubectl diff'; 2 or more on an error.`,
@@ -286,7 +287,7 @@ func dryRun(ctx context.Context, c client.Client, obj *unstructured.Unstructured
 	return ps, nil
 }
 
-// printPreview prints the preview as a table and the rollout's batches.
+// printPreview prints the preview as a table and the rollout's order.
 func printPreview(out io.Writer, ps, live *podsetv1alpha1.PodSet, revs *podset.Revisions, p *podset.Preview) error {
 	newRev := podset.RevisionName(ps, revs.Update)
 	switch {
@@ -318,12 +319,15 @@ func printPreview(out io.Writer, ps, live *podsetv1alpha1.PodSet, revs *podset.R
 		fmt.Fprintln(out, "No pod changes.")
 		return nil
 	}
-	fmt.Fprintf(out, "Rollout, maxUnavailable %d: unready pods first, then from the highest ordinal; each batch once the one before is available:\n", p.MaxUnavailable)
+	fmt.Fprintf(out, "Rollout, maxUnavailable %d: a rolling window, unready pods first, then from the highest ordinal; the next pod starts as soon as one before it is available again:\n", p.MaxUnavailable)
 	if len(p.AtOnce) > 0 {
 		fmt.Fprintf(out, "  at once (outside maxUnavailable): %s\n", strings.Join(p.AtOnce, ", "))
 	}
-	for i, b := range p.Batches {
-		fmt.Fprintf(out, "  batch %d: %s\n", i+1, strings.Join(b, ", "))
+	if len(p.Batches) > 0 {
+		fmt.Fprintf(out, "  first: %s\n", strings.Join(p.Batches[0], ", "))
+	}
+	if len(p.Batches) > 1 {
+		fmt.Fprintf(out, "  then, in order: %s\n", strings.Join(slices.Concat(p.Batches[1:]...), ", "))
 	}
 	if len(p.Waiting) > 0 {
 		fmt.Fprintf(out, "  waiting until the pods unavailable now are available again (maxUnavailable is spent): %s\n", strings.Join(p.Waiting, ", "))

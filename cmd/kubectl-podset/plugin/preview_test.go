@@ -183,20 +183,20 @@ func TestRolloutPreview(t *testing.T) {
 				"web-0": "true image in place app app:v1 -> app:v2; restarts app",
 				"web-1": "true image in place app app:v1 -> app:v2; restarts app",
 			},
-			wantRollout: []string{"batch 1: web-1", "batch 2: web-0"},
+			wantRollout: []string{"first: web-1", "then, in order: web-0"},
 		},
 		"cpu: resized, nothing restarts": {
 			live: spec(1, "app:v1", resources(cpu("100m"))), next: spec(1, "app:v1", resources(cpu("200m"))),
 			wantExit:    1,
 			wantPods:    map[string]string{"web-0": "true resized in place app requests.cpu 100m -> 200m; no container restarts"},
-			wantRollout: []string{"batch 1: web-0"},
+			wantRollout: []string{"first: web-0"},
 		},
 		"memory: resized, the container restarts per its resizePolicy": {
 			live:        spec(1, "app:v1", resources(memory("64Mi"), corev1.ResourceMemory)),
 			next:        spec(1, "app:v1", resources(memory("128Mi"), corev1.ResourceMemory)),
 			wantExit:    1,
 			wantPods:    map[string]string{"web-0": "true resized in place app requests.memory 64Mi -> 128Mi; restarts app"},
-			wantRollout: []string{"batch 1: web-0"},
+			wantRollout: []string{"first: web-0"},
 		},
 		"an env var: recreated, naming the field": {
 			live: spec(1, "app:v1"),
@@ -207,7 +207,7 @@ func TestRolloutPreview(t *testing.T) {
 			wantPods: map[string]string{
 				"web-0": "true recreated the template changed beyond images, labels, annotations and resources: spec.containers[app].env",
 			},
-			wantRollout: []string{"batch 1: web-0"},
+			wantRollout: []string{"first: web-0"},
 		},
 		"a partition holds the lower ordinals": {
 			live: spec(5, "app:v1", maxUnavailable(2)), next: spec(5, "app:v2", maxUnavailable(2), partition(3)),
@@ -219,18 +219,18 @@ func TestRolloutPreview(t *testing.T) {
 				"web-3": "true image in place app app:v1 -> app:v2; restarts app",
 				"web-4": "true image in place app app:v1 -> app:v2; restarts app",
 			},
-			wantRollout: []string{"batch 1: web-4, web-3"},
+			wantRollout: []string{"first: web-4, web-3"},
 		},
 		"5 pods, maxUnavailable 2: batches of 2, 2 and 1 from the highest ordinal": {
 			live: spec(5, "app:v1", maxUnavailable(2)), next: spec(5, "app:v2", maxUnavailable(2)),
 			wantExit:    1,
-			wantRollout: []string{"batch 1: web-4, web-3", "batch 2: web-2, web-1", "batch 3: web-0"},
+			wantRollout: []string{"first: web-4, web-3", "then, in order: web-2, web-1, web-0"},
 		},
 		"an unready pod goes first": {
 			live: spec(5, "app:v1", maxUnavailable(2)), unready: []int{1}, next: spec(5, "app:v2", maxUnavailable(2)),
 			wantExit:    1,
 			wantPods:    map[string]string{"web-1": "false image in place app app:v1 -> app:v2; restarts app"},
-			wantRollout: []string{"batch 1: web-1, web-4", "batch 2: web-3, web-2", "batch 3: web-0"},
+			wantRollout: []string{"first: web-1, web-4", "then, in order: web-3, web-2, web-0"},
 		},
 		"OnDelete holds every pod; the PodSet still changes": {
 			live:     spec(1, "app:v1"),
