@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/controller"
+	"github.com/podset-dev/podset-operator/internal/podset"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -528,11 +530,19 @@ func TestRecreatePolicyReplacesPodsForAnImage(t *testing.T) {
 	t.Parallel()
 	ns, _ := kubeletNamespace(t)
 	ps := createRunning(t, testenv.MakePodSet(ns, "web").Recreate())
-	if p := pods(t, ns)["web-0"]; len(p.Spec.ReadinessGates) != 0 {
-		t.Errorf("a pod made under Recreate has readiness gates %v", p.Spec.ReadinessGates)
+	// The gate is how the pod is drained before it is deleted.
+	if p := pods(t, ns)["web-0"]; len(p.Spec.ReadinessGates) != 1 || p.Spec.ReadinessGates[0].ConditionType != podsetv1alpha1.InPlaceUpdateReadyCondition {
+		t.Errorf("a pod made under Recreate has readiness gates %v, want the operator's", p.Spec.ReadinessGates)
 	}
 	before := uids(t, ns)["web-0"]
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) { tmpl.Spec.Containers[0].Image = "busybox:1.37" })
+	eventually(t, "web-0 drains before it is deleted", func(context.Context) error {
+		p := pods(t, ns)["web-0"]
+		if p.UID != before || !gateIs(p, corev1.ConditionFalse) || p.DeletionTimestamp != nil {
+			return fmt.Errorf("web-0 %s, gate closed %t, deleted %t", p.UID, gateIs(p, corev1.ConditionFalse), p.DeletionTimestamp != nil)
+		}
+		return nil
+	})
 	waitForRollout(t, ps, "busybox:1.37")
 	if uids(t, ns)["web-0"] == before {
 		t.Errorf("web-0 was updated in place under podUpdatePolicy Recreate")
@@ -676,11 +686,22 @@ func testResizeKeptThroughARepair(t *testing.T, switchToRecreate bool) {
 func TestPodsWithoutTheGateAreRecreatedForAnImage(t *testing.T) {
 	t.Parallel()
 	ns, _ := kubeletNamespace(t)
-	ps := createRunning(t, testenv.MakePodSet(ns, "web").Recreate())
+	// web-0 as an earlier release made it under Recreate: without the
+	// gate (every pod has it now).
+	ps := testenv.MakePodSet(ns, "web").Replicas(0).Create(t, env.Client)
+	old, err := podset.DesiredPod(get(t, ps), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Spec.ReadinessGates = nil
+	if err := env.Client.Apply(t.Context(), old, client.FieldOwner(controller.FieldManager)); err != nil {
+		t.Fatal(err)
+	}
+	scale(t, ps, 1)
+	ps = waitForStatus(t, ps, readyStatus(1))
 	before := uids(t, ns)["web-0"]
-	eventually(t, "switch to InPlaceIfPossible with a new image", func(context.Context) error {
+	eventually(t, "a new image", func(context.Context) error {
 		cur := get(t, ps)
-		cur.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.InPlaceIfPossibleUpdatePolicy
 		cur.Spec.Template.Spec.Containers[0].Image = "busybox:1.37"
 		return env.Client.Update(t.Context(), cur)
 	})
@@ -693,4 +714,15 @@ func TestPodsWithoutTheGateAreRecreatedForAnImage(t *testing.T) {
 		t.Errorf("the new pod has readiness gates %v, want the operator's", p.Spec.ReadinessGates)
 	}
 	wantEvent(t, ps, podsetv1alpha1.RollingOutReason, "readiness gate", "no event says the pod lacked the gate")
+}
+
+// gateIs reports whether the pod's InPlaceUpdateReady condition has the
+// status.
+func gateIs(p corev1.Pod, status corev1.ConditionStatus) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == podsetv1alpha1.InPlaceUpdateReadyCondition {
+			return c.Status == status
+		}
+	}
+	return false
 }

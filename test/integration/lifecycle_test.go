@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -193,4 +194,62 @@ func TestFieldManagerOwnsTheOperatorsFields(t *testing.T) {
 	if diff := cmp.Diff(want, managers); diff != "" {
 		t.Errorf("managers of a new pod (-want +got):\n%s", diff)
 	}
+}
+
+// TestScaleDownDrainsReadyPods: a scale-down takes a Ready pod out of
+// endpoints before it deletes it (its gate closes, the pod is not Ready,
+// the kubelet says so too, and drainSeconds pass), while a pod that is
+// not Ready serves nothing and goes at once.
+func TestScaleDownDrainsReadyPods(t *testing.T) {
+	t.Parallel()
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	ps := testenv.MakePodSet(ns, "web").Replicas(3).Create(t, env.Client)
+	waitForPods(t, ns, "web-0", "web-1", "web-2")
+	markAllReady(t, ns)
+	waitForStatus(t, ps, readyStatus(3))
+	setPodStatus(t, pods(t, ns)["web-2"], corev1.PodRunning, corev1.ConditionFalse)
+	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
+		if got.Status.ReadyReplicas != 2 {
+			return fmt.Errorf("readyReplicas = %d, want 2", got.Status.ReadyReplicas)
+		}
+		return nil
+	})
+
+	type seen struct {
+		gateClosed, deleted bool
+		notReady            time.Time
+	}
+	timeline := map[string]*seen{"web-1": {}, "web-2": {}}
+	scale(t, ps, 1)
+	eventually(t, "web-1 and web-2 are deleted", func(context.Context) error {
+		now := time.Now()
+		all := pods(t, ns)
+		for name, s := range timeline {
+			p, ok := all[name]
+			if s.deleted {
+				continue
+			}
+			if !ok || p.DeletionTimestamp != nil {
+				s.deleted = true
+				if name == "web-1" && (!s.gateClosed || s.notReady.IsZero() || now.Sub(s.notReady) < 1500*time.Millisecond) {
+					t.Errorf("web-1 was deleted %v after it was first seen not Ready (gate closed: %t), want a drain of 2 s first", now.Sub(s.notReady), s.gateClosed)
+				}
+				continue
+			}
+			s.gateClosed = s.gateClosed || gateIs(p, corev1.ConditionFalse)
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionFalse && s.notReady.IsZero() && s.gateClosed {
+					s.notReady = now
+				}
+			}
+		}
+		if !timeline["web-1"].deleted || !timeline["web-2"].deleted {
+			return fmt.Errorf("web-1 deleted %t, web-2 deleted %t", timeline["web-1"].deleted, timeline["web-2"].deleted)
+		}
+		return nil
+	})
+	if timeline["web-2"].gateClosed {
+		t.Errorf("web-2, not Ready, was drained before it was deleted: it should go at once")
+	}
+	waitForStatus(t, ps, readyStatus(1))
 }

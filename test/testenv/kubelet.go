@@ -149,7 +149,7 @@ func reactToDrains(ctx context.Context, cfg *rest.Config) error {
 		pod = pod.DeepCopy()
 		pod.Status.Conditions[i] = corev1.PodCondition{
 			Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ReadinessGatesNotReady",
-			Message: "the status of pod readiness gate \"" + podsetv1alpha1.InPlaceUpdateReadyCondition + "\" is not \"True\", but False",
+			Message:            "the status of pod readiness gate \"" + podsetv1alpha1.InPlaceUpdateReadyCondition + "\" is not \"True\", but False",
 			LastTransitionTime: metav1.Now(),
 		}
 		// A conflict means a newer pod, whose own event follows.
