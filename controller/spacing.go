@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/internal/podset"
 )
 
 // PodEventSpacing is the least time between the end of a pass over a
@@ -47,9 +49,15 @@ func (m *memory) passWait(key types.NamespacedName) time.Duration {
 
 // podEvents enqueues the PodSet that controls a pod, as
 // handler.EnqueueRequestForOwner with OnlyControllerOwner does (both the old
-// and the new owner of an update), after what memory.passWait says.
+// and the new owner of an update), after what memory.passWait says;
+// at once for an update of a pod whose gate is closed: it is on its way
+// to being stopped or restarted, and the pass its kubelet's report starts
+// (the pod not Ready, its containers restarted) is on the pod's critical
+// path, which a rolling window waits for.
 func (r *PodSetReconciler) podEvents() handler.TypedEventHandler[client.Object, reconcile.Request] {
 	add := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		pod, ok := obj.(*corev1.Pod)
+		urgent := ok && podset.Draining(pod)
 		ref := metav1.GetControllerOfNoCopy(obj)
 		if ref == nil || ref.Kind != "PodSet" {
 			return
@@ -58,7 +66,7 @@ func (r *PodSetReconciler) podEvents() handler.TypedEventHandler[client.Object, 
 			return
 		}
 		req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}
-		if d := r.memory.passWait(req.NamespacedName); d > 0 {
+		if d := r.memory.passWait(req.NamespacedName); d > 0 && !urgent {
 			q.AddAfter(req, d)
 		} else {
 			q.Add(req)

@@ -97,4 +97,15 @@ func TestPodEventsEnqueueTheControllingPodSet(t *testing.T) {
 	if q.Len() != 0 {
 		t.Errorf("an update whose old and new pod have one owner left %d more requests, want none", q.Len())
 	}
+
+	// A pod whose gate is closed is on its way to a stop or a restart:
+	// its kubelet's reports are on its critical path, never held back.
+	r.memory.passEnded(web.NamespacedName)
+	draining := pod("web-0", podsetv1alpha1.GroupVersion.String(), "PodSet", "web").(*corev1.Pod)
+	draining.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: podsetv1alpha1.InPlaceUpdateReadyCondition}}
+	draining.Status.Conditions = []corev1.PodCondition{{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionFalse}}
+	h.Update(ctx, event.TypedUpdateEvent[client.Object]{ObjectOld: draining, ObjectNew: draining}, q)
+	if q.Len() != 1 {
+		t.Fatalf("right after a pass an update of a draining pod enqueued %d requests at once, want 1", q.Len())
+	}
 }

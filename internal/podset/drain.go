@@ -114,6 +114,10 @@ func drainLeft(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, seen, now time.Time) 
 	return 0
 }
 
+// Draining reports whether the operator has closed the pod's gate: it is
+// being drained, or its containers restart in place.
+func Draining(pod *corev1.Pod) bool { return gateClosed(pod) }
+
 // DrainFirst reports whether the operator drains a pod before it deletes
 // it: the pod is Ready, carries the gate, and not every container has a
 // preStop hook of its own.
