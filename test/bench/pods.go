@@ -134,8 +134,10 @@ func desiredPod(ps *podsetv1alpha1.PodSet, ordinal int) *corev1ac.PodApplyConfig
 
 // hardenedSpec is the template's pod spec with the operator's hardening, as
 // a typed spec for the ReplicaSet, Deployment, StatefulSet and tutorial
-// contenders. It leaves out the operator's readiness gate (podUpdatePolicy
-// Recreate): only the operator opens it.
+// contenders. It leaves out the operator's readiness gate, which every
+// pod of the operator carries whatever its podUpdatePolicy: only the
+// operator opens it, and a built-in controller's pod with it would never
+// be Ready.
 func hardenedSpec(spec corev1.PodSpec) corev1.PodSpec {
 	ps := &podsetv1alpha1.PodSet{ObjectMeta: metav1.ObjectMeta{Name: "spec"}}
 	ps.Spec.Template.Spec = spec
@@ -148,5 +150,6 @@ func hardenedSpec(spec corev1.PodSpec) corev1.PodSpec {
 	if err != nil {
 		panic(fmt.Sprintf("converting a hardened pod spec: %v", err))
 	}
+	out.ReadinessGates = nil
 	return out
 }
