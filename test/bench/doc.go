@@ -26,6 +26,14 @@
 //     POST. The best loop and W are reported, and each loop's best is in
 //     the log and the Check column. The rollout and in-place rollout run
 //     the apply loop only.
+//   - gated-limit (in-place rollout only; gated.go): a plain client-go
+//     loop that sends, for each pod, the operator's writes of an update in
+//     place with the operator's waits: the gate-closing status patch, the
+//     kubelet's own not-Ready, spec.drainSeconds, the apply of the new
+//     template, the containers' restart, the gate-opening status apply;
+//     with the largest W. On kwok, where creating a pod is free, the
+//     operator's kube-apiserver CPU per in-place pod is measured against
+//     it, not its time against the Deployment's.
 //   - podset: the operator, built with `CGO_ENABLED=0 go build -trimpath`
 //     into bin/bench/podset-operator and run as a subprocess with the
 //     deployment's flags (--leader-elect=false --metrics-bind-address=0
@@ -48,7 +56,8 @@
 // rollout of 1000 pods (inplace.go:
 // only the image changes; done when every pod is Ready and runs the new
 // image in its spec and, where reported, its status; the limit there patches
-// each pod's image); a converged pass; the reaction time from a spec change
+// each pod's image; the table gives each contender's API writes per pod
+// by client: controller, kwok's stages, scheduler); a converged pass; the reaction time from a spec change
 // to the first pod write; the operator's heap per managed pod.
 // Convergence is seen on watches, never by polling. Requests are counted
 // from kube-apiserver's apiserver_request_total before and after each run,
@@ -71,7 +80,7 @@
 // breaks (pod counts, pod names, the limit's pods equal to the operator's,
 // exactly N pod writes for N new pods and none in a converged pass), never
 // because of a timing: `make test` runs the tiny size. The in-place rollout
-// also fails when the operator or the limit replaces a pod (a POST, DELETE
+// also fails when the operator or a limit replaces a pod (a POST, DELETE
 // or binding, or a pod UID that changed) or sends other than one pod write
 // per pod, and when the cluster's kwok stages cannot update a pod in place
 // (checked first on one pod; the operator and the limit are then not run).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +32,7 @@ func (b *bench) inPlaceContenders() []imageChanger {
 	for _, w := range b.size.workers {
 		xs = append(xs, &limitContender{b: b, w: w})
 	}
+	xs = append(xs, newGatedLimit(b, slices.Max(b.size.workers)))
 	xs = append(xs, &podSetContender{b: b}, &replicaSetContender{b: b}, &statefulSetContender{b: b})
 	if kruiseDir() != "" {
 		xs = append(xs, &kruiseContender{b: b})
@@ -55,7 +58,7 @@ func (b *bench) inPlacePhase(ctx context.Context) {
 			return
 		}
 		kind := contenderKind(x.name())
-		if kind == "limit" || kind == "podset" {
+		if kind == "limit" || kind == "gated-limit" || kind == "podset" {
 			if b.inPlaceProbe == nil {
 				logf("== in-place: can kwok update a pod in place?")
 				problem, err := b.kwokUpdatesInPlace(ctx)
@@ -99,6 +102,7 @@ func (b *bench) inPlaceScenario(ctx context.Context, x imageChanger) {
 		m := b.timed(ctx, 0, func(ctx context.Context) error { start = time.Now(); return x.changeImage(ctx, j) },
 			func(s *state) bool { return podsOnImage(s, j, newImage) }, nil)
 		m.pods = len(j.sets) * int(j.n)
+		m.gateCloses = gateCloses(x, m)
 		b.obs.read(func(s *state) { logf("%s, %s: %s", id, x.name(), imageTimeline(s, j, start)) })
 		if m.err != nil {
 			b.obs.read(func(s *state) { logf("%s, %s: %s", id, x.name(), imageProgress(s, j)) })
@@ -111,8 +115,8 @@ func (b *bench) inPlaceScenario(ctx context.Context, x imageChanger) {
 					m.recreated++
 				}
 			}
-			logf("%s, %s: %d of %d pods recreated; pods/status: %d APPLY (the operator's gate), %d kwok",
-				id, x.name(), m.recreated, n, m.counts.gateApplies, m.counts.kwokStatus)
+			logf("%s, %s: %d of %d pods recreated; API writes per pod: %s",
+				id, x.name(), m.recreated, n, inPlaceWrites(x.name(), m))
 		}
 		b.record(id, x.name(), m)
 		if m.err != nil {
@@ -128,11 +132,11 @@ func (b *bench) inPlaceScenario(ctx context.Context, x imageChanger) {
 }
 
 // checkInPlace checks what updating in place means for the operator and
-// the limit: no pod created, deleted, bound or recreated, and exactly one
+// the limits: no pod created, deleted, bound or recreated, and exactly one
 // write to each pod (the status subresource aside).
 func (b *bench) checkInPlace(id string, x contender, m *measurement, n int) {
 	kind := contenderKind(x.name())
-	if kind != "podset" && kind != "limit" {
+	if kind != "podset" && kind != "limit" && kind != "gated-limit" {
 		return
 	}
 	c := m.counts
@@ -142,7 +146,7 @@ func (b *bench) checkInPlace(id string, x contender, m *measurement, n int) {
 	}
 	if writes := c.podCreates - c.podPosts; writes != n {
 		what := "want exactly one per pod"
-		if kind == "limit" {
+		if kind != "podset" {
 			what = "the request counts are polluted"
 		}
 		b.fail("%s, %s: %d pod writes (patch or apply) for %d pods: %s", id, x.name(), writes, n, what)
@@ -318,4 +322,91 @@ func (b *bench) kwokUpdatesInPlace(ctx context.Context) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// gateCloses is how many of the pods/status PATCHes of an in-place
+// rollout were the contender's own gate closes rather than kwok's: the
+// operator's own count of its gate writes (podset_operator_pod_writes_total)
+// less its gate opens (the pods/status APPLYs: nobody else applies a pod's
+// status), the gated limit's count of its patches, none for the limit and
+// the built-in controllers; -1 when not known (kruise-manager writes its
+// own readiness gate's condition with the same verb kwok uses).
+func gateCloses(x contender, m *measurement) int {
+	switch x := x.(type) {
+	case *gatedLimitContender:
+		return int(x.closes.Load())
+	case *podSetContender:
+		opens := m.requests.count(func(k requestKey) bool { return isPod(k, "status") && k.verb == "APPLY" })
+		if m.gateWrites < opens {
+			return -1
+		}
+		return m.gateWrites - opens
+	case *kruiseContender:
+		return -1
+	}
+	return 0
+}
+
+func isPod(k requestKey, subresource string) bool {
+	return k.group == "" && k.resource == "pods" && k.subresource == subresource
+}
+
+// inPlaceWritesSource says where inPlaceWrites' numbers come from.
+const inPlaceWritesSource = "API writes per in-place pod, by client: kube-apiserver's apiserver_request_total (no client label) " +
+	"by verb and subresource in the measured window, each given to the one client that sends it in that run (pod writes: the controller; " +
+	"pods/binding: the scheduler); the pods/status PATCHes split between the controller's gate closes (the operator's own " +
+	"podset_operator_pod_writes_total, the gated limit's own count) and kwok's stages (the kubelet stand-in)"
+
+// inPlaceWrites is what an in-place rollout cost the API server in writes
+// per pod, by client: the contender's controller, kwok's stages (the
+// kubelet) and the scheduler. Every code is counted: a conflict costs the
+// API server too.
+func inPlaceWrites(name string, m *measurement) string {
+	if m == nil || m.pods <= 0 || m.requests == nil {
+		return "—"
+	}
+	per := func(match func(k requestKey) bool) float64 {
+		return float64(m.requests.count(match)) / float64(m.pods)
+	}
+	verb := func(sub string, verbs ...string) float64 {
+		return per(func(k requestKey) bool { return isPod(k, sub) && slices.Contains(verbs, k.verb) })
+	}
+	var ctrl, kubelet []string
+	add := func(to *[]string, v float64, what string, always bool) {
+		if v > 0 || always {
+			*to = append(*to, fmt.Sprintf("%s %.2f", what, v))
+		}
+	}
+	kind := contenderKind(name)
+	inPlace := kind == "podset" || kind == "gated-limit"
+	add(&ctrl, verb("", "POST"), "pods POST (create)", false)
+	add(&ctrl, verb("", "DELETE"), "pods DELETE", false)
+	add(&ctrl, verb("", "APPLY"), "pods APPLY (the image)", inPlace)
+	add(&ctrl, verb("", "PATCH"), "pods PATCH (the image)", kind == "limit")
+	add(&ctrl, verb("", "PUT"), "pods PUT", false)
+	add(&ctrl, per(func(k requestKey) bool { return isPod(k, "resize") && isWrite(k.verb) }), "pods/resize", inPlace)
+	patches := verb("status", "PATCH", "PUT")
+	closes := 0.0
+	switch {
+	case m.gateCloses < 0:
+		add(&kubelet, patches, "pods/status PATCH (kwok's and the controller's gate, not told apart)", true)
+	default:
+		closes = float64(m.gateCloses) / float64(m.pods)
+		add(&ctrl, closes, "pods/status PATCH (gate close)", inPlace)
+		add(&kubelet, patches-closes, "pods/status PATCH", true)
+	}
+	add(&ctrl, verb("status", "APPLY"), "pods/status APPLY (gate open)", inPlace)
+	who := map[string]string{
+		"podset": "operator", "limit": "limit", "gated-limit": "gated limit",
+		"replicaset": "kube-controller-manager (ReplicaSet)", "statefulset": "kube-controller-manager (StatefulSet)",
+		"kruise": "kruise-manager",
+	}[kind]
+	if len(ctrl) == 0 {
+		ctrl = []string{"none"}
+	}
+	s := fmt.Sprintf("%s: %s; kwok (kubelet): %s", who, strings.Join(ctrl, ", "), strings.Join(kubelet, ", "))
+	if b := per(func(k requestKey) bool { return isPod(k, "binding") && isWrite(k.verb) }); b > 0 {
+		s += fmt.Sprintf("; scheduler: pods/binding %.2f", b)
+	}
+	return s
 }

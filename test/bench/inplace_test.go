@@ -1,7 +1,9 @@
 package main
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,4 +85,52 @@ func benchPod(name, spec, status string, ready bool) *corev1.Pod {
 func terminating(p *corev1.Pod) *corev1.Pod {
 	p.DeletionTimestamp = &metav1.Time{}
 	return p
+}
+
+// TestInPlaceWrites pins how an in-place rollout's writes are given to
+// clients: the pods/status PATCHes split between the contender's gate
+// closes and kwok, and none split when the closes are not known.
+func TestInPlaceWrites(t *testing.T) {
+	r := requests{
+		{verb: "APPLY", resource: "pods", code: "200"}:                        10,
+		{verb: "PATCH", resource: "pods", subresource: "status", code: "200"}: 40,
+		{verb: "APPLY", resource: "pods", subresource: "status", code: "200"}: 10,
+		{verb: "APPLY", resource: "pods", code: "200", seconds: true}:         3,
+	}
+	m := &measurement{pods: 10, requests: r, gateCloses: 10}
+	want := "operator: pods APPLY (the image) 1.00, pods/resize 0.00, pods/status PATCH (gate close) 1.00, pods/status APPLY (gate open) 1.00; kwok (kubelet): pods/status PATCH 3.00"
+	if got := inPlaceWrites("podset", m); got != want {
+		t.Errorf("podset:\n got %s\nwant %s", got, want)
+	}
+	m.gateCloses = -1
+	want = "kruise-manager: pods APPLY (the image) 1.00, pods/status APPLY (gate open) 1.00; kwok (kubelet): pods/status PATCH (kwok's and the controller's gate, not told apart) 4.00"
+	if got := inPlaceWrites("kruise", m); got != want {
+		t.Errorf("kruise:\n got %s\nwant %s", got, want)
+	}
+	dep := &measurement{pods: 2, requests: requests{
+		{verb: "POST", resource: "pods", code: "201"}:                         2,
+		{verb: "DELETE", resource: "pods", code: "200"}:                       2,
+		{verb: "POST", resource: "pods", subresource: "binding", code: "201"}: 2,
+		{verb: "PATCH", resource: "pods", subresource: "status", code: "200"}: 2,
+	}}
+	want = "kube-controller-manager (ReplicaSet): pods POST (create) 1.00, pods DELETE 1.00; kwok (kubelet): pods/status PATCH 1.00; scheduler: pods/binding 1.00"
+	if got := inPlaceWrites("replicaset", dep); got != want {
+		t.Errorf("replicaset:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestAPICPURow pins the target on the API server's CPU per in-place pod.
+func TestAPICPURow(t *testing.T) {
+	m := func(api time.Duration) *measurement {
+		return &measurement{pods: 1000, cpu: cpuTimes{api: api, ok: true}}
+	}
+	if r := apiCPURow("t", m(12*time.Second), m(10*time.Second)); r.result != "met" {
+		t.Errorf("1.2: %s %s", r.check, r.result)
+	}
+	if r := apiCPURow("t", m(13*time.Second), m(10*time.Second)); r.result != "missed" {
+		t.Errorf("1.3: %s %s", r.check, r.result)
+	}
+	if r := apiCPURow("t", m(13*time.Second), &measurement{skipped: true}); r.result != "missed" || !strings.Contains(r.check, "= —") {
+		t.Errorf("gated limit not run: %s %s", r.check, r.result)
+	}
 }

@@ -35,7 +35,7 @@ func main() {
 	convFlag := flag.String("conv", "", "replace the convergence scenarios, e.g. 100x10,1x1000 (the scale-down follows a first 1xN): a debugging aid")
 	operatorFlags := flag.String("operator-flags", "", "extra flags for the operator subprocess, e.g. \"--max-concurrent-reconciles=16\": a debugging aid")
 	flag.StringVar(&profileDir, "profile", "", "write kube-apiserver's CPU profile of every timed scenario into this folder: a folder per scenario and contender, of 3 s slices that go tool pprof reads as one")
-	who := flag.String("contenders", "", "run only these contenders, comma-separated (limit, podset, replicaset, statefulset, kruise with KRUISE_DIR, tutorial): a debugging aid")
+	who := flag.String("contenders", "", "run only these contenders, comma-separated (limit, gated-limit (in-place only), podset, replicaset, statefulset, kruise with KRUISE_DIR, tutorial): a debugging aid")
 	flag.Parse()
 	for _, c := range strings.Split(*who, ",") {
 		if c = strings.TrimSpace(c); c != "" {

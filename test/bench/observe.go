@@ -43,6 +43,10 @@ type podState struct {
 	// container not reported yet is not stale).
 	image      string
 	staleImage bool
+	// readyReason is the reason of its Ready condition; restarts is the
+	// sum of its containers' restart counts.
+	readyReason string
+	restarts    int32
 	// When the pod last left Ready, became Ready, changed its spec image
 	// and came to run its spec image as far as its status says.
 	unreadyAt, readyAt, imageAt, runsAt time.Time
@@ -226,6 +230,15 @@ func (o *observer) update(obj any, deleted, initial bool) {
 		p.running = obj.Status.Phase == corev1.PodRunning
 		p.ready = p.running && testenv.PodReady(obj)
 		p.terminating = obj.DeletionTimestamp != nil
+		p.readyReason, p.restarts = "", 0
+		for _, c := range obj.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				p.readyReason = c.Reason
+			}
+		}
+		for _, c := range obj.Status.ContainerStatuses {
+			p.restarts += c.RestartCount
+		}
 		switch {
 		case was.ready && !p.ready:
 			p.unreadyAt = now

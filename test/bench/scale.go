@@ -416,6 +416,9 @@ type sampler struct {
 	// passes is how many passes the podset controller has finished,
 	// whatever their result.
 	passes float64
+	// gates is how many gate writes (podset_operator_pod_writes_total
+	// with kind gate: closes and opens) the operator has sent.
+	gates float64
 	// at is when the first scrape that found passes >= want and an empty
 	// queue was sent; want 0 means not asked yet.
 	at   time.Time
@@ -445,7 +448,7 @@ func (m *operatorMetrics) sample(interval time.Duration) *sampler {
 // scrape reads the operator's heap, queue and passes once.
 func (s *sampler) scrape() {
 	sent := time.Now()
-	f, err := s.m.read(s.ctx, "go_memstats_heap_alloc_bytes", "workqueue_depth", "controller_runtime_reconcile_total")
+	f, err := s.m.read(s.ctx, "go_memstats_heap_alloc_bytes", "workqueue_depth", "controller_runtime_reconcile_total", "podset_operator_pod_writes_total")
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -458,6 +461,12 @@ func (s *sampler) scrape() {
 	for _, x := range f["controller_runtime_reconcile_total"].GetMetric() {
 		if label(x, "controller") == "podset" {
 			s.passes += x.GetCounter().GetValue()
+		}
+	}
+	s.gates = 0
+	for _, x := range f["podset_operator_pod_writes_total"].GetMetric() {
+		if label(x, "kind") == "gate" {
+			s.gates += x.GetCounter().GetValue()
 		}
 	}
 	if s.want > 0 && s.at.IsZero() && s.passes >= s.want && s.depth == 0 {
@@ -522,6 +531,13 @@ func (s *sampler) finishedPasses() float64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.passes
+}
+
+// gateWrites is the operator's gate writes as of the last scrape.
+func (s *sampler) gateWrites() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gates
 }
 
 func (s *sampler) stop() {

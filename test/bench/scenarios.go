@@ -102,6 +102,15 @@ type measurement struct {
 	// window and its largest heap in use (sampled HeapAlloc); podset only.
 	passes   int
 	peakHeap uint64
+	// requests are the API server's requests in the window (the source of
+	// counts). gateWrites is, for podset, the operator's own count of its
+	// gate writes in the window (podset_operator_pod_writes_total, kind
+	// gate), and gateCloses, in the in-place scenario, how many of the
+	// pods/status PATCHes were the contender's gate closes, not kwok's
+	// (-1: not known).
+	requests   requests
+	gateWrites int
+	gateCloses int
 	// apiProfile is kube-apiserver's CPU profile over the measured window
 	// (-profile) in back-to-back slices, or nil.
 	apiProfile [][]byte
@@ -250,9 +259,10 @@ func (b *bench) timed(ctx context.Context, budget time.Duration, trigger func(co
 	wctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	cpuBefore := b.c.cpu()
-	var passesBefore float64
+	var passesBefore, gatesBefore float64
 	if b.ctrl != nil {
 		passesBefore = b.ctrl.mark()
+		gatesBefore = b.ctrl.gateWrites()
 	}
 	stopProfile := b.c.profileCPU(ctx)
 	start := time.Now()
@@ -277,12 +287,14 @@ func (b *bench) timed(ctx context.Context, budget time.Duration, trigger func(co
 	time.Sleep(settle)
 	if b.ctrl != nil {
 		m.passes, m.peakHeap = int(b.ctrl.finishedPasses()-passesBefore), b.ctrl.peakHeap()
+		m.gateWrites = int(b.ctrl.gateWrites() - gatesBefore + 0.5)
 	}
 	after, err := b.c.scrape(ctx)
 	if err != nil && m.err == nil {
 		m.err = err
 	}
-	m.counts = after.sub(before).counts()
+	m.requests = after.sub(before)
+	m.counts = m.requests.counts()
 	return m
 }
 
@@ -494,7 +506,7 @@ func (b *bench) verifyPods(ctx context.Context, id string, x contender, j job, n
 			b.fail("%s, %s: set %s has %d live pods, want %d", id, x.name(), set, len(got), n)
 			continue
 		}
-		if kind != "limit" && kind != "podset" {
+		if kind != "limit" && kind != "gated-limit" && kind != "podset" {
 			continue
 		}
 		var want []string

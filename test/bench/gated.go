@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/internal/podset"
+)
+
+// gatedLimitContender is the gated limit of the in-place scenario: a plain
+// client-go loop that sends, for each pod, the writes the operator sends
+// for an update in place, with the same waits in between (controller/
+// updates.go and writes.go):
+//
+//  1. close the gate: a strategic merge patch of pods/status with the pod's
+//     UID that sets the podset.dev/InPlaceUpdateReady condition False and
+//     Ready False with reason PodSetDraining (closeGate);
+//  2. wait for the kubelet's own not-Ready (Ready False with another
+//     reason: kwok's stage), then the PodSet's spec.drainSeconds;
+//  3. apply the pod of the new template (podset.PodUpdate, with the restart
+//     record and the pod's resourceVersion, as updateInPlace sends it),
+//     under the operator's field manager;
+//  4. wait until its containers restarted (their restart count went up);
+//  5. open the gate: an apply of pods/status with the condition True
+//     (setGate).
+//
+// Each pod goes through these steps on its own goroutine, as the operator
+// drains every pod at once with maxUnavailable 100%; at most w requests
+// are in flight. It owns its pods with PodSets as the limit does (nothing
+// reconciles them); it sets up as the apply loop of the limit does.
+// kube-apiserver's CPU per pod under this loop is what an update in place
+// behind a readiness gate costs on this cluster, whoever sends it: on
+// kwok, where a pod's creation is free, the operator is measured against
+// it rather than against the Deployment's recreation.
+type gatedLimitContender struct {
+	*limitContender
+	// closes counts the gate-closing patches sent (pods/status PATCH),
+	// retries included.
+	closes atomic.Int64
+}
+
+func newGatedLimit(b *bench, w int) *gatedLimitContender {
+	return &gatedLimitContender{limitContender: &limitContender{b: b, w: w}}
+}
+
+func (g *gatedLimitContender) name() string { return "gated-limit" }
+
+// label is its name in the table.
+func (g *gatedLimitContender) label() string {
+	return "gated limit (the operator's writes and waits, W=" + strconv.Itoa(g.w) + ")"
+}
+
+// prepare makes the PodSets that own the pods, with the operator
+// contender's update strategy (maxUnavailable 100%, InPlaceIfPossible).
+func (g *gatedLimitContender) prepare(ctx context.Context, j job) error {
+	mu := ""
+	if j.rollout {
+		mu = "100%"
+	}
+	owners, err := createPodSets(ctx, g.b.c.cl, j, mu)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.owners == nil {
+		g.owners = map[string]*podsetv1alpha1.PodSet{}
+	}
+	for _, ps := range owners {
+		g.owners[ps.Namespace+"/"+ps.Name] = ps
+	}
+	return nil
+}
+
+func (g *gatedLimitContender) canRollout() bool { return false }
+
+// changeImage changes the owners' template (one request, as for the
+// others), then updates every pod in place as the operator does.
+func (g *gatedLimitContender) changeImage(ctx context.Context, j job) error {
+	g.closes.Store(0)
+	for _, set := range j.sets {
+		ps, err := patchPodSetTemplate(ctx, g.b.c.cl, g.owner(j.ns, set), imageTemplate(set))
+		if err != nil {
+			return err
+		}
+		g.mu.Lock()
+		g.owners[j.ns+"/"+set] = ps
+		g.mu.Unlock()
+	}
+	type item struct {
+		set  string
+		name string
+	}
+	var items []item
+	for i := int(j.n) - 1; i >= 0; i-- {
+		for _, set := range j.sets {
+			items = append(items, item{set, podName(set, i)})
+		}
+	}
+	slots := make(chan struct{}, max(g.w, 1))
+	send := func(f func() error) error {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		defer func() { <-slots }()
+		return f()
+	}
+	return parallel(len(items), len(items), func(i int) error {
+		return g.updateInPlace(ctx, g.owner(j.ns, items[i].set), items[i].name, send)
+	})
+}
+
+// updateInPlace sends one pod's writes, and waits, as the operator does;
+// send runs a request in one of the w slots.
+func (g *gatedLimitContender) updateInPlace(ctx context.Context, ps *podsetv1alpha1.PodSet, name string, send func(func() error) error) error {
+	pods := g.b.c.cs.CoreV1().Pods(ps.Namespace)
+	key := ps.Namespace + "/" + name
+	cached := func() (*corev1.Pod, error) {
+		pod := &corev1.Pod{}
+		err := g.b.obs.cache.Get(ctx, client.ObjectKey{Namespace: ps.Namespace, Name: name}, pod)
+		return pod, err
+	}
+	wait := func(what string, cond func(p *podState) bool) error {
+		return g.b.obs.waitFor(ctx, "pod "+name+" "+what, func(s *state) bool { p := s.pods[key]; return p != nil && cond(p) })
+	}
+	pod, err := cached()
+	if err != nil {
+		return err
+	}
+	hash := podset.TemplateHash(ps)
+
+	// 1. Close the gate (closeGate).
+	now := metav1.Now()
+	message := "its containers restart for revision " + podset.RevisionName(ps, hash) + " once the pod has drained"
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": pod.UID},
+		"status": map[string]any{"conditions": []corev1.PodCondition{
+			{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionFalse, Reason: podsetv1alpha1.GateUpdatingReason, Message: message, LastTransitionTime: now},
+			{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: podsetv1alpha1.DrainingReason, Message: "the operator took the pod out of Service endpoints: " + message, LastTransitionTime: now},
+		}},
+	})
+	if err != nil {
+		return err
+	}
+	if err := send(func() error {
+		g.closes.Add(1)
+		_, err := pods.Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
+		return err
+	}); err != nil {
+		return fmt.Errorf("closing the gate of pod %s: %w", name, err)
+	}
+
+	// 2. The kubelet's own not-Ready, then the drain.
+	if err := wait("not Ready by its kubelet", func(p *podState) bool {
+		return !p.ready && p.readyReason != "" && p.readyReason != podsetv1alpha1.DrainingReason
+	}); err != nil {
+		return err
+	}
+	drain := time.Duration(deref(ps.Spec.DrainSeconds, podsetv1alpha1.DefaultDrainSeconds)) * time.Second
+	select {
+	case <-time.After(drain):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+
+	// 3. The apply of the new template (updateInPlace), from the pod as
+	// the cache shows it; a conflict (the cache was behind) is retried.
+	var before int32
+	for {
+		if pod, err = cached(); err != nil {
+			return err
+		}
+		var restart []string
+		for _, c := range pod.Spec.Containers {
+			for _, t := range ps.Spec.Template.Spec.Containers {
+				if c.Name == t.Name && c.Image != t.Image {
+					restart = append(restart, c.Name)
+				}
+			}
+		}
+		ac, err := podset.PodUpdate(ps, &ps.Spec.Template, pod, hash)
+		if err != nil {
+			return err
+		}
+		rec, err := podset.NewRestartRecord(pod, hash, restart)
+		if err != nil {
+			return err
+		}
+		ac.WithAnnotations(map[string]string{podset.RestartRecordAnnotation: rec}).WithResourceVersion(pod.ResourceVersion)
+		err = send(func() error {
+			_, err := pods.Apply(ctx, ac, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
+			return err
+		})
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("updating pod %s in place: %w", name, err)
+		}
+		for _, s := range pod.Status.ContainerStatuses {
+			before += s.RestartCount
+		}
+		break
+	}
+
+	// 4. The containers restarted for the update.
+	if err := wait("restarted", func(p *podState) bool { return p.restarts > before }); err != nil {
+		return err
+	}
+
+	// 5. Open the gate (setGate).
+	cond := corev1ac.PodCondition().
+		WithType(podsetv1alpha1.InPlaceUpdateReadyCondition).
+		WithLastTransitionTime(metav1.Now()).
+		WithStatus(corev1.ConditionTrue).WithReason(podsetv1alpha1.GateOpenReason).WithMessage("")
+	ac := corev1ac.Pod(name, ps.Namespace).WithUID(pod.UID).WithStatus(corev1ac.PodStatus().WithConditions(cond))
+	if err := send(func() error {
+		_, err := pods.ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
+		return err
+	}); err != nil {
+		return fmt.Errorf("opening the gate of pod %s: %w", name, err)
+	}
+	return nil
+}
