@@ -60,7 +60,18 @@ func drainFor(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, seen, now time.Time, p
 		return stopNow, 0
 	case gateClosed(pod):
 		if !kubeletNotReady(pod) {
-			return draining, 0
+			// A pod to delete whose kubelet has not answered for
+			// kubeletSilence (its node is down, or partitioned) is
+			// deleted on the operator's own not-Ready: its kubelet can
+			// put nothing back. A restart in place waits for it: only
+			// that kubelet could carry it out.
+			gate := gateCondition(pod)
+			if !deleting {
+				return draining, 0
+			}
+			if left := gate.LastTransitionTime.Add(kubeletSilence).Sub(now); left > 0 {
+				return draining, left
+			}
 		}
 		if preStop {
 			return stopNow, 0
@@ -74,6 +85,12 @@ func drainFor(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, seen, now time.Time, p
 	}
 	return drainBegin, 0
 }
+
+// kubeletSilence is how long a drain waits for a kubelet to report a pod
+// to delete not Ready before it goes on without it: a kubelet that runs
+// answers within a couple of seconds, and the node lifecycle controller
+// marks a node that stopped answering NotReady after 40 s or more.
+const kubeletSilence = 30 * time.Second
 
 // DrainSeconds is how long a pod stays out of endpoints before its
 // containers stop: spec.drainSeconds, or the deprecated

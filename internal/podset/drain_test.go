@@ -132,7 +132,17 @@ func TestPlanDrains(t *testing.T) {
 		"scale-down: out of endpoints by the operator's write, the kubelet has not said so yet": {
 			ps:   ps,
 			pods: []corev1.Pod{current(0).obj(), current(1).obj(), current(2).draining(now.Add(-5 * time.Second)).obj()},
-			want: drainNames{},
+			want: drainNames{Wake: 25 * time.Second},
+		},
+		"scale-down: a kubelet silent for 30 s is not waited on": {
+			ps:   ps,
+			pods: []corev1.Pod{current(0).obj(), current(1).obj(), current(2).draining(now.Add(-31 * time.Second)).obj()},
+			want: drainNames{Prune: []string{"web-2"}},
+		},
+		"scale-down: a kubelet silent for 25 s is waited on for 5 s more": {
+			ps:   ps,
+			pods: []corev1.Pod{current(0).obj(), current(1).obj(), current(2).draining(now.Add(-25 * time.Second)).obj()},
+			want: drainNames{Wake: 5 * time.Second},
 		},
 		"scale-down: the kubelet reports it not Ready, the drain is not over": {
 			ps:     ps,
@@ -171,7 +181,7 @@ func TestPlanDrains(t *testing.T) {
 		"Recreate: while one drains, the budget is spent": {
 			ps:   recreate,
 			pods: []corev1.Pod{stale(0).obj(), stale(1).obj(), stale(2).draining(now).obj()},
-			want: drainNames{},
+			want: drainNames{Wake: 30 * time.Second},
 		},
 		"Recreate: an out-of-date pod that is not Ready goes at once": {
 			ps:   recreate,
@@ -225,5 +235,21 @@ func TestPlanReopensAGateWhenTheImageGoesBack(t *testing.T) {
 				t.Errorf("plan after the revert (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestDrainForWaitsForASilentKubeletBeforeARestart: a pod whose
+// containers restart in place waits for its kubelet however long it is
+// silent, since only that kubelet can restart them; a pod to delete does
+// not wait past kubeletSilence.
+func TestDrainForWaitsForASilentKubeletBeforeARestart(t *testing.T) {
+	now := time.Date(2026, 11, 25, 7, 0, 10, 0, time.UTC)
+	ps := makePodSet("web").obj()
+	pod := makePod("web-0").controlledBy(ps).ready().gated().draining(now.Add(-time.Hour)).obj()
+	if stage, wait := drainFor(ps, &pod, time.Time{}, now, false, false); stage != draining || wait != 0 {
+		t.Errorf("restart in place: drainFor() = %v, %v; want draining until an event", stage, wait)
+	}
+	if stage, _ := drainFor(ps, &pod, time.Time{}, now, false, true); stage != stopNow {
+		t.Errorf("deletion: drainFor() = %v; want stopNow once the kubelet has been silent for %v", stage, kubeletSilence)
 	}
 }
