@@ -687,18 +687,24 @@ func TestPodsWithoutTheGateAreRecreatedForAnImage(t *testing.T) {
 	t.Parallel()
 	ns, _ := kubeletNamespace(t)
 	// web-0 as an earlier release made it under Recreate: without the
-	// gate (every pod has it now).
+	// gate (every pod has it now). It is made without the label the
+	// operator's cache selects on, so that no pass sees it as surplus
+	// before the scale-up, which finds it by name and restores the label.
 	ps := testenv.MakePodSet(ns, "web").Replicas(0).Create(t, env.Client)
 	old, err := podset.DesiredPod(get(t, ps), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	old.Spec.ReadinessGates = nil
+	delete(old.Labels, podsetv1alpha1.NameLabel)
 	if err := env.Client.Apply(t.Context(), old, client.FieldOwner(controller.FieldManager)); err != nil {
 		t.Fatal(err)
 	}
 	scale(t, ps, 1)
 	ps = waitForStatus(t, ps, readyStatus(1))
+	if p := pods(t, ns)["web-0"]; len(p.Spec.ReadinessGates) != 0 {
+		t.Fatalf("web-0 has readiness gates %v: not the pod made without", p.Spec.ReadinessGates)
+	}
 	before := uids(t, ns)["web-0"]
 	eventually(t, "a new image", func(context.Context) error {
 		cur := get(t, ps)
