@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -85,6 +86,19 @@ func BindPod(t testing.TB, c client.Client, ns, name, node string) *corev1.Pod {
 	if err := c.SubResource("binding").Create(t.Context(), pod, binding); err != nil {
 		t.Fatalf("binding pod %s to node %s: %v", name, node, err)
 	}
+	// Ready follows the readiness gates: wait for the operator to open
+	// the gate of the pod it just made, as the pod's kubelet would
+	// report it Ready only then.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if err := c.Get(t.Context(), client.ObjectKeyFromObject(pod), pod); err != nil {
+			t.Fatal(err)
+		}
+		if gatesSet(pod) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := c.Get(t.Context(), client.ObjectKeyFromObject(pod), pod); err != nil {
 			return err
@@ -96,4 +110,15 @@ func BindPod(t testing.TB, c client.Client, ns, name, node string) *corev1.Pod {
 		t.Fatal(err)
 	}
 	return pod
+}
+
+// gatesSet reports whether every readiness gate of the pod has its
+// condition.
+func gatesSet(pod *corev1.Pod) bool {
+	for _, g := range pod.Spec.ReadinessGates {
+		if !slices.ContainsFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == g.ConditionType }) {
+			return false
+		}
+	}
+	return true
 }
