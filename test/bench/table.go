@@ -209,8 +209,18 @@ func (b *bench) inPlaceRows() []row {
 		rows = append(rows, r)
 	}
 	if ps != nil {
+		// The limit neither drains nor waits for a kubelet: the operator's
+		// time is judged against the gated limit, which sends the same
+		// writes with the same waits.
 		r := measuredRow(title, "podset", ps)
-		r.check, r.target, r.result = ratioCheck("podset / limit", ps, lim, 1.5, false)
+		if gl != nil {
+			r.check, r.target, r.result = ratioCheck("podset / gated limit", ps, gl, 1.5, false)
+			if lim != nil {
+				r.check += "; " + ratioOnly("podset / limit", ps, lim) + " (the limit neither drains nor waits for the kubelet)"
+			}
+		} else {
+			r.check = ratioOnly("podset / limit", ps, lim)
+		}
 		rows = append(rows, r)
 	}
 	if dep != nil {
