@@ -27,7 +27,7 @@ func main() {
 	size := flag.String("size", "full", "tiny (every scenario at a tiny size, about two minutes) or full")
 	out := flag.String("out", "", "also write the table to this file")
 	flag.BoolVar(&traceSets, "trace", false, "run the operator with --log-level debug and print one PodSet's pass timeline after each convergence")
-	policy := flag.String("podset-policy", "", "podUpdatePolicy of the benchmark's PodSets: empty (the default, InPlaceIfPossible, pods with the operator's readiness gate) or Recreate (no gate, as the built-in controllers' pods)")
+	policy := flag.String("podset-policy", "", "podUpdatePolicy of the benchmark's PodSets: empty (the default, InPlaceIfPossible) or Recreate; the pods carry the operator's readiness gate either way")
 	plots := flag.String("plots", "", "write the SVG plots of pods Ready over time into this folder (default: the run's log folder)")
 	keep := flag.Bool("keep-cluster", false, "keep the podset-bench cluster at the end even if this run created it")
 	onlyPhases := flag.String("only", "", "run only these phases, comma-separated (conv, rollout, inplace, reaction, memory; scale, which only runs when named here)")

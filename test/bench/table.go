@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
 
 // row is one line of the result table.
@@ -125,14 +123,14 @@ func (b *bench) timedRows(title, id string, newPods int, requestTargets bool) []
 }
 
 // replicaSetBound is the target of podset / replicaset in a scenario, or
-// 0 for none. Creating pods (growth, 0 -> N): without the readiness gate
-// (-podset-policy Recreate) at least ReplicaSet's speed; with it, what
-// the one more write per pod costs and no more (1.15), except for 1000 x 1,
+// 0 for none. Creating pods (growth, 0 -> N): every pod carries the
+// readiness gate, whatever its podUpdatePolicy, so what the one more
+// write per pod costs and no more (1.15), except for 1000 x 1,
 // where each set's revision and custom-resource status write are measured
 // against StatefulSet, which pays both too. Everything else: 1.0.
 func replicaSetBound(id string, growth bool) float64 {
 	switch {
-	case !growth || podUpdatePolicy == podsetv1alpha1.RecreateUpdatePolicy:
+	case !growth:
 		return 1.0
 	case strings.HasSuffix(id, " x 1"):
 		return 0
