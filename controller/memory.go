@@ -96,6 +96,15 @@ func (m *memory) observeHeld(key types.NamespacedName, v *podset.View) podset.He
 	return r.held
 }
 
+// movedEndpoints records that a draining pod left Ready at at (left), or
+// went back into it (podset.Drains.Moved).
+func (m *memory) movedEndpoints(key types.NamespacedName, uid types.UID, left bool, at time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.recordOf(key)
+	r.drains = r.drains.Moved(uid, left, at)
+}
+
 // observeDrains records the pods of v that drain, first seen at at, and
 // returns when each was first seen (podset.Drains).
 func (m *memory) observeDrains(key types.NamespacedName, v *podset.View, at time.Time) podset.Drains {

@@ -76,10 +76,30 @@ func (r *PodSetReconciler) podEvents() handler.TypedEventHandler[client.Object, 
 	return handler.TypedFuncs[client.Object, reconcile.Request]{
 		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[client.Object], q queue) { add(e.Object, q) },
 		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
+			r.observeEndpoints(e.ObjectOld, e.ObjectNew)
 			add(e.ObjectOld, q)
 			add(e.ObjectNew, q)
 		},
 		DeleteFunc:  func(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) { add(e.Object, q) },
 		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[client.Object], q queue) { add(e.Object, q) },
+	}
+}
+
+// observeEndpoints records, from every update of a pod whose gate is
+// closed, when it left Ready (and so Service endpoints) or went back: a
+// drain counts from the last time the pod left. The handler sees each
+// update, where a pass reads the cache as it is when the pass runs and
+// may miss a pod that was Ready again for a moment (a kubelet that has
+// not seen the closed gate yet writes back the Ready it had).
+func (r *PodSetReconciler) observeEndpoints(oldObj, newObj client.Object) {
+	old, ok1 := oldObj.(*corev1.Pod)
+	cur, ok2 := newObj.(*corev1.Pod)
+	ref := metav1.GetControllerOfNoCopy(newObj)
+	if !ok1 || !ok2 || ref == nil || ref.Kind != "PodSet" || !podset.Draining(cur) {
+		return
+	}
+	key := types.NamespacedName{Namespace: cur.Namespace, Name: ref.Name}
+	if left, back := podset.EndpointsMove(old, cur); left || back {
+		r.memory.movedEndpoints(key, cur.UID, left, r.Clock.Now())
 	}
 }

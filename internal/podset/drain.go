@@ -186,6 +186,28 @@ func (d Drains) Observe(v *View, at time.Time) Drains {
 	return next
 }
 
+// Moved is d after a draining pod left Ready at at (left), or went back
+// into it: a drain counts from the last time the pod left, whatever a pass
+// saw of it (Observe).
+func (d Drains) Moved(uid types.UID, left bool, at time.Time) Drains {
+	if d == nil {
+		d = Drains{}
+	}
+	if left {
+		d[uid] = at
+	} else {
+		delete(d, uid)
+	}
+	return d
+}
+
+// EndpointsMove reports whether an update of a pod took it out of Ready
+// (left) or put it back (back).
+func EndpointsMove(old, cur *corev1.Pod) (left, back bool) {
+	was, is := kubeletReady(old), kubeletReady(cur)
+	return was && !is, !was && is
+}
+
 // kubeletReady reports whether the pod's Ready condition is True: after
 // the gate closes, the drain waits for it to go False.
 func kubeletReady(pod *corev1.Pod) bool {

@@ -253,3 +253,41 @@ func TestDrainForWaitsForASilentKubeletBeforeARestart(t *testing.T) {
 		t.Errorf("deletion: drainFor() = %v; want stopNow once the kubelet has been silent for %v", stage, kubeletSilence)
 	}
 }
+
+// TestDrainsCountFromTheLastExit: a pod that a kubelet put back into Ready
+// for a moment after its gate closed (its status manager writes back the
+// Ready it had until its pod worker has seen the gate) drains again from
+// when it left the second time, even when no pass saw it Ready.
+func TestDrainsCountFromTheLastExit(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 7, 0, 0, 0, time.UTC)
+	ps := makePodSet("web").obj()
+	ready := makePod("web-0").controlledBy(ps).ready().gated().obj()
+	closed := makePod("web-0").controlledBy(ps).ready().gated().draining(t0).obj()
+	back := makePod("web-0").controlledBy(ps).ready().gated().obj()
+	back.Status.Conditions[1].Status = corev1.ConditionFalse // the gate stays closed, Ready is True again
+	confirmed := makePod("web-0").controlledBy(ps).ready().gated().draining(t0).kubeletNotReadySince(t0.Add(time.Second)).obj()
+
+	var d Drains
+	for _, step := range []struct {
+		old, cur *corev1.Pod
+		at       time.Time
+		want     time.Time
+	}{
+		{&ready, &closed, t0, t0},
+		{&closed, &back, t0.Add(500 * time.Millisecond), time.Time{}},
+		{&back, &confirmed, t0.Add(1200 * time.Millisecond), t0.Add(1200 * time.Millisecond)},
+	} {
+		if left, isBack := EndpointsMove(step.old, step.cur); left || isBack {
+			d = d.Moved("web-0-uid", left, step.at)
+		}
+		if got := d["web-0-uid"]; !got.Equal(step.want) {
+			t.Errorf("at %v: the drain counts from %v, want %v", step.at.Sub(t0), got, step.want)
+		}
+	}
+	// A pass after all that, which never saw the pod Ready again, keeps
+	// the last exit.
+	v := NewView(ps, NewRevisions(ps, nil), []corev1.Pod{confirmed}, t0.Add(2*time.Second))
+	if got := d.Observe(v, t0.Add(2*time.Second))["web-0-uid"]; !got.Equal(t0.Add(1200 * time.Millisecond)) {
+		t.Errorf("after a pass the drain counts from %v, want the last exit", got)
+	}
+}
