@@ -529,3 +529,71 @@ func apiWrites(t *testing.T) int {
 	}
 	return total
 }
+
+// TestDrainSweep is the evidence behind spec.drainSeconds' default, not a
+// test: for each drain (0, 1, 2 s; the field is in whole seconds, so
+// 0.5 s cannot be asked for), NODE_DRAIN_ROUNDS (3) rounds of an in-place
+// image update and a scale-down 6 -> 3 of the test app (no preStop hook),
+// maxUnavailable 2, under a client that opens a new connection through a
+// ClusterIP Service every 10 ms. It prints the failed and sent requests
+// per drain. It runs with NODE_BENCH=1 (make bench-node).
+func TestDrainSweep(t *testing.T) {
+	if os.Getenv("NODE_BENCH") == "" {
+		t.Skip("a benchmark: run it with make bench-node")
+	}
+	rounds := 3
+	if v, err := strconv.Atoi(os.Getenv("NODE_DRAIN_ROUNDS")); err == nil && v > 0 {
+		rounds = v
+	}
+	type tally struct{ sent, failed int }
+	var lines []string
+	for _, drain := range []int32{0, 1, 2} {
+		var inPlace, scaleDown tally
+		for round := range rounds {
+			ns := newNamespace(t)
+			ps := appPodSet(ns, "web", 6, app("v1"))
+			ps.Spec.DrainSeconds = ptr.To(drain)
+			ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: ptr.To(intstr.FromInt32(2))}
+			create(t, ps)
+			url := benchService(t, ns)
+			waitReady(t, ps)
+			eventually(t, "the Service answers", func(context.Context) error { _, err := get(url); return err })
+			for _, step := range []struct {
+				into *tally
+				do   func()
+			}{
+				{&inPlace, func() { setImage(t, ps, app([]string{"v2", "v3", "v1"}[round%3])) }},
+				{&scaleDown, func() { update(t, ps, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Replicas = ptr.To[int32](3) }) }},
+			} {
+				tr := startTraffic(url)
+				time.Sleep(500 * time.Millisecond)
+				step.do()
+				waitReady(t, ps)
+				eventually(t, "only the PodSet's replicas are left", func(context.Context) error {
+					cur := &podsetv1alpha1.PodSet{}
+					if err := suite.client.Get(t.Context(), client.ObjectKeyFromObject(ps), cur); err != nil {
+						return err
+					}
+					if got, want := len(pods(t, ps)), int(ptr.Deref(cur.Spec.Replicas, 1)); got != want {
+						return fmt.Errorf("%d pods, want %d", got, want)
+					}
+					return nil
+				})
+				time.Sleep(time.Second)
+				sent, failures, _ := tr.finish()
+				step.into.sent += sent
+				step.into.failed += len(failures)
+			}
+			if err := suite.client.Delete(t.Context(), ps); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lines = append(lines, fmt.Sprintf("| %d s | %d / %d | %d / %d |", drain, inPlace.failed, inPlace.sent, scaleDown.failed, scaleDown.sent))
+	}
+	fmt.Printf("\nFailed / sent requests against spec.drainSeconds, %d rounds each, the test app without a preStop hook (make bench-node):\n\n", rounds)
+	fmt.Println("| drainSeconds | in-place image update, 6 pods | scale-down 6 -> 3 |")
+	fmt.Println("|---|---|---|")
+	for _, l := range lines {
+		fmt.Println(l)
+	}
+}
