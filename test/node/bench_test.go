@@ -19,8 +19,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -317,7 +317,14 @@ func measureKubeletRestart(t *testing.T, template func(string, bool) corev1.PodT
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "the bare pods run v2 and are Ready", allRun(ns, int32(k), app("v2")))
+	// Ready again once restarted: the old container stays Ready until the
+	// kubelet stops it.
+	eventually(t, "the bare pods restarted on v2 and are Ready", func(context.Context) error {
+		if n := timeline.readyCount(); n < k {
+			return fmt.Errorf("%d of %d", n, k)
+		}
+		return nil
+	})
 	ph := timeline.phases(start, nil)
 	timeline.stop()
 	for _, p := range listPods(t, ns) {
@@ -334,39 +341,23 @@ type podTimeline struct {
 	// first seen.
 	restarts                                     map[string]int32
 	gateClosed, imageApplied, restarted, readyAt map[string]time.Time
-	cancel                                       context.CancelFunc
-	done                                         chan struct{}
+	// stop ends the watch.
+	stop func()
 }
 
 func watchPods(t *testing.T, ns string) *podTimeline {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", suite.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
 	tl := &podTimeline{
 		restarts: map[string]int32{}, gateClosed: map[string]time.Time{}, imageApplied: map[string]time.Time{},
-		restarted: map[string]time.Time{}, readyAt: map[string]time.Time{}, cancel: cancel, done: make(chan struct{}),
+		restarted: map[string]time.Time{}, readyAt: map[string]time.Time{},
 	}
-	go func() {
-		defer close(tl.done)
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			if p, ok := ev.Object.(*corev1.Pod); ok {
-				tl.observe(p, time.Now())
-			}
+	tl.stop = watchEvents(t, func(ctx context.Context, cs kubernetes.Interface) (watch.Interface, error) {
+		return cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	}, func(ev watch.Event) {
+		if p, ok := ev.Object.(*corev1.Pod); ok {
+			tl.observe(p, time.Now())
 		}
-	}()
+	})
 	return tl
 }
 
@@ -395,7 +386,12 @@ func (tl *podTimeline) observe(p *corev1.Pod, at time.Time) {
 	once(tl.readyAt, count > first && p.Spec.Containers[0].Image == app("v2") && ready != nil && ready.Status == corev1.ConditionTrue)
 }
 
-func (tl *podTimeline) stop() { tl.cancel(); <-tl.done }
+// readyCount is how many pods were Ready again on v2 after a restart.
+func (tl *podTimeline) readyCount() int {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return len(tl.readyAt)
+}
 
 // podPhases is the steps of pods' in-place updates, from the change.
 type podPhases struct {

@@ -38,13 +38,29 @@ type endpointLog struct {
 	left, entered map[string]int
 	firstLeft     map[string]time.Time
 	leaves        map[string][]time.Time
-	cancel        context.CancelFunc
-	done          chan struct{}
 }
 
 // watchEndpoints starts an endpointLog of the Service svc in ns, stopped
 // when the test ends.
 func watchEndpoints(t *testing.T, ns, svc string) *endpointLog {
+	t.Helper()
+	l := &endpointLog{slices: map[string][]discoveryv1.Endpoint{}, ready: map[string]bool{}}
+	l.reset()
+	stop := watchEvents(t, func(ctx context.Context, cs kubernetes.Interface) (watch.Interface, error) {
+		return cs.DiscoveryV1().EndpointSlices(ns).Watch(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
+	}, func(ev watch.Event) {
+		if es, ok := ev.Object.(*discoveryv1.EndpointSlice); ok {
+			l.observe(ev.Type, es)
+		}
+	})
+	t.Cleanup(stop)
+	return l
+}
+
+// watchEvents starts a watch with start and hands each of its events to
+// handle, in order, until the returned stop is called (it waits for the
+// last one).
+func watchEvents(t *testing.T, start func(context.Context, kubernetes.Interface) (watch.Interface, error), handle func(watch.Event)) (stop func()) {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", suite.kubeconfig)
 	if err != nil {
@@ -55,26 +71,20 @@ func watchEndpoints(t *testing.T, ns, svc string) *endpointLog {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	w, err := cs.DiscoveryV1().EndpointSlices(ns).Watch(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
+	w, err := start(ctx, cs)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
-	l := &endpointLog{slices: map[string][]discoveryv1.Endpoint{}, ready: map[string]bool{}, cancel: cancel, done: make(chan struct{})}
-	l.reset()
+	done := make(chan struct{})
 	go func() {
-		defer close(l.done)
+		defer close(done)
 		defer w.Stop()
 		for ev := range w.ResultChan() {
-			es, ok := ev.Object.(*discoveryv1.EndpointSlice)
-			if !ok {
-				continue
-			}
-			l.observe(ev.Type, es)
+			handle(ev)
 		}
 	}()
-	t.Cleanup(func() { cancel(); <-l.done })
-	return l
+	return func() { cancel(); <-done }
 }
 
 func (l *endpointLog) observe(typ watch.EventType, es *discoveryv1.EndpointSlice) {
@@ -347,40 +357,23 @@ type specLog struct {
 
 func watchSpecs(t *testing.T, ns string) *specLog {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", suite.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
 	l := &specLog{first: map[string]int64{}, changed: map[string]time.Time{}}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			l.mu.Lock()
-			if g, seen := l.first[p.Name]; !seen {
-				l.first[p.Name] = p.Generation
-			} else if _, done := l.changed[p.Name]; !done && p.Generation > g {
-				l.changed[p.Name] = time.Now()
-			}
-			l.mu.Unlock()
+	stop := watchEvents(t, func(ctx context.Context, cs kubernetes.Interface) (watch.Interface, error) {
+		return cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	}, func(ev watch.Event) {
+		p, ok := ev.Object.(*corev1.Pod)
+		if !ok {
+			return
 		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if g, seen := l.first[p.Name]; !seen {
+			l.first[p.Name] = p.Generation
+		} else if _, done := l.changed[p.Name]; !done && p.Generation > g {
+			l.changed[p.Name] = time.Now()
+		}
+	})
+	t.Cleanup(stop)
 	return l
 }
 
