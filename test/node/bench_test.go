@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -25,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/kruise"
 )
 
 // TestRolloutBenchmark is the real node's benchmark, not a test: an image
@@ -163,19 +167,23 @@ func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
 			}
 		}
 	}
-	contenders := []struct {
+	type contender struct {
 		name   string
 		create func(ns string) client.Object
 		change func(obj client.Object)
-	}{
+		// start runs what the contender needs beside the cluster for
+		// namespace ns, and returns what stops it.
+		start func(ns string) (stop func() error)
+	}
+	contenders := []contender{
 		{"podset (in place)", func(ns string) client.Object {
 			ps := appPodSet(ns, "web", n, app("v1"))
 			ps.Spec.Template = template(ns, false)
 			ps.Spec.ProgressDeadlineSeconds = ptr.To[int32](600)
 			ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: &maxUnavailable}
 			return ps
-		}, func(obj client.Object) { setImage(t, obj.(*podsetv1alpha1.PodSet), app("v2")) }},
-		{fmt.Sprintf("Deployment (maxSurge 0, preStop sleep %d s)", drainSeconds), deployment(ptr.To(intstr.FromInt32(0)), true), func(obj client.Object) { patchImage(t, obj) }},
+		}, func(obj client.Object) { setImage(t, obj.(*podsetv1alpha1.PodSet), app("v2")) }, nil},
+		{fmt.Sprintf("Deployment (maxSurge 0, preStop sleep %d s)", drainSeconds), deployment(ptr.To(intstr.FromInt32(0)), true), func(obj client.Object) { patchImage(t, obj) }, nil},
 		{fmt.Sprintf("StatefulSet (Parallel, preStop sleep %d s)", drainSeconds), func(ns string) client.Object {
 			return &appsv1.StatefulSet{
 				ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
@@ -189,13 +197,44 @@ func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
 					}},
 				},
 			}
-		}, func(obj client.Object) { patchImage(t, obj) }},
-		{"Deployment (default surge 25%, no preStop; unequal safety)", deployment(nil, false), func(obj client.Object) { patchImage(t, obj) }},
+		}, func(obj client.Object) { patchImage(t, obj) }, nil},
+		{"Deployment (default surge 25%, no preStop; unequal safety)", deployment(nil, false), func(obj client.Object) { patchImage(t, obj) }, nil},
+	}
+	if kruise.Dir() != "" {
+		contenders = append(contenders, contender{
+			fmt.Sprintf("OpenKruise CloneSet (InPlaceIfPossible, gracePeriodSeconds %d)", drainSeconds),
+			func(ns string) client.Object {
+				return cloneSet(t, ns, n, hardened(template(ns, false)), maxUnavailable)
+			},
+			func(obj client.Object) {
+				// A custom resource takes no strategic merge patch.
+				patch := fmt.Appendf(nil, `[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":%q}]`, app("v2"))
+				if err := suite.client.Patch(t.Context(), obj, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			func(ns string) func() error {
+				state := t.TempDir()
+				m, err := kruise.Start(t.Context(), kruise.Options{
+					Dir: kruise.Dir(), Kubeconfig: suite.kubeconfig, Client: suite.client,
+					StateDir: state, Log: filepath.Join(state, "kruise-manager.log"),
+					FieldManager: "podset-bench-node", Namespaces: []string{ns},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m.Stop
+			},
+		})
 	}
 
 	var results []contenderResult
 	for _, c := range contenders {
 		ns := newNamespace(t)
+		stop := func() error { return nil }
+		if c.start != nil {
+			stop = c.start(ns)
+		}
 		obj := c.create(ns)
 		if err := suite.client.Create(t.Context(), obj); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
@@ -240,6 +279,9 @@ func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
 			}
 			return nil
 		})
+		if err := stop(); err != nil {
+			t.Errorf("%s: stopping: %v", c.name, err)
+		}
 	}
 	restart := measureKubeletRestart(t, template, n, maxUnavailable)
 	floor := time.Duration(drainSeconds)*time.Second + restart.median
@@ -251,7 +293,9 @@ func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
 	for _, r := range results {
 		fmt.Fprintf(&b, "| %s | %.2f s | %d / %d | %d | %d of %d |\n", r.name, r.took.Seconds(), r.failed, r.sent, r.writes, r.keptIPs, n)
 	}
-	fmt.Fprintln(&b, "| OpenKruise CloneSet (InPlaceIfPossible) | not run: the node suite does not install kruise-manager (make kruise builds it for the kwok benchmark only) | — | — | — |")
+	if kruise.Dir() == "" {
+		fmt.Fprintln(&b, "| OpenKruise CloneSet (InPlaceIfPossible) | not run: KRUISE_DIR is not set (make bench-node builds kruise-manager and sets it) | — | — | — |")
+	}
 	ps := results[0].phases
 	fmt.Fprintf(&b, "\nThe PodSet's pods, seconds from the change (median / p90 of %d pods):\n\n", ps.pods)
 	fmt.Fprintln(&b, "| gate closed | out of ready EndpointSlices | image applied | container restarted | Ready | critical path (gate closed → Ready) |")
@@ -259,10 +303,14 @@ func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
 	fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", ps.gateClosed, ps.outOfEndpoints, ps.imageApplied, ps.restarted, ps.ready, ps.critical)
 	fmt.Fprintf(&b, "\nFloor: the drain (%d s) + the kubelet's own restart and Ready report of a bare pod of this shape (image patched, %s at a time: median %.2f s, p90 %.2f s) = %.2f s\n",
 		drainSeconds, maxUnavailable.String(), restart.median.Seconds(), restart.p90.Seconds(), floor.Seconds())
-	return shapeResult{table: b.String(), summary: []string{
+	summary := []string{
 		fmt.Sprintf("bench-node %s: podset / deployment = %.2f", shape.name, results[0].took.Seconds()/results[1].took.Seconds()),
 		fmt.Sprintf("bench-node %s: podset / floor = %.2f", shape.name, ps.criticalMedian.Seconds()/floor.Seconds()),
-	}}
+	}
+	if len(results) > 4 {
+		summary = append(summary, fmt.Sprintf("bench-node %s: podset / kruise = %.2f", shape.name, results[0].took.Seconds()/results[4].took.Seconds()))
+	}
+	return shapeResult{table: b.String(), summary: summary}
 }
 
 // benchService makes the Service web in ns and returns its URL.
@@ -592,4 +640,28 @@ func TestDrainSweep(t *testing.T) {
 	for _, l := range lines {
 		fmt.Println(l)
 	}
+}
+
+// cloneSet is OpenKruise's CloneSet of n pods of tmpl, updated in place
+// where it can, maxUnavailable at a time, each drained for drainSeconds
+// (gracePeriodSeconds: the time between its readiness gate going False
+// and the update).
+func cloneSet(t *testing.T, ns string, n int32, tmpl corev1.PodTemplateSpec, maxUnavailable intstr.IntOrString) client.Object {
+	t.Helper()
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kruise.CloneSet(ns, "web")
+	cs.Object["spec"] = map[string]any{
+		"replicas": int64(n),
+		"selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
+		"template": u,
+		"updateStrategy": map[string]any{
+			"type":                  "InPlaceIfPossible",
+			"maxUnavailable":        maxUnavailable.String(),
+			"inPlaceUpdateStrategy": map[string]any{"gracePeriodSeconds": int64(drainSeconds)},
+		},
+	}
+	return cs
 }
