@@ -291,3 +291,29 @@ func TestDrainsCountFromTheLastExit(t *testing.T) {
 		t.Errorf("after a pass the drain counts from %v, want the last exit", got)
 	}
 }
+
+// TestDrainForLeavesTheDrainToPreStopHooks: containers whose every
+// stopping one has a preStop hook drain themselves (the kubelet runs the
+// hook before it stops a container, on a deletion and on an in-place
+// restart alike), so the operator does not wait drainSeconds on top; a
+// restart in place still waits for the kubelet's not-Ready, and a pod to
+// delete needs no gate at all.
+func TestDrainForLeavesTheDrainToPreStopHooks(t *testing.T) {
+	now := time.Date(2026, 11, 25, 7, 0, 10, 0, time.UTC)
+	ps := makePodSet("web").obj()
+	open := makePod("web-0").controlledBy(ps).ready().gated().preStop().obj()
+	if stage, _ := drainFor(ps, &open, time.Time{}, now, allPreStop(&open, nil), true); stage != stopNow {
+		t.Errorf("a Ready pod to delete whose containers have preStop hooks: %v, want stopNow", stage)
+	}
+	if stage, _ := drainFor(ps, &open, time.Time{}, now, allPreStop(&open, []string{"app"}), false); stage != drainBegin {
+		t.Errorf("a Ready pod to restart in place whose containers have preStop hooks: %v, want its gate closed first", stage)
+	}
+	justConfirmed := makePod("web-0").controlledBy(ps).ready().gated().preStop().draining(now).kubeletNotReadySince(now).obj()
+	if stage, wait := drainFor(ps, &justConfirmed, now, now, allPreStop(&justConfirmed, []string{"app"}), false); stage != stopNow {
+		t.Errorf("restart in place, the kubelet reports it not Ready: %v (wait %v), want stopNow: the hook drains", stage, wait)
+	}
+	noHook := makePod("web-0").controlledBy(ps).ready().gated().draining(now).kubeletNotReadySince(now).obj()
+	if stage, wait := drainFor(ps, &noHook, now, now, allPreStop(&noHook, []string{"app"}), false); stage != draining || wait != 2*time.Second {
+		t.Errorf("restart in place without a hook: %v, wait %v; want the drain, 2 s", stage, wait)
+	}
+}
