@@ -281,7 +281,7 @@ func TestAdmissionRefusals(t *testing.T) {
 			},
 			wantField: "spec.drainSeconds",
 		},
-		"the deprecated inPlaceDrainSeconds, other than drainSeconds": {
+		"the deprecated inPlaceDrainSeconds, longer than drainSeconds": {
 			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.UpdateStrategy.InPlaceDrainSeconds = ptr.To[int32](5) },
 			wantField: "spec.updateStrategy.inPlaceDrainSeconds",
 		},
@@ -471,8 +471,8 @@ func TestAdmissionAcceptsOrdinalsAndBudgetsAtTheirBounds(t *testing.T) {
 		"the deprecated inPlaceDrainSeconds, equal to drainSeconds": func(ps *podsetv1alpha1.PodSet) {
 			ps.Spec.DrainSeconds, ps.Spec.UpdateStrategy.InPlaceDrainSeconds = ptr.To[int32](5), ptr.To[int32](5)
 		},
-		"the deprecated inPlaceDrainSeconds at the old default, drainSeconds unset": func(ps *podsetv1alpha1.PodSet) {
-			ps.Spec.UpdateStrategy.InPlaceDrainSeconds = ptr.To[int32](podsetv1alpha1.DefaultDrainSeconds)
+		"the deprecated inPlaceDrainSeconds at its old default, 2, drainSeconds unset": func(ps *podsetv1alpha1.PodSet) {
+			ps.Spec.UpdateStrategy.InPlaceDrainSeconds = ptr.To[int32](2)
 		},
 		"drainSeconds just under the progress deadline": func(ps *podsetv1alpha1.PodSet) {
 			ps.Spec.DrainSeconds, ps.Spec.ProgressDeadlineSeconds = ptr.To[int32](59), ptr.To[int32](60)

@@ -44,8 +44,13 @@ const (
 	// DefaultRevisionHistoryLimit is spec.revisionHistoryLimit when it is
 	// not set.
 	DefaultRevisionHistoryLimit = 10
-	// DefaultDrainSeconds is spec.drainSeconds when it is not set.
-	DefaultDrainSeconds = 2
+	// DefaultDrainSeconds is spec.drainSeconds when it is not set: the
+	// EndpointSlice controller may follow a pod's Ready a second late
+	// (its retry when its cache of slices is behind its own writes, as
+	// when a rolling window takes several pods out at once), and
+	// kube-proxy applies a slice within its 1 s minSyncPeriod; a third
+	// second is the margin. 2 s dropped a request on the real node.
+	DefaultDrainSeconds = 3
 )
 
 // PodSetUpdateStrategyType is how a PodSet replaces pods after its template
@@ -114,7 +119,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.ordinals) || !has(self.ordinals.start) || (has(self.replicas) ? self.replicas : 1) + self.ordinals.start <= 10000",message="spec.ordinals.start: start + replicas must be at most 10000, so that the highest ordinal has at most four digits and pod names <name>-<ordinal> stay valid DNS labels",fieldPath=".ordinals.start"
 // +kubebuilder:validation:XValidation:rule="!has(self.progressDeadlineSeconds) || !has(self.minReadySeconds) || self.progressDeadlineSeconds > self.minReadySeconds",message="spec.progressDeadlineSeconds: must be greater than spec.minReadySeconds",fieldPath=".progressDeadlineSeconds"
 // +kubebuilder:validation:XValidation:rule="!has(self.progressDeadlineSeconds) || !has(self.drainSeconds) || self.progressDeadlineSeconds > self.drainSeconds",message="spec.drainSeconds: must be less than spec.progressDeadlineSeconds, or every pod the operator stops would count as a stalled rollout",fieldPath=".drainSeconds"
-// +kubebuilder:validation:XValidation:rule="!has(self.updateStrategy) || !has(self.updateStrategy.inPlaceDrainSeconds) || self.updateStrategy.inPlaceDrainSeconds == (has(self.drainSeconds) ? self.drainSeconds : 2)",message="spec.updateStrategy.inPlaceDrainSeconds is replaced by spec.drainSeconds, which drains every pod the operator stops (scale-down and recreation as well as in-place restarts): write spec.drainSeconds with this value and remove inPlaceDrainSeconds",fieldPath=".updateStrategy.inPlaceDrainSeconds"
+// +kubebuilder:validation:XValidation:rule="!has(self.updateStrategy) || !has(self.updateStrategy.inPlaceDrainSeconds) || self.updateStrategy.inPlaceDrainSeconds <= (has(self.drainSeconds) ? self.drainSeconds : 3)",message="spec.updateStrategy.inPlaceDrainSeconds is replaced by spec.drainSeconds, which drains every pod the operator stops (scale-down and recreation as well as in-place restarts): write spec.drainSeconds with this value and remove inPlaceDrainSeconds",fieldPath=".updateStrategy.inPlaceDrainSeconds"
 type PodSetSpec struct {
 	// replicas is the number of pods to keep running, named
 	// <name>-<start> to <name>-<start+replicas-1>, where start is
@@ -182,8 +187,8 @@ type PodSetSpec struct {
 	// Ready is stopped at once, and an app needs no preStop sleep. Raise it
 	// for slower dataplanes; 0 stops a pod as soon as the kubelet reports
 	// it not Ready. It must be less than progressDeadlineSeconds. Defaults
-	// to 2.
-	// +kubebuilder:default=2
+	// to 3.
+	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=300
 	// +optional
@@ -313,11 +318,11 @@ type PodSetUpdateStrategy struct {
 
 	// inPlaceDrainSeconds is deprecated: spec.drainSeconds replaced it and
 	// drains every pod the operator stops, not only those restarted in
-	// place. It is accepted only when equal to spec.drainSeconds (so a
-	// manifest that sets both to one value keeps working); otherwise the
-	// PodSet is refused with a message saying to write spec.drainSeconds.
-	// A PodSet stored before with a different value drains for the
-	// longer of the two.
+	// place. It is accepted only when at most spec.drainSeconds (so a
+	// manifest that sets it to the old default, 2, keeps working, and the
+	// drain is spec.drainSeconds); a longer one is refused with a message
+	// saying to write spec.drainSeconds. A PodSet stored before with a
+	// longer value drains for it until its spec next changes.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=300
 	// +optional

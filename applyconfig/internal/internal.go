@@ -75,7 +75,7 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: drainSeconds
       type:
         scalar: numeric
-      default: 2
+      default: 3
     - name: lostNodeReplacement
       type:
         namedType: com.github.podset-dev.podset-operator.apis.v1alpha1.LostNodeReplacement

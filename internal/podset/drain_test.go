@@ -99,10 +99,13 @@ func drainNamesOf(p Plan) drainNames {
 // themselves (preStop), is stopped at once.
 func TestPlanDrains(t *testing.T) {
 	now := time.Date(2026, 11, 25, 7, 0, 10, 0, time.UTC)
+	// A drain of 2 s, not the default, so the cases' times stay apart.
 	ps := makePodSet("web").replicas(2).obj()
+	ps.Spec.DrainSeconds = ptr.To[int32](2)
 	h := TemplateHash(ps)
 	recreate := makePodSet("web").replicas(3).maxUnavailable(intstr.FromInt32(1)).obj()
 	recreate.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
+	recreate.Spec.DrainSeconds = ptr.To[int32](2)
 	gatedPod := func(ps *podsetv1alpha1.PodSet, o int, hash string) *podBuilder {
 		return makePod(PodName("web", o)).controlledBy(ps).ready().hash(hash).gated().runningContainers(0)
 	}
@@ -301,6 +304,7 @@ func TestDrainsCountFromTheLastExit(t *testing.T) {
 func TestDrainForLeavesTheDrainToPreStopHooks(t *testing.T) {
 	now := time.Date(2026, 11, 25, 7, 0, 10, 0, time.UTC)
 	ps := makePodSet("web").obj()
+	ps.Spec.DrainSeconds = ptr.To[int32](2)
 	open := makePod("web-0").controlledBy(ps).ready().gated().preStop().obj()
 	if stage, _ := drainFor(ps, &open, time.Time{}, now, allPreStop(&open, nil), true); stage != stopNow {
 		t.Errorf("a Ready pod to delete whose containers have preStop hooks: %v, want stopNow", stage)

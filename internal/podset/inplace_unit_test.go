@@ -444,16 +444,16 @@ func TestDrainLeft(t *testing.T) {
 		seen             time.Time
 		want             time.Duration
 	}{
-		"just not Ready, the default":       {pod: notReadySince(0), want: 3 * time.Second},
-		"not Ready for a while":             {pod: notReadySince(time.Minute), want: -57 * time.Second},
+		"just not Ready, the default":       {pod: notReadySince(0), want: 4 * time.Second},
+		"not Ready for a while":             {pod: notReadySince(time.Minute), want: -56 * time.Second},
 		"5 s asked, not Ready for 2 s":      {seconds: ptr.To[int32](5), pod: notReadySince(2 * time.Second), want: 4 * time.Second},
 		"0: at once":                        {seconds: ptr.To[int32](0), pod: notReadySince(0), want: 0},
 		"the deprecated field, longer":      {seconds: ptr.To[int32](0), inPlace: ptr.To[int32](5), pod: notReadySince(0), want: 6 * time.Second},
 		"still Ready: nothing to count yet": {pod: &corev1.Pod{}, want: 0},
 		// The condition says 07:00:00, which may be 07:00:00.9; the
 		// operator saw it at 07:00:00.3, so it was at most that.
-		"seen not Ready 0.3 s into the condition's second": {pod: notReadySince(0), seen: now.Add(300 * time.Millisecond), want: 2300 * time.Millisecond},
-		"seen late, after the condition's bound":           {pod: notReadySince(0), seen: now.Add(1500 * time.Millisecond), want: 3 * time.Second},
+		"seen not Ready 0.3 s into the condition's second": {pod: notReadySince(0), seen: now.Add(300 * time.Millisecond), want: 3300 * time.Millisecond},
+		"seen late, after the condition's bound":           {pod: notReadySince(0), seen: now.Add(1500 * time.Millisecond), want: 4 * time.Second},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -68,6 +69,11 @@ func TestRolloutBenchmark(t *testing.T) {
 	var out strings.Builder
 	var summary []string
 	for _, shape := range benchShapes {
+		// NODE_BENCH_SHAPES (minimal, realistic; comma-separated) runs
+		// only those.
+		if only := os.Getenv("NODE_BENCH_SHAPES"); only != "" && !slices.Contains(strings.Split(only, ","), shape.name) {
+			continue
+		}
 		r := runShape(t, shape, n)
 		out.WriteString(r.table)
 		summary = append(summary, r.summary...)
@@ -78,6 +84,9 @@ func TestRolloutBenchmark(t *testing.T) {
 		fmt.Println(line)
 	}
 }
+
+// kruiseGate is the readiness gate of OpenKruise's pods.
+const kruiseGate = "InPlaceUpdateReady"
 
 // drainSeconds is the drain of every contender: the PodSet's default
 // spec.drainSeconds, and the preStop sleep of the built-in ones.
@@ -264,8 +273,13 @@ func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
 				r.keptIPs++
 			}
 		}
-		if _, ok := obj.(*podsetv1alpha1.PodSet); ok {
+		switch o := obj.(type) {
+		case *podsetv1alpha1.PodSet:
 			r.phases = timeline.phases(start, endpoints.leftAt())
+		case *unstructured.Unstructured:
+			if o.GroupVersionKind() == kruise.CloneSetGVK {
+				r.phases = timeline.phases(start, endpoints.leftAt())
+			}
 		}
 		timeline.stop()
 		results = append(results, r)
@@ -297,10 +311,14 @@ func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
 		fmt.Fprintln(&b, "| OpenKruise CloneSet (InPlaceIfPossible) | not run: KRUISE_DIR is not set (make bench-node builds kruise-manager and sets it) | — | — | — |")
 	}
 	ps := results[0].phases
-	fmt.Fprintf(&b, "\nThe PodSet's pods, seconds from the change (median / p90 of %d pods):\n\n", ps.pods)
-	fmt.Fprintln(&b, "| gate closed | out of ready EndpointSlices | image applied | container restarted | Ready | critical path (gate closed → Ready) |")
-	fmt.Fprintln(&b, "|---|---|---|---|---|---|")
-	fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", ps.gateClosed, ps.outOfEndpoints, ps.imageApplied, ps.restarted, ps.ready, ps.critical)
+	fmt.Fprintf(&b, "\nThe in-place pods, seconds from the change (median / p90 of %d pods):\n\n", ps.pods)
+	fmt.Fprintln(&b, "| contender | gate closed | out of ready EndpointSlices | image applied | container restarted | Ready | critical path (gate closed → Ready) |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|")
+	for _, r := range results {
+		if ph := r.phases; ph != nil {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.name, ph.gateClosed, ph.outOfEndpoints, ph.imageApplied, ph.restarted, ph.ready, ph.critical)
+		}
+	}
 	fmt.Fprintf(&b, "\nFloor: the drain (%d s) + the kubelet's own restart and Ready report of a bare pod of this shape (image patched, %s at a time: median %.2f s, p90 %.2f s) = %.2f s\n",
 		drainSeconds, maxUnavailable.String(), restart.median.Seconds(), restart.p90.Seconds(), floor.Seconds())
 	summary := []string{
@@ -427,6 +445,9 @@ func (tl *podTimeline) observe(p *corev1.Pod, at time.Time) {
 		}
 	}
 	gate := podCondition(p, podsetv1alpha1.InPlaceUpdateReadyCondition)
+	if gate == nil {
+		gate = podCondition(p, kruiseGate) // a CloneSet's pod
+	}
 	once(tl.gateClosed, gate != nil && gate.Status == corev1.ConditionFalse)
 	once(tl.imageApplied, p.Spec.Containers[0].Image == app("v2"))
 	once(tl.restarted, count > first)
@@ -575,7 +596,7 @@ func apiWrites(t *testing.T) int {
 }
 
 // TestDrainSweep is the evidence behind spec.drainSeconds' default, not a
-// test: for each drain (0, 1, 2 s; the field is in whole seconds, so
+// test: for each drain (0, 1, 2, 3 s; the field is in whole seconds, so
 // 0.5 s cannot be asked for), NODE_DRAIN_ROUNDS (3) rounds of an in-place
 // image update and a scale-down 6 -> 3 of the test app (no preStop hook),
 // maxUnavailable 2, under a client that opens a new connection through a
@@ -591,7 +612,7 @@ func TestDrainSweep(t *testing.T) {
 	}
 	type tally struct{ sent, failed int }
 	var lines []string
-	for _, drain := range []int32{0, 1, 2} {
+	for _, drain := range []int32{0, 1, 2, 3} {
 		var inPlace, scaleDown tally
 		for round := range rounds {
 			ns := newNamespace(t)

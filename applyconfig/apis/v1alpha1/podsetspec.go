@@ -58,7 +58,7 @@ type PodSetSpecApplyConfiguration struct {
 	// Ready is stopped at once, and an app needs no preStop sleep. Raise it
 	// for slower dataplanes; 0 stops a pod as soon as the kubelet reports
 	// it not Ready. It must be less than progressDeadlineSeconds. Defaults
-	// to 2.
+	// to 3.
 	DrainSeconds *int32 `json:"drainSeconds,omitempty"`
 	// progressDeadlineSeconds is how long a PodSet that is not Ready may go
 	// without progress (a pod created, updated or newly available) before

@@ -23,11 +23,11 @@ type PodSetUpdateStrategyApplyConfiguration struct {
 	PodUpdatePolicy *apisv1alpha1.PodUpdatePolicy `json:"podUpdatePolicy,omitempty"`
 	// inPlaceDrainSeconds is deprecated: spec.drainSeconds replaced it and
 	// drains every pod the operator stops, not only those restarted in
-	// place. It is accepted only when equal to spec.drainSeconds (so a
-	// manifest that sets both to one value keeps working); otherwise the
-	// PodSet is refused with a message saying to write spec.drainSeconds.
-	// A PodSet stored before with a different value drains for the
-	// longer of the two.
+	// place. It is accepted only when at most spec.drainSeconds (so a
+	// manifest that sets it to the old default, 2, keeps working, and the
+	// drain is spec.drainSeconds); a longer one is refused with a message
+	// saying to write spec.drainSeconds. A PodSet stored before with a
+	// longer value drains for it until its spec next changes.
 	InPlaceDrainSeconds *int32 `json:"inPlaceDrainSeconds,omitempty"`
 	// rollingUpdate tunes the RollingUpdate strategy.
 	RollingUpdate *RollingUpdatePodSetApplyConfiguration `json:"rollingUpdate,omitempty"`
