@@ -634,16 +634,7 @@ func TestDrainSweep(t *testing.T) {
 				time.Sleep(500 * time.Millisecond)
 				step.do()
 				waitReady(t, ps)
-				eventually(t, "only the PodSet's replicas are left", func(context.Context) error {
-					cur := &podsetv1alpha1.PodSet{}
-					if err := suite.client.Get(t.Context(), client.ObjectKeyFromObject(ps), cur); err != nil {
-						return err
-					}
-					if got, want := len(pods(t, ps)), int(ptr.Deref(cur.Spec.Replicas, 1)); got != want {
-						return fmt.Errorf("%d pods, want %d", got, want)
-					}
-					return nil
-				})
+				waitOnlyReplicas(t, ps)
 				time.Sleep(time.Second)
 				sent, failures, _ := tr.finish()
 				step.into.sent += sent

@@ -132,8 +132,13 @@ func (l *endpointLog) reset() {
 func (l *endpointLog) lastLeftBefore(pod string, at time.Time) (time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return lastBefore(l.leaves[pod], at)
+}
+
+// lastBefore is the last of times before at, and whether there is one.
+func lastBefore(times []time.Time, at time.Time) (time.Time, bool) {
 	var last time.Time
-	for _, t := range l.leaves[pod] {
+	for _, t := range times {
 		if t.Before(at) {
 			last = t
 		}
@@ -226,16 +231,7 @@ func TestZeroDroppedRequests(t *testing.T) {
 			start := time.Now()
 			step.do()
 			waitReady(t, ps)
-			eventually(t, "only the PodSet's replicas are left", func(context.Context) error {
-				cur := &podsetv1alpha1.PodSet{}
-				if err := suite.client.Get(t.Context(), client.ObjectKeyFromObject(ps), cur); err != nil {
-					return err
-				}
-				if got, want := len(pods(t, ps)), int(ptr.Deref(cur.Spec.Replicas, 1)); got != want {
-					return fmt.Errorf("%d pods, want %d", got, want)
-				}
-				return nil
-			})
+			waitOnlyReplicas(t, ps)
 			took := time.Since(start)
 			time.Sleep(time.Second)
 			total, failures, answers := tr.finish()
@@ -395,17 +391,27 @@ func watchSpecs(t *testing.T, ns string) *specLog {
 func (l *specLog) lastNotReadyBefore(pod string, at time.Time) (time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var last time.Time
-	for _, t := range l.notReady[pod] {
-		if t.Before(at) {
-			last = t
-		}
-	}
-	return last, !last.IsZero()
+	return lastBefore(l.notReady[pod], at)
 }
 
 func (l *specLog) changedAt() map[string]time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return maps.Clone(l.changed)
+}
+
+// waitOnlyReplicas waits until the PodSet has as many pods as it wants:
+// the surplus ones of a scale-down are gone.
+func waitOnlyReplicas(t *testing.T, ps *podsetv1alpha1.PodSet) {
+	t.Helper()
+	eventually(t, "only the PodSet's replicas are left", func(context.Context) error {
+		cur := &podsetv1alpha1.PodSet{}
+		if err := suite.client.Get(t.Context(), client.ObjectKeyFromObject(ps), cur); err != nil {
+			return err
+		}
+		if got, want := len(pods(t, ps)), int(ptr.Deref(cur.Spec.Replicas, 1)); got != want {
+			return fmt.Errorf("%d pods, want %d", got, want)
+		}
+		return nil
+	})
 }
