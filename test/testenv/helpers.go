@@ -235,6 +235,12 @@ func (b *PodSetBuilder) MinReadySeconds(n int32) *PodSetBuilder {
 // ProgressDeadline sets spec.progressDeadlineSeconds.
 func (b *PodSetBuilder) ProgressDeadline(n int32) *PodSetBuilder {
 	b.ps.Spec.ProgressDeadlineSeconds = &n
+	// The drain must be shorter than the deadline (admission refuses
+	// it otherwise): a short deadline gets a short drain.
+	if n <= podsetv1alpha1.DefaultDrainSeconds {
+		drain := max(0, n-2)
+		b.ps.Spec.DrainSeconds = &drain
+	}
 	return b
 }
 
