@@ -1,6 +1,7 @@
 package podset
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -189,16 +190,20 @@ func (d Drains) Observe(v *View, at time.Time) Drains {
 // Moved is d after a draining pod left Ready at at (left), or went back
 // into it: a drain counts from the last time the pod left, whatever a pass
 // saw of it (Observe).
+//
+// It returns a new map and leaves d as it is: a pass that is running may
+// be reading d (Input.Drains) while the pod watch reports a move.
 func (d Drains) Moved(uid types.UID, left bool, at time.Time) Drains {
-	if d == nil {
-		d = Drains{}
+	next := maps.Clone(d)
+	if next == nil {
+		next = Drains{}
 	}
 	if left {
-		d[uid] = at
+		next[uid] = at
 	} else {
-		delete(d, uid)
+		delete(next, uid)
 	}
-	return d
+	return next
 }
 
 // EndpointsMove reports whether an update of a pod took it out of Ready
