@@ -284,7 +284,7 @@ func newServiceAccountToken(t *testing.T, clusterRole string) string {
 
 // checkPodSetMetrics is nil when the scraped body has the gauges of ps with
 // the values of its stored status, as the metric names and labels of the
-// README's Day 2 section say.
+// "What to watch" of docs/runbooks.md say.
 func checkPodSetMetrics(ctx context.Context, body string, ps *podsetv1alpha1.PodSet) error {
 	got := &podsetv1alpha1.PodSet{}
 	if err := suite.client.Get(ctx, client.ObjectKeyFromObject(ps), got); err != nil {
