@@ -266,14 +266,8 @@ func (b *bench) kwokUpdatesInPlace(ctx context.Context) (string, error) {
 		return "", err
 	}
 	defer func() {
-		cctx := context.WithoutCancel(ctx)
-		err := b.c.empty(cctx, obs, ns)
+		err := b.clear(context.WithoutCancel(ctx), obs, ns)
 		obs.stop()
-		if err == nil && b.size.deleteNamespaces {
-			err = b.c.deleteNamespaces(cctx, ns)
-		} else {
-			b.leftover = append(b.leftover, ns)
-		}
 		if err != nil {
 			b.fail("in-place probe: cleaning up: %v", err)
 		}

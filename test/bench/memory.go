@@ -61,7 +61,7 @@ func (memory) run(ctx context.Context, b *bench) result {
 		defer func() {
 			obs, err := newObserver(ctx, b.c, []string{ns}, kindPods)
 			if err == nil {
-				err = b.c.cleanup(ctx, obs, ns)
+				err = b.clear(ctx, obs, ns)
 				obs.stop()
 			}
 			if err != nil {

@@ -36,8 +36,9 @@ type sizes struct {
 	timeout                        time.Duration
 	// deleteNamespaces deletes each run's namespace once it is empty, and
 	// waits until it is gone (about five seconds); tiny leaves the empty
-	// namespaces to the end of the run instead. Either way the namespace
-	// controller never works during a measurement.
+	// namespaces to the end of the run instead, where they go with the
+	// cluster if the run made it. Either way the namespace controller
+	// never works during a measurement.
 	deleteNamespaces bool
 	// budgetTutorial stops the tutorial at tutorialBudget.
 	budgetTutorial bool
@@ -406,16 +407,22 @@ func (b *bench) session(ctx context.Context, id string, x contender, what kinds,
 		}
 	}
 	// Clean up even when the run was interrupted.
-	cctx := context.WithoutCancel(ctx)
-	cerr := b.c.empty(cctx, obs, ns)
-	if cerr == nil && b.size.deleteNamespaces {
-		cerr = b.c.deleteNamespaces(cctx, ns)
-	} else {
-		b.leftover = append(b.leftover, ns)
-	}
-	if cerr != nil && err == nil {
+	if cerr := b.clear(context.WithoutCancel(ctx), obs, ns); cerr != nil && err == nil {
 		err = cerr
 	}
+	return err
+}
+
+// clear empties a namespace of the run and waits until obs saw its pods
+// go; then it deletes the namespace and waits until it is gone, or, in the
+// tiny size, leaves that to the end of the run (see
+// sizes.deleteNamespaces).
+func (b *bench) clear(ctx context.Context, obs *observer, ns string) error {
+	err := b.c.empty(ctx, obs, ns)
+	if err == nil && b.size.deleteNamespaces {
+		return b.c.deleteNamespaces(ctx, ns)
+	}
+	b.leftover = append(b.leftover, ns)
 	return err
 }
 
