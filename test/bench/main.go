@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -167,7 +168,8 @@ func (c *config) scenarios() []scenario {
 
 // contenders are the contenders of the timed scenarios, in the order they
 // run, as -contenders selects them; each scenario runs those that can do
-// its step.
+// its step. The gated limit is the in-place scenario's own
+// (inPlaceContenders).
 func (b *bench) contenders() []contender {
 	var xs []contender
 	for _, w := range b.size.workers {
@@ -176,7 +178,7 @@ func (b *bench) contenders() []contender {
 	for _, w := range b.size.workers {
 		xs = append(xs, &limitContender{b: b, w: w, creates: true})
 	}
-	xs = append(xs, newGatedLimit(b, slices.Max(b.size.workers)), &podSetContender{b: b}, &replicaSetContender{b: b}, &statefulSetContender{b: b})
+	xs = append(xs, &podSetContender{b: b}, &replicaSetContender{b: b}, &statefulSetContender{b: b})
 	if b.kruiseDir != "" {
 		xs = append(xs, &kruiseContender{b: b})
 	}
@@ -186,61 +188,12 @@ func (b *bench) contenders() []contender {
 
 func run(ctx context.Context, cfg config) int {
 	began := time.Now()
-	c, err := newCluster()
+	b, stop, err := start(ctx, cfg)
+	defer stop()
 	if err != nil {
 		logf("%v", err)
 		return 1
 	}
-	logDir := filepath.Join(c.root, "bin", "bench", "logs", c.runID)
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		logf("%v", err)
-		return 1
-	}
-	if err := setLogger(logPath(logDir, "in-process")); err != nil {
-		logf("%v", err)
-		return 1
-	}
-	logf("size %s, run %s, logs in %s", cfg.size.name, c.runID, logDir)
-	b := &bench{config: cfg, c: c, logDir: logDir, operatorBin: filepath.Join(c.root, "bin", "bench", "podset-operator")}
-
-	// The operator builds while the cluster starts.
-	logf("building %s", b.operatorBin)
-	built := make(chan error, 1)
-	go func() { built <- buildOperator(ctx, c.root, b.operatorBin) }()
-	logf("starting or reusing the %s cluster with %d nodes", clusterName, cfg.size.nodes)
-	if err := c.up(ctx, cfg.size.nodes); err != nil {
-		logf("%v", err)
-		<-built
-		return 1
-	}
-	deleteCluster := !c.existed && !cfg.keepCluster
-	defer func() {
-		if !deleteCluster {
-			logf("leaving the %s cluster running (%s)", clusterName, c.kubeconfig)
-			return
-		}
-		logf("deleting the %s cluster", clusterName)
-		if err := c.down(context.Background()); err != nil {
-			logf("%v", err)
-		}
-	}()
-	release, err := c.lock(ctx)
-	if err != nil {
-		logf("%v", err)
-		<-built
-		return 1
-	}
-	defer release()
-	if err := b.prepare(ctx); err != nil {
-		logf("%v", err)
-		<-built
-		return 1
-	}
-	if err := <-built; err != nil {
-		logf("%v", err)
-		return 1
-	}
-
 	var results []result
 	for _, s := range cfg.scenarios() {
 		if ctx.Err() != nil {
@@ -253,35 +206,14 @@ func run(ctx context.Context, cfg config) int {
 	switch {
 	case ctx.Err() != nil:
 		b.fail("interrupted: %v", ctx.Err())
-	case deleteCluster:
+	case b.deleteCluster:
 		// The cluster goes, and its namespaces with it.
 	default:
-		if err := c.deleteNamespaces(ctx, b.leftover...); err != nil {
+		if err := b.c.deleteNamespaces(ctx, b.leftover...); err != nil {
 			b.fail("deleting the run's namespaces: %v", err)
 		}
 	}
-
-	table := b.table(results)
-	fmt.Print(table)
-	if cfg.out != "" {
-		// A folder it names is made, and a table that cannot be written
-		// does not keep the plots from being written.
-		if err := os.MkdirAll(filepath.Dir(cfg.out), 0o755); err != nil {
-			b.fail("-out: %v", err)
-		} else if err := os.WriteFile(cfg.out, []byte(table), 0o644); err != nil {
-			b.fail("-out: %v", err)
-		}
-	}
-	plots := cmpOr(cfg.plots, logDir)
-	if err := os.MkdirAll(plots, 0o755); err != nil {
-		b.fail("plots: %v", err)
-	} else if files, err := b.writePlots(plots, results); err != nil {
-		b.fail("plots: %v", err)
-	} else {
-		for _, f := range files {
-			logf("plot: %s", f)
-		}
-	}
+	b.report(results)
 	logf("wall time %s", time.Since(began).Round(time.Second))
 	if len(b.failures) > 0 {
 		sort.Strings(b.failures)
@@ -294,19 +226,90 @@ func run(ctx context.Context, cfg config) int {
 	return 0
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
+// start starts or reuses the cluster, takes its lease, installs the CRD
+// and builds the operator meanwhile. stop releases the lease and deletes
+// the cluster if this run made it (and -keep-cluster is not set); it is
+// never nil.
+func start(ctx context.Context, cfg config) (b *bench, stop func(), err error) {
+	var undo []func()
+	stop = func() {
+		for _, f := range slices.Backward(undo) {
+			f()
+		}
 	}
-	return b
+	c, err := newCluster()
+	if err != nil {
+		return nil, stop, err
+	}
+	logDir := filepath.Join(c.root, "bin", "bench", "logs", c.runID)
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, stop, err
+	}
+	if err := setLogger(logPath(logDir, "in-process")); err != nil {
+		return nil, stop, err
+	}
+	logf("size %s, run %s, logs in %s", cfg.size.name, c.runID, logDir)
+	b = &bench{config: cfg, c: c, logDir: logDir, operatorBin: filepath.Join(c.root, "bin", "bench", "podset-operator")}
+
+	// The operator builds while the cluster starts.
+	logf("building %s", b.operatorBin)
+	built := make(chan error, 1)
+	go func() { built <- buildOperator(ctx, c.root, b.operatorBin) }()
+	err = func() error {
+		logf("starting or reusing the %s cluster with %d nodes", clusterName, cfg.size.nodes)
+		if err := c.up(ctx, cfg.size.nodes); err != nil {
+			return err
+		}
+		b.deleteCluster = !c.existed && !cfg.keepCluster
+		undo = append(undo, func() {
+			if !b.deleteCluster {
+				logf("leaving the %s cluster running (%s)", clusterName, c.kubeconfig)
+				return
+			}
+			logf("deleting the %s cluster", clusterName)
+			if err := c.down(context.Background()); err != nil {
+				logf("%v", err)
+			}
+		})
+		release, err := c.lock(ctx)
+		if err != nil {
+			return err
+		}
+		undo = append(undo, release)
+		if err := c.installCRD(ctx); err != nil {
+			return err
+		}
+		return c.removeLeftovers(ctx)
+	}()
+	if berr := <-built; err == nil {
+		err = berr
+	}
+	return b, stop, err
 }
 
-// prepare installs the CRD and removes what interrupted runs left.
-func (b *bench) prepare(ctx context.Context) error {
-	if err := b.c.installCRD(ctx); err != nil {
-		return err
+// report prints the table, writes it to -out and writes the plots.
+func (b *bench) report(results []result) {
+	table := b.table(results)
+	fmt.Print(table)
+	if b.out != "" {
+		// A folder it names is made, and a table that cannot be written
+		// does not keep the plots from being written.
+		if err := os.MkdirAll(filepath.Dir(b.out), 0o755); err != nil {
+			b.fail("-out: %v", err)
+		} else if err := os.WriteFile(b.out, []byte(table), 0o644); err != nil {
+			b.fail("-out: %v", err)
+		}
 	}
-	return b.c.removeLeftovers(ctx)
+	plots := cmp.Or(b.plots, b.logDir)
+	if err := os.MkdirAll(plots, 0o755); err != nil {
+		b.fail("plots: %v", err)
+	} else if files, err := b.writePlots(plots, results); err != nil {
+		b.fail("plots: %v", err)
+	} else {
+		for _, f := range files {
+			logf("plot: %s", f)
+		}
+	}
 }
 
 // setLogger sends the logs of the in-process controllers (and client-go's)

@@ -124,7 +124,9 @@ type bench struct {
 	logDir      string
 	obs         *observer // the observer of the run in progress
 	leftover    []string  // empty namespaces to delete at the end
-	failures    []string
+	// deleteCluster: the run made the cluster and deletes it at the end.
+	deleteCluster bool
+	failures      []string
 
 	// token reads the operator's metrics; ctrl samples them while the
 	// podset contender runs (scale.go).
