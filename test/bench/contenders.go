@@ -83,6 +83,35 @@ type imageChanger interface {
 	changeImage(ctx context.Context, j job) error
 }
 
+// What each contender can do beyond creating its sets, checked by the
+// compiler; the scenarios find it by type assertions. applyLimit and the
+// gated limit also have what limitContender has, which they embed.
+var (
+	_ preparer         = (*limitContender)(nil)
+	_ scaler           = (*limitContender)(nil)
+	_ roller           = (*applyLimit)(nil)
+	_ imageChanger     = (*applyLimit)(nil)
+	_ preparer         = (*gatedLimitContender)(nil)
+	_ imageChanger     = (*gatedLimitContender)(nil)
+	_ controllerRunner = (*podSetContender)(nil)
+	_ scaler           = (*podSetContender)(nil)
+	_ roller           = (*podSetContender)(nil)
+	_ imageChanger     = (*podSetContender)(nil)
+	_ controllerRunner = (*replicaSetContender)(nil)
+	_ scaler           = (*replicaSetContender)(nil)
+	_ roller           = (*replicaSetContender)(nil)
+	_ imageChanger     = (*replicaSetContender)(nil)
+	_ controllerRunner = (*statefulSetContender)(nil)
+	_ scaler           = (*statefulSetContender)(nil)
+	_ roller           = (*statefulSetContender)(nil)
+	_ imageChanger     = (*statefulSetContender)(nil)
+	_ controllerRunner = (*kruiseContender)(nil)
+	_ scaler           = (*kruiseContender)(nil)
+	_ imageChanger     = (*kruiseContender)(nil)
+	_ controllerRunner = (*tutorialContender)(nil)
+	_ scaler           = (*tutorialContender)(nil)
+)
+
 // startContender starts x's controller, if it runs one.
 func startContender(ctx context.Context, x contender, namespaces []string) (func() error, error) {
 	if r, ok := x.(controllerRunner); ok {
