@@ -31,29 +31,48 @@ type job struct {
 	rollout bool
 }
 
-// contender is one way of getting the job done.
+// contender is one way of getting the job done: every contender can bring
+// K sets of N pods up from nothing. What else it can do it declares by
+// implementing the small interfaces below, which a scenario type-asserts;
+// a scenario runs the contenders that can do its step and leaves the others
+// out.
 type contender interface {
-	// name is the contender's name in the table.
+	// name is the contender's name in the log ("limit apply W=32").
 	name() string
 	// kinds is what the observer watches to see it converge.
 	kinds() kinds
-	// start begins controlling the namespaces; the returned func stops it.
-	start(ctx context.Context, namespaces []string) (func() error, error)
-	// prepare does untimed set-up before the clock starts.
-	prepare(ctx context.Context, j job) error
 	// create is the timed trigger of 0 -> n (the limit does the whole job).
 	create(ctx context.Context, j job) error
 	// ready reports that every set runs n ready pods.
 	ready(s *state, j job) bool
-	// scale is the timed trigger of n -> to.
+}
+
+// controllerRunner is a contender with a controller to start for each
+// session: start begins controlling the namespaces (the operator, the
+// tutorial and kruise-manager start theirs; replicaset and statefulset
+// point the controller CPU reading at the kube-controller-manager, which
+// always runs), and the returned func stops it. The limits have none.
+type controllerRunner interface {
+	start(ctx context.Context, namespaces []string) (stop func() error, err error)
+}
+
+// preparer is a contender with untimed set-up before the clock starts.
+type preparer interface {
+	prepare(ctx context.Context, j job) error
+}
+
+// scaler is a contender that scales its sets: the timed trigger of n -> to.
+type scaler interface {
 	scale(ctx context.Context, j job, to int32) error
-	// rollout is the timed trigger of a change to template revision 2; nil
-	// when the contender cannot roll out.
+}
+
+// roller is a contender that rolls its sets out to template revision 2 by
+// replacing their pods (the rollout scenario).
+type roller interface {
+	// rollout is the timed trigger of the change to revision 2.
 	rollout(ctx context.Context, j job) error
 	// rolledOut reports that every set runs n ready pods of revision 2.
 	rolledOut(s *state, j job) bool
-	// canRollout reports whether rollout is supported.
-	canRollout() bool
 }
 
 // imageChanger is a contender of the in-place scenario.
@@ -62,6 +81,51 @@ type imageChanger interface {
 	// changeImage is the timed trigger of the in-place scenario: the
 	// template's image becomes newImage, and nothing else changes.
 	changeImage(ctx context.Context, j job) error
+}
+
+// What each contender can do beyond creating its sets, checked by the
+// compiler; the scenarios find it by type assertions. applyLimit and the
+// gated limit also have what limitContender has, which they embed.
+var (
+	_ preparer         = (*limitContender)(nil)
+	_ scaler           = (*limitContender)(nil)
+	_ roller           = (*applyLimit)(nil)
+	_ imageChanger     = (*applyLimit)(nil)
+	_ preparer         = (*gatedLimitContender)(nil)
+	_ imageChanger     = (*gatedLimitContender)(nil)
+	_ controllerRunner = (*podSetContender)(nil)
+	_ scaler           = (*podSetContender)(nil)
+	_ roller           = (*podSetContender)(nil)
+	_ imageChanger     = (*podSetContender)(nil)
+	_ controllerRunner = (*replicaSetContender)(nil)
+	_ scaler           = (*replicaSetContender)(nil)
+	_ roller           = (*replicaSetContender)(nil)
+	_ imageChanger     = (*replicaSetContender)(nil)
+	_ controllerRunner = (*statefulSetContender)(nil)
+	_ scaler           = (*statefulSetContender)(nil)
+	_ roller           = (*statefulSetContender)(nil)
+	_ imageChanger     = (*statefulSetContender)(nil)
+	_ controllerRunner = (*kruiseContender)(nil)
+	_ scaler           = (*kruiseContender)(nil)
+	_ imageChanger     = (*kruiseContender)(nil)
+	_ controllerRunner = (*tutorialContender)(nil)
+	_ scaler           = (*tutorialContender)(nil)
+)
+
+// startContender starts x's controller, if it runs one.
+func startContender(ctx context.Context, x contender, namespaces []string) (func() error, error) {
+	if r, ok := x.(controllerRunner); ok {
+		return r.start(ctx, namespaces)
+	}
+	return func() error { return nil }, nil
+}
+
+// prepareContender does x's untimed set-up, if it has any.
+func prepareContender(ctx context.Context, x contender, j job) error {
+	if p, ok := x.(preparer); ok {
+		return p.prepare(ctx, j)
+	}
+	return nil
 }
 
 // podsReady: every set has exactly n live pods, all ready (of revision rev
@@ -139,7 +203,7 @@ func setsDone(m map[string]setState, j job, check func(setState) bool) bool {
 // spec, same field manager) with w parallel workers, either as server-side
 // applies (the operator's own request) or, with creates set, as plain
 // creates. Its PodSets exist only to own the pods: nothing reconciles them.
-// Only the apply loop rolls out and updates in place.
+// Only the apply loop (applyLimit) rolls out and updates in place.
 type limitContender struct {
 	b       *bench
 	w       int
@@ -158,12 +222,9 @@ func (l *limitContender) loop() string {
 
 func (l *limitContender) name() string { return "limit " + l.loop() + " W=" + strconv.Itoa(l.w) }
 func (l *limitContender) kinds() kinds { return kindPods }
-func (l *limitContender) start(context.Context, []string) (func() error, error) {
-	return func() error { return nil }, nil
-}
 
 func (l *limitContender) prepare(ctx context.Context, j job) error {
-	owners, err := createPodSets(ctx, l.b.c.cl, j, "")
+	owners, err := l.b.createPodSets(ctx, j, "")
 	if err != nil {
 		return err
 	}
@@ -267,13 +328,18 @@ func (l *limitContender) scale(ctx context.Context, j job, to int32) error {
 	})
 }
 
-// canRollout: the rollout scenario runs the apply loop only.
-func (l *limitContender) canRollout() bool { return !l.creates }
+// applyLimit is the limit's apply loop, the one that also rolls out and
+// updates in place.
+type applyLimit struct{ *limitContender }
+
+func newApplyLimit(b *bench, w int) *applyLimit {
+	return &applyLimit{&limitContender{b: b, w: w}}
+}
 
 // rollout changes the owners' template (one request, as for the others),
 // then replaces every pod: delete, wait until it is gone (its name is
 // reused), apply the new one.
-func (l *limitContender) rollout(ctx context.Context, j job) error {
+func (l *applyLimit) rollout(ctx context.Context, j job) error {
 	for _, set := range j.sets {
 		ps, err := patchTemplate(ctx, l.b.c.cl, l.owner(j.ns, set))
 		if err != nil {
@@ -350,12 +416,12 @@ func (l *limitContender) rollout(ctx context.Context, j job) error {
 	}
 }
 
-func (l *limitContender) rolledOut(s *state, j job) bool { return podsReady(s, j, "2", true) }
+func (l *applyLimit) rolledOut(s *state, j job) bool { return podsReady(s, j, "2", true) }
 
 // changeImage changes the owners' template (one request, as for the
 // others), then patches each pod's image where it runs: one write per pod,
 // the least an in-place update can send.
-func (l *limitContender) changeImage(ctx context.Context, j job) error {
+func (l *applyLimit) changeImage(ctx context.Context, j job) error {
 	for _, set := range j.sets {
 		ps, err := patchPodSetTemplate(ctx, l.b.c.cl, l.owner(j.ns, set), imageTemplate(set))
 		if err != nil {
@@ -396,9 +462,8 @@ func (t *tutorialContender) start(ctx context.Context, namespaces []string) (fun
 	}
 	return func() error { stop(); return nil }, nil
 }
-func (t *tutorialContender) prepare(context.Context, job) error { return nil }
 func (t *tutorialContender) create(ctx context.Context, j job) error {
-	_, err := createPodSets(ctx, t.b.c.cl, j, "")
+	_, err := t.b.createPodSets(ctx, j, "")
 	return err
 }
 
@@ -409,9 +474,6 @@ func (t *tutorialContender) ready(s *state, j job) bool { return podsReady(s, j,
 func (t *tutorialContender) scale(ctx context.Context, j job, to int32) error {
 	return scalePodSets(ctx, t.b.c.cl, j, to)
 }
-func (t *tutorialContender) canRollout() bool                   { return false }
-func (t *tutorialContender) rollout(context.Context, job) error { return nil }
-func (t *tutorialContender) rolledOut(s *state, j job) bool     { return false }
 
 // ---------------------------------------------------------------- replicaset
 
@@ -425,7 +487,6 @@ func (r *replicaSetContender) start(context.Context, []string) (func() error, er
 	r.b.c.ctrlPID.Store(r.b.c.controllerManager())
 	return func() error { return nil }, nil
 }
-func (r *replicaSetContender) prepare(context.Context, job) error { return nil }
 
 func (r *replicaSetContender) create(ctx context.Context, j job) error {
 	return parallel(len(j.sets), 8, func(i int) error {
@@ -467,7 +528,6 @@ func (r *replicaSetContender) scale(ctx context.Context, j job, to int32) error 
 	})
 }
 
-func (r *replicaSetContender) canRollout() bool { return true }
 func (r *replicaSetContender) rollout(ctx context.Context, j job) error {
 	return patchTemplates(ctx, r.b.c.cl, j, func(set string) client.Object {
 		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: set}}
@@ -501,7 +561,6 @@ func (t *statefulSetContender) start(context.Context, []string) (func() error, e
 	t.b.c.ctrlPID.Store(t.b.c.controllerManager())
 	return func() error { return nil }, nil
 }
-func (t *statefulSetContender) prepare(context.Context, job) error { return nil }
 
 func (t *statefulSetContender) create(ctx context.Context, j job) error {
 	return parallel(len(j.sets), 8, func(i int) error {
@@ -539,7 +598,6 @@ func (t *statefulSetContender) scale(ctx context.Context, j job, to int32) error
 		return t.b.c.cl.Patch(ctx, sts, replicasPatch(to))
 	})
 }
-func (t *statefulSetContender) canRollout() bool { return true }
 
 // rollout moves the StatefulSets' template to revision 2, the change every
 // contender's rollout makes (a label and an environment variable): the pods
@@ -581,10 +639,10 @@ func (p *podSetContender) start(ctx context.Context, namespaces []string) (func(
 		return nil, err
 	}
 	args := []string{"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(port)}
-	if traceSets {
+	if p.b.trace {
 		args = append(args, "--log-level=debug")
 	}
-	p.op, err = startOperator(ctx, p.b.operatorBin, p.b.c.kubeconfig, logPath(p.b.logDir, "podset-operator"), namespaces, args...)
+	p.op, err = startOperator(ctx, p.b.operatorBin, p.b.c.kubeconfig, logPath(p.b.logDir, "podset-operator"), namespaces, p.b.operatorFlags(args...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -607,13 +665,12 @@ func (p *podSetContender) stop() error {
 	p.op = nil
 	return err
 }
-func (p *podSetContender) prepare(context.Context, job) error { return nil }
 func (p *podSetContender) create(ctx context.Context, j job) error {
 	mu := ""
 	if j.rollout {
 		mu = "100%"
 	}
-	_, err := createPodSets(ctx, p.b.c.cl, j, mu)
+	_, err := p.b.createPodSets(ctx, j, mu)
 	return err
 }
 func (p *podSetContender) ready(s *state, j job) bool {
@@ -622,7 +679,6 @@ func (p *podSetContender) ready(s *state, j job) bool {
 func (p *podSetContender) scale(ctx context.Context, j job, to int32) error {
 	return scalePodSets(ctx, p.b.c.cl, j, to)
 }
-func (p *podSetContender) canRollout() bool { return true }
 func (p *podSetContender) rollout(ctx context.Context, j job) error {
 	return parallel(len(j.sets), 8, func(i int) error {
 		ps := &podsetv1alpha1.PodSet{}
@@ -667,11 +723,11 @@ func (p *inProcessPodSet) start(ctx context.Context, namespaces []string) (func(
 
 // createPodSets creates the job's PodSets, eight at a time, and returns
 // them as the API server stored them.
-func createPodSets(ctx context.Context, cl client.Client, j job, maxUnavailable string) ([]*podsetv1alpha1.PodSet, error) {
+func (b *bench) createPodSets(ctx context.Context, j job, maxUnavailable string) ([]*podsetv1alpha1.PodSet, error) {
 	out := make([]*podsetv1alpha1.PodSet, len(j.sets))
 	err := parallel(len(j.sets), 8, func(i int) error {
-		ps := newPodSet(j.ns, j.sets[i], j.n, maxUnavailable)
-		if err := cl.Create(ctx, ps); err != nil {
+		ps := newPodSet(j.ns, j.sets[i], j.n, maxUnavailable, b.podSetPolicy)
+		if err := b.c.cl.Create(ctx, ps); err != nil {
 			return fmt.Errorf("creating PodSet %s: %w", ps.Name, err)
 		}
 		out[i] = ps

@@ -1,87 +1,82 @@
-// Command bench is `make bench`: it measures podset-operator side by side
-// with four other ways of running the same pods, on one local kwok cluster,
-// and prints one markdown table of the results, the ratios and the targets
-// of DESIGN.md section 6 (docs/benchmarks.md explains every number).
+// Command bench measures podset-operator side by side with other ways of
+// running the same pods, on one local kwok cluster, and prints one
+// markdown table: each contender's time, API requests and CPU, the ratios
+// to the operator and the targets. docs/benchmarks.md explains every
+// number and keeps the latest results.
 //
-//	go run ./test/bench [-size tiny|full] [-out file] [-keep-cluster]
+// # Running it
 //
-// The cluster is "podset-bench" (hack/local-cluster.sh, with the client QPS
-// limits of kube-controller-manager and kube-scheduler lifted): real
-// kube-apiserver, etcd, kube-controller-manager and kube-scheduler, and kwok
-// nodes on which pods become Running and Ready without images. The run
-// reuses the cluster if it exists and leaves it running; it deletes a
-// cluster it created unless -keep-cluster is set. CONTROLPLANE and KWOK_DIR
-// name the binaries' folders (default: the Makefile's folders under bin/).
-// It never touches any other cluster.
+//	make bench         # -size full, with OpenKruise (KRUISE_DIR)
+//	make bench-scale   # -only scale -scale $(SCALE)
+//	make test-e2e      # ends with -size tiny: a correctness check
+//	go run ./test/bench [-size tiny|full] [-out file] [-keep-cluster] [flags]
 //
-// The contenders, each run in turn in fresh namespaces with everything
-// deleted (and the pods gone) between runs:
+// `go run ./test/bench -h` lists the flags; -only, -contenders, -conv,
+// -operator-flags, -trace, -profile and -podset-policy narrow or vary a run
+// while working on the benchmark or the operator. main turns them into one
+// config (main.go); nothing else reads a flag.
 //
-//   - limit: plain client-go loops that write the operator's own pods
-//     (same names, labels, owner reference, hardened spec and field manager:
-//     controller.DesiredPod builds them, and the run checks that both loops'
-//     pods equal the operator's), opening each pod's readiness gate through
-//     pods/status as the operator does, with W = 8, 32 and 128 workers: one
-//     loop server-side applies the pods, the other creates them with a plain
-//     POST. The best loop and W are reported, and each loop's best is in
-//     the log and the Check column. The rollout and in-place rollout run
-//     the apply loop only.
-//   - gated-limit (in-place rollout only; gated.go): a plain client-go
-//     loop that sends, for each pod, the operator's writes of an update in
-//     place with the operator's waits: the gate-closing status patch, the
-//     kubelet's own not-Ready, spec.drainSeconds, the apply of the new
-//     template, the containers' restart, the gate-opening status apply;
-//     with the largest W. On kwok, where creating a pod is free, the
-//     operator's kube-apiserver CPU per in-place pod is measured against
-//     it, not its time against the Deployment's.
-//   - podset: the operator, built with `CGO_ENABLED=0 go build -trimpath`
-//     into bin/bench/podset-operator and run as a subprocess with the
-//     deployment's flags (--leader-elect=false --metrics-bind-address=0
-//     --health-probe-bind-address=0 --log-format json --namespaces <ns>).
-//     The converged-pass, reaction-time and memory scenarios instead build
-//     its manager in this process exactly as main.go does, to count its
-//     passes, timestamp its requests and weigh its heap.
-//   - replicaset: kube-controller-manager's ReplicaSet controller (its
-//     Deployment controller for the rollout and the in-place rollout).
-//   - statefulset: kube-controller-manager's StatefulSet controller
-//     (podManagementPolicy Parallel, rollingUpdate.maxUnavailable 100%), one
-//     StatefulSet per set, in every convergence scenario, the scale-down,
-//     the rollout and the in-place rollout.
-//   - tutorial: the classic tutorial's controller (tutorial.go), on PodSet
-//     objects in its own namespaces, in this process.
+// The cluster is "podset-bench" (cluster.go runs hack/local-cluster.sh,
+// with the client QPS limits of kube-controller-manager and kube-scheduler
+// lifted): real kube-apiserver, etcd, kube-controller-manager and
+// kube-scheduler, and kwok nodes on which pods become Running and Ready
+// without images. CONTROLPLANE and KWOK_DIR name the binaries' folders
+// (default: the Makefile's folders under bin/). A run reuses the cluster if
+// it exists and leaves it running; it deletes a cluster it created unless
+// -keep-cluster is set. A lease in the cluster lets one run at a time use
+// it (lock.go). Progress goes to stderr, the controllers' logs and the
+// plots to bin/bench/logs/<run>, the table to stdout (and to -out).
 //
-// The scenarios (full size; -size tiny shrinks each to a few pods and has no
-// 1000 x 1): 1 x 1000, 10 x 100, 100 x 10 and 1000 x 1 replicas from zero
-// to ready; scale 1000 -> 100; a template rollout of 100 pods; an in-place
-// rollout of 1000 pods (inplace.go:
-// only the image changes; done when every pod is Ready and runs the new
-// image in its spec and, where reported, its status; the limit there patches
-// each pod's image; the table gives each contender's API writes per pod
-// by client: controller, kwok's stages, scheduler); a converged pass; the reaction time from a spec change
-// to the first pod write; the operator's heap per managed pod.
-// Convergence is seen on watches, never by polling. Requests are counted
-// from kube-apiserver's apiserver_request_total before and after each run,
-// and the CPU time of the cluster's kube-apiserver and etcd processes
-// (/proc/<pid>/stat, cpu.go) is read around each run's measured window.
+// The exit status is 1 when a contender does not converge or a correctness
+// property breaks (pod counts, pod names, the limit's pods equal to the
+// operator's, exactly N pod writes for N new pods and none in a converged
+// pass, an in-place update that replaced a pod), never because of a
+// timing: a missed target is a row of the table, not a failure.
 //
-// Two waits are bounded in the full size, and a run stopped at its bound
-// is reported as cut off (a lower bound on the time), not as a failure:
-// the tutorial stops once it is 15 times slower than the operator (one
-// status conflict costs it up to the default rate limiter's 1000 s), and
-// the rollout stops after a minute (the pods' grace period of 0 keeps
-// kwok's by-name deletes, which can kill pods re-created under the same
-// name over and over, out of it: docs/benchmarks.md).
+// # How it is built
 //
-// -only, -contenders, -conv and -operator-flags narrow or vary a run while
-// working on the benchmark or the operator; `make bench` uses none of them.
+// A contender (the interface in contenders.go) is one way of
+// getting K sets of N pods up: it has a name, the kinds of objects the
+// observer watches for it, a timed create and a ready condition on what
+// the observer saw. Whatever else it can do it declares by implementing
+// small interfaces: controllerRunner (a controller to start and stop for
+// each session), preparer (untimed set-up), scaler, roller (a template
+// rollout that replaces pods) and imageChanger (the in-place scenario). A
+// scenario type-asserts them and runs the contenders that can do its step.
+// The contenders: the limit (plain client-go loops writing the operator's
+// own pods, podset.DesiredPod; applyLimit is its apply loop, the one that
+// rolls out and updates in place), the gated limit (gated.go: the
+// operator's in-place writes and waits, from a plain loop), podset (the
+// operator as a subprocess; inProcessPodSet builds it in this process), the
+// ReplicaSet and Deployment controllers, the StatefulSet controller,
+// OpenKruise's CloneSet (kruise.go, with KRUISE_DIR) and the tutorial's
+// controller (tutorial.go).
 //
-// Progress goes to stderr, the table to stdout (and to -out). The exit
-// status is 1 when a contender does not converge or a correctness property
-// breaks (pod counts, pod names, the limit's pods equal to the operator's,
-// exactly N pod writes for N new pods and none in a converged pass), never
-// because of a timing: `make test` runs the tiny size. The in-place rollout
-// also fails when the operator or a limit replaces a pod (a POST, DELETE
-// or binding, or a pod UID that changed) or sends other than one pod write
-// per pod, and when the cluster's kwok stages cannot update a pod in place
-// (checked first on one pod; the operator and the limit are then not run).
+// A scenario (main.go's interface) runs its contenders, each in a fresh
+// namespace through bench.session, and returns a result that renders its
+// own rows of the table (table.go has the shared row helpers). bench.timed
+// measures one step: the time from the trigger to the condition, seen on
+// a watch (observe.go), never by polling; the requests from kube-apiserver's
+// apiserver_request_total before and after (cluster.go); the CPU of
+// kube-apiserver, etcd and the contender's controller (cpu.go). The
+// scenarios, in the order config.scenarios lists them, one file each:
+// convergence.go (K x N from zero to ready, then a scale-down), rollout.go,
+// inplace.go, reaction.go (a converged pass and the reaction time),
+// memory.go and scale.go (-only scale). sizes (scenarios.go) gives their
+// dimensions for -size full and tiny.
+//
+// # Adding a contender
+//
+// Write a type with name, kinds, create and ready, and the capability
+// methods it supports (scale, rollout and rolledOut, changeImage, start,
+// prepare); append it in bench.contenders (main.go), and give its kind a
+// field in timedResult (scenarios.go) and, if it needs one, a row in
+// timedRows or the scenario's rows (table.go, inplace.go).
+//
+// # Adding a scenario
+//
+// Write one file with a type that has phase (its -only name) and run, and
+// a result type with rows; run uses bench.session, bench.setUp and
+// bench.timed, and records each measurement in a timedResult or its own
+// result. Append it in config.scenarios (main.go).
 package main

@@ -69,7 +69,7 @@ func (g *gatedLimitContender) prepare(ctx context.Context, j job) error {
 	if j.rollout {
 		mu = "100%"
 	}
-	owners, err := createPodSets(ctx, g.b.c.cl, j, mu)
+	owners, err := g.b.createPodSets(ctx, j, mu)
 	if err != nil {
 		return err
 	}
@@ -83,8 +83,6 @@ func (g *gatedLimitContender) prepare(ctx context.Context, j job) error {
 	}
 	return nil
 }
-
-func (g *gatedLimitContender) canRollout() bool { return false }
 
 // changeImage changes the owners' template (one request, as for the
 // others), then updates every pod in place as the operator does.

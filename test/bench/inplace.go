@@ -22,71 +22,79 @@ import (
 // own (the kruise contender, with KRUISE_DIR); Deployment and StatefulSet
 // replace them; the limit patches each pod's image.
 
-// inPlaceID is the in-place scenario's key in the results.
-func inPlaceID(n int32) string { return fmt.Sprintf("in-place %d", n) }
+// inPlace is the in-place rollout, with every contender that changes an
+// image (imageChanger) and the gated limit.
+type inPlace struct{}
 
-// inPlaceContenders are the in-place scenario's contenders, in the order
-// they run.
-func (b *bench) inPlaceContenders() []imageChanger {
-	var xs []imageChanger
-	for _, w := range b.size.workers {
-		xs = append(xs, &limitContender{b: b, w: w})
-	}
-	xs = append(xs, newGatedLimit(b, slices.Max(b.size.workers)))
-	xs = append(xs, &podSetContender{b: b}, &replicaSetContender{b: b}, &statefulSetContender{b: b})
-	if kruiseDir() != "" {
-		xs = append(xs, &kruiseContender{b: b})
-	}
-	var out []imageChanger
-	for _, x := range xs {
-		if len(only) == 0 || only[contenderKind(x.name())] {
-			out = append(out, x)
-		}
-	}
-	return out
+// inPlaceResult is what the in-place scenario measured.
+type inPlaceResult struct {
+	n   int32
+	res *timedResult
 }
 
-// inPlacePhase checks that the cluster can update a pod in place, then
-// runs the scenario with every contender. Without that, the operator's and
-// the limit's pods would never be seen running the new image: they are
+func (inPlace) phase() string { return "inplace" }
+
+// inPlaceContenders are the in-place scenario's contenders, in the order
+// they run: the apply loops of the limit, the gated limit, then the others
+// that change an image.
+func (b *bench) inPlaceContenders() []imageChanger {
+	var limits, others []imageChanger
+	for _, x := range b.contenders() {
+		switch x := x.(type) {
+		case *applyLimit:
+			limits = append(limits, x)
+		case imageChanger:
+			others = append(others, x)
+		}
+	}
+	if b.runs("gated-limit") {
+		limits = append(limits, newGatedLimit(b, slices.Max(b.size.workers)))
+	}
+	return append(limits, others...)
+}
+
+// run checks that the cluster can update a pod in place, then runs the
+// scenario with every contender. Without that, the operator's and the
+// limit's pods would never be seen running the new image: they are
 // recorded as not run, and the run fails.
-func (b *bench) inPlacePhase(ctx context.Context) {
-	id := inPlaceID(b.size.inPlace)
-	why := ""
+func (inPlace) run(ctx context.Context, b *bench) result {
+	n := b.size.inPlace
+	out := &inPlaceResult{n: n, res: &timedResult{id: fmt.Sprintf("in-place %d", n)}}
+	var probe *string // what the cluster lacks for in-place updates ("" when nothing), once checked
 	for _, x := range b.inPlaceContenders() {
 		if ctx.Err() != nil {
-			return
+			break
 		}
 		kind := contenderKind(x.name())
 		if kind == "limit" || kind == "gated-limit" || kind == "podset" {
-			if b.inPlaceProbe == nil {
+			if probe == nil {
 				logf("== in-place: can kwok update a pod in place?")
 				problem, err := b.kwokUpdatesInPlace(ctx)
 				if err != nil {
 					problem = err.Error()
 				}
-				b.inPlaceProbe = &problem
+				probe = &problem
 				if problem != "" {
 					b.fail("in-place %d: the cluster cannot update a pod in place: %s (the kwok stages of hack/local-cluster.sh must act as a kubelet does for in-place updates)",
-						b.size.inPlace, problem)
+						n, problem)
 				}
 			}
-			if why = *b.inPlaceProbe; why != "" {
-				b.record(id, x.name(), &measurement{skipped: true, note: "not run: " + why})
+			if *probe != "" {
+				out.res.record(b, x.name(), &measurement{skipped: true, note: "not run: " + *probe})
 				continue
 			}
 		}
-		logf("== in-place %d, %s", b.size.inPlace, x.name())
-		b.inPlaceScenario(ctx, x)
+		logf("== in-place %d, %s", n, x.name())
+		b.updateImage(ctx, x, n, out.res)
 	}
+	return out
 }
 
-// inPlaceScenario sets up one set of N ready pods with maxUnavailable 100%
+// updateImage sets up one set of n ready pods with maxUnavailable 100%
 // and times the change of its image until every pod is Ready again on the
 // new image.
-func (b *bench) inPlaceScenario(ctx context.Context, x imageChanger) {
-	n := b.size.inPlace
-	id := inPlaceID(n)
+func (b *bench) updateImage(ctx context.Context, x imageChanger, n int32, res *timedResult) {
+	id := res.id
 	err := b.session(ctx, "ip-"+slug(x.name()), x, x.kinds(), func(ns string) error {
 		j := job{ns: ns, sets: setNames(1), n: n, rollout: true}
 		steady := func(s *state) bool { return x.ready(s, j) && podsOnImage(s, j, baseImage) }
@@ -118,7 +126,7 @@ func (b *bench) inPlaceScenario(ctx context.Context, x imageChanger) {
 			logf("%s, %s: %d of %d pods recreated; API writes per pod: %s",
 				id, x.name(), m.recreated, n, inPlaceWrites(x.name(), m))
 		}
-		b.record(id, x.name(), m)
+		res.record(b, x.name(), m)
 		if m.err != nil {
 			return nil
 		}
@@ -258,14 +266,8 @@ func (b *bench) kwokUpdatesInPlace(ctx context.Context) (string, error) {
 		return "", err
 	}
 	defer func() {
-		cctx := context.WithoutCancel(ctx)
-		err := b.c.empty(cctx, obs, ns)
+		err := b.clear(context.WithoutCancel(ctx), obs, ns)
 		obs.stop()
-		if err == nil && b.size.deleteNamespaces {
-			err = b.c.deleteNamespaces(cctx, ns)
-		} else {
-			b.leftover = append(b.leftover, ns)
-		}
 		if err != nil {
 			b.fail("in-place probe: cleaning up: %v", err)
 		}
@@ -409,4 +411,120 @@ func inPlaceWrites(name string, m *measurement) string {
 		s += fmt.Sprintf("; scheduler: pods/binding %.2f", b)
 	}
 	return s
+}
+
+// inPlaceRows are the rows of the in-place scenario: the operator against
+// the limit, the gated limit, Deployment and StatefulSet, what updating in
+// place means for its requests, and each contender's API writes per pod.
+// On kwok a pod's creation is free (no image, no container, no sandbox),
+// so the Deployment's recreation is no target there: the operator's
+// kube-apiserver CPU per pod is measured against the gated limit's, the
+// same writes and waits sent by a plain loop.
+func (ir *inPlaceResult) rows(b *bench) []row {
+	res := ir.res
+	title := fmt.Sprintf("in-place rollout of %d (image only, maxUnavailable 100%%)", ir.n)
+	lim, gl, ps, dep, sts, kr := res.limit, res.gatedLimit, res.podset, res.replicaset, res.statefulset, res.kruise
+	var rows []row
+	if lim != nil {
+		rows = append(rows, b.limitRow(title, res))
+	}
+	if gl != nil {
+		r := measuredRow(title, newGatedLimit(b, slices.Max(b.size.workers)).label(), gl)
+		r.check = "reference for the API server's CPU per pod; " + ratioOnly("podset / gated limit", ps, gl)
+		rows = append(rows, r)
+	}
+	if ps != nil {
+		// The limit neither drains nor waits for a kubelet: the operator's
+		// time is judged against the gated limit, which sends the same
+		// writes with the same waits.
+		r := measuredRow(title, "podset", ps)
+		if gl != nil {
+			r.check, r.target, r.result = ratioCheck("podset / gated limit", ps, gl, 1.5, false)
+			if lim != nil {
+				r.check += "; " + ratioOnly("podset / limit", ps, lim) + " (the limit neither drains nor waits for the kubelet)"
+			}
+		} else {
+			r.check = ratioOnly("podset / limit", ps, lim)
+		}
+		rows = append(rows, r)
+	}
+	if dep != nil {
+		// No target: on kwok a pod's creation costs nothing, so the
+		// Deployment's recreation is faster than an update in place can
+		// be (see the limit's ratio).
+		r := measuredRow(title, "replicaset (Deployment)", dep)
+		r.check = ratioOnly("podset / deployment", ps, dep) + " (no target on kwok, where a pod's creation is free"
+		if lim != nil && !lim.skipped {
+			r.check += "; " + ratioOnly("limit / deployment", lim, dep)
+		}
+		r.check += ")"
+		rows = append(rows, r)
+	}
+	if sts != nil {
+		r := measuredRow(title, "statefulset (Parallel)", sts)
+		r.check = ratioOnly("podset / statefulset", ps, sts)
+		rows = append(rows, r)
+	}
+	if kr != nil {
+		r := measuredRow(title, "kruise (CloneSet, in place)", kr)
+		r.check = ratioOnly("podset / kruise", ps, kr)
+		rows = append(rows, r)
+	}
+	if ps != nil && gl != nil {
+		rows = append(rows, apiCPURow(title, ps, gl))
+	}
+	if ps != nil && ps.err == nil && !ps.skipped {
+		n, c := int(ir.n), ps.counts
+		writes := c.podCreates - c.podPosts
+		r := row{scenario: title, contender: "podset"}
+		r.check = fmt.Sprintf("pod writes %d for N = %d pods; %d created, %d deleted, %d bound, %d recreated (new UID)",
+			writes, n, c.podPosts, c.podDeletes, c.bindings, ps.recreated)
+		r.target = "= N, none replaced"
+		r.result = metStr(writes == n && c.podPosts == 0 && c.podDeletes == 0 && c.bindings == 0 && ps.recreated == 0)
+		rows = append(rows, r)
+	}
+	first := true
+	for _, x := range []struct {
+		name, label string
+		m           *measurement
+	}{
+		{"limit", "limit", lim}, {"gated-limit", "gated limit", gl}, {"podset", "podset", ps},
+		{"replicaset", "replicaset (Deployment)", dep}, {"statefulset", "statefulset (Parallel)", sts}, {"kruise", "kruise (CloneSet, in place)", kr},
+	} {
+		if x.m == nil || x.m.err != nil || x.m.skipped {
+			continue
+		}
+		if first {
+			rows = append(rows, row{scenario: title, contender: "—", check: inPlaceWritesSource + ":", target: "—", result: "—"})
+			first = false
+		}
+		rows = append(rows, row{scenario: title, contender: x.label, check: inPlaceWrites(x.name, x.m), target: "—", result: "—"})
+	}
+	return rows
+}
+
+// apiCPURow compares the operator's kube-apiserver CPU per in-place pod
+// with the gated limit's.
+func apiCPURow(title string, ps, gl *measurement) row {
+	r := row{scenario: title, contender: "podset", target: "≤ 1.2", result: "missed"}
+	per := func(m *measurement) (time.Duration, bool) {
+		if m == nil || m.skipped || m.err != nil || m.cutoff || !m.cpu.ok || m.pods <= 0 {
+			return 0, false
+		}
+		return m.cpu.api / time.Duration(m.pods), true
+	}
+	a, okA := per(ps)
+	g, okG := per(gl)
+	if !okA || !okG || g <= 0 {
+		r.check = "kube-apiserver CPU per in-place pod: podset / gated limit = —"
+		if okA && okG {
+			r.check += " (the gated limit's is below the clock tick: too few pods)"
+		}
+		return r
+	}
+	ratio := a.Seconds() / g.Seconds()
+	r.check = fmt.Sprintf("kube-apiserver CPU per in-place pod: podset %.2f ms, gated limit %.2f ms (%.2f s and %.2f s per 1000 pods): podset / gated limit = %.2f",
+		a.Seconds()*1000, g.Seconds()*1000, a.Seconds()*1000, g.Seconds()*1000, ratio)
+	r.result = metStr(ratio <= 1.2)
+	return r
 }

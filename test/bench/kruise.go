@@ -52,8 +52,6 @@ func (k *kruiseContender) start(ctx context.Context, namespaces []string) (func(
 	return m.Stop, nil
 }
 
-func (k *kruiseContender) prepare(context.Context, job) error { return nil }
-
 // create makes one CloneSet per set of the benchmark's hardened template.
 func (k *kruiseContender) create(ctx context.Context, j job) error {
 	return parallel(len(j.sets), 8, func(i int) error {
@@ -86,10 +84,6 @@ func (k *kruiseContender) scale(ctx context.Context, j job, to int32) error {
 			[]byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, to))))
 	})
 }
-
-func (k *kruiseContender) canRollout() bool                   { return false }
-func (k *kruiseContender) rollout(context.Context, job) error { return nil }
-func (k *kruiseContender) rolledOut(*state, job) bool         { return false }
 
 // changeImage changes the CloneSets' image and nothing else (a JSON patch:
 // the template its webhook defaulted stays as it is).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -16,222 +17,203 @@ import (
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/kruise"
 )
 
-func main() {
+// config is one run's settings: main fills it from the flags.
+type config struct {
+	size sizes
+	// out is a file the table is also written to; plots the folder of the
+	// SVG plots (default: the run's log folder).
+	out, plots  string
+	keepCluster bool
+	// trace runs the operator with --log-level debug and prints one
+	// PodSet's pass timeline after each convergence (trace.go).
+	trace bool
+	// profileDir is where kube-apiserver's CPU profiles go; empty takes
+	// none (profile.go).
+	profileDir string
+	// podSetPolicy is the podUpdatePolicy of the benchmark's PodSets:
+	// empty for the default, InPlaceIfPossible (pods.go).
+	podSetPolicy podsetv1alpha1.PodUpdatePolicy
+	// scaleK x scaleN is the scale scenario's shape.
+	scaleK, scaleN int32
+	// operatorArgs are extra flags for the operator subprocess.
+	operatorArgs []string
+	// contenders and phases are what -contenders and -only select; empty
+	// selects all (but the scale scenario, which runs only when named).
+	contenders, phases map[string]bool
+	// kruiseDir is KRUISE_DIR: the kruise contender takes part when set.
+	kruiseDir string
+}
+
+// runs reports whether the contender of this kind ("limit", "podset") takes
+// part.
+func (c *config) runs(kind string) bool { return len(c.contenders) == 0 || c.contenders[kind] }
+
+// phase reports whether the scenario of this phase runs.
+func (c *config) phase(name string) bool { return len(c.phases) == 0 || c.phases[name] }
+
+// operatorFlags are the operator subprocess's flags after its defaults:
+// -operator-flags, then extra.
+func (c *config) operatorFlags(extra ...string) []string {
+	return append(slices.Clone(c.operatorArgs), extra...)
+}
+
+// parseConfig reads the flags.
+func parseConfig() (config, error) {
 	size := flag.String("size", "full", "tiny (every scenario at a tiny size, about two minutes) or full")
-	out := flag.String("out", "", "also write the table to this file")
-	flag.BoolVar(&traceSets, "trace", false, "run the operator with --log-level debug and print one PodSet's pass timeline after each convergence")
+	cfg := config{}
+	flag.StringVar(&cfg.out, "out", "", "also write the table to this file")
+	flag.BoolVar(&cfg.trace, "trace", false, "run the operator with --log-level debug and print one PodSet's pass timeline after each convergence")
 	policy := flag.String("podset-policy", "", "podUpdatePolicy of the benchmark's PodSets: empty (the default, InPlaceIfPossible) or Recreate; the pods carry the operator's readiness gate either way")
-	plots := flag.String("plots", "", "write the SVG plots of pods Ready over time into this folder (default: the run's log folder)")
-	keep := flag.Bool("keep-cluster", false, "keep the podset-bench cluster at the end even if this run created it")
+	flag.StringVar(&cfg.plots, "plots", "", "write the SVG plots of pods Ready over time into this folder (default: the run's log folder)")
+	flag.BoolVar(&cfg.keepCluster, "keep-cluster", false, "keep the podset-bench cluster at the end even if this run created it")
 	onlyPhases := flag.String("only", "", "run only these phases, comma-separated (conv, rollout, inplace, reaction, memory; scale, which only runs when named here)")
 	scaleFlag := flag.String("scale", "1000x10", "the scale phase's K PodSets (and ReplicaSets, StatefulSets) x N pods")
 	convFlag := flag.String("conv", "", "replace the convergence scenarios, e.g. 100x10,1x1000 (the scale-down follows a first 1xN): a debugging aid")
 	operatorFlags := flag.String("operator-flags", "", "extra flags for the operator subprocess, e.g. \"--max-concurrent-reconciles=16\": a debugging aid")
-	flag.StringVar(&profileDir, "profile", "", "write kube-apiserver's CPU profile of every timed scenario into this folder: a folder per scenario and contender, of 3 s slices that go tool pprof reads as one")
+	flag.StringVar(&cfg.profileDir, "profile", "", "write kube-apiserver's CPU profile of every timed scenario into this folder: a folder per scenario and contender, of 3 s slices that go tool pprof reads as one")
 	who := flag.String("contenders", "", "run only these contenders, comma-separated (limit, gated-limit (in-place only), podset, replicaset, statefulset, kruise with KRUISE_DIR, tutorial): a debugging aid")
 	flag.Parse()
-	for _, c := range strings.Split(*who, ",") {
-		if c = strings.TrimSpace(c); c != "" {
-			only[c] = true
-		}
-	}
-	if only["kruise"] && kruiseDir() == "" {
-		fmt.Fprintln(os.Stderr, "bench: the kruise contender needs KRUISE_DIR, the folder make kruise builds (make bench sets it)")
-		os.Exit(2)
-	}
-	phases = map[string]bool{}
-	for _, p := range strings.Split(*onlyPhases, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			phases[p] = true
-		}
-	}
 
-	var s sizes
+	cfg.contenders, cfg.phases = set(*who), set(*onlyPhases)
+	cfg.kruiseDir = kruise.Dir()
+	if cfg.contenders["kruise"] && cfg.kruiseDir == "" {
+		return cfg, fmt.Errorf("the kruise contender needs KRUISE_DIR, the folder make kruise builds (make bench sets it)")
+	}
 	switch *size {
 	case "full":
-		s = full
+		cfg.size = full
 	case "tiny":
-		s = tiny
+		cfg.size = tiny
 	default:
-		fmt.Fprintln(os.Stderr, "bench: -size must be tiny or full")
-		os.Exit(2)
+		return cfg, fmt.Errorf("-size must be tiny or full")
 	}
 	if *convFlag != "" {
-		s.conv = nil
+		cfg.size.conv = nil
 		for _, kn := range strings.Split(*convFlag, ",") {
 			var k, n int32
 			if _, err := fmt.Sscanf(strings.TrimSpace(kn), "%dx%d", &k, &n); err != nil || k < 1 || n < 1 {
-				fmt.Fprintln(os.Stderr, "bench: -conv takes KxN,KxN...")
-				os.Exit(2)
+				return cfg, fmt.Errorf("-conv takes KxN,KxN...")
 			}
-			s.conv = append(s.conv, [2]int32{k, n})
+			cfg.size.conv = append(cfg.size.conv, [2]int32{k, n})
 		}
 	}
-	if _, err := fmt.Sscanf(*scaleFlag, "%dx%d", &scaleShape[0], &scaleShape[1]); err != nil || scaleShape[0] < 1 || scaleShape[1] < 1 {
-		fmt.Fprintln(os.Stderr, "bench: -scale takes KxN")
+	if _, err := fmt.Sscanf(*scaleFlag, "%dx%d", &cfg.scaleK, &cfg.scaleN); err != nil || cfg.scaleK < 1 || cfg.scaleN < 1 {
+		return cfg, fmt.Errorf("-scale takes KxN")
+	}
+	cfg.podSetPolicy = podsetv1alpha1.PodUpdatePolicy(*policy)
+	cfg.operatorArgs = strings.Fields(*operatorFlags)
+	return cfg, nil
+}
+
+// set is a comma-separated list as a set.
+func set(list string) map[string]bool {
+	m := map[string]bool{}
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			m[s] = true
+		}
+	}
+	return m
+}
+
+func main() {
+	cfg, err := parseConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
-	podUpdatePolicy = podsetv1alpha1.PodUpdatePolicy(*policy)
-	operatorArgs = strings.Fields(*operatorFlags)
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	code := run(ctx, s, *out, *plots, *keep)
+	code := run(ctx, cfg)
 	cancel()
 	os.Exit(code)
 }
 
-func run(ctx context.Context, s sizes, out, plots string, keep bool) int {
+// scenario is one part of a run: it runs the contenders that can do its
+// step and returns what it measured, which renders its own rows of the
+// table. A new scenario is a file with its type, its run and its result,
+// and a line in scenarios.
+type scenario interface {
+	// phase is its name for -only.
+	phase() string
+	run(ctx context.Context, b *bench) result
+}
+
+// result is what a scenario measured.
+type result interface {
+	// rows are its rows of the table.
+	rows(b *bench) []row
+}
+
+// scenarios are the run's scenarios, in the order they run and in which
+// the table shows them.
+func (c *config) scenarios() []scenario {
+	var out []scenario
+	for i, kn := range c.size.conv {
+		out = append(out, &convergence{k: kn[0], n: kn[1], first: i == 0})
+	}
+	out = append(out, rollout{}, inPlace{}, reaction{}, memory{})
+	if c.phases["scale"] {
+		out = append(out, scaleUp{k: c.scaleK, n: c.scaleN})
+	}
+	return out
+}
+
+// contenders are the contenders of the timed scenarios, in the order they
+// run, as -contenders selects them; each scenario runs those that can do
+// its step. The gated limit is the in-place scenario's own
+// (inPlaceContenders).
+func (b *bench) contenders() []contender {
+	var xs []contender
+	for _, w := range b.size.workers {
+		xs = append(xs, newApplyLimit(b, w))
+	}
+	for _, w := range b.size.workers {
+		xs = append(xs, &limitContender{b: b, w: w, creates: true})
+	}
+	xs = append(xs, &podSetContender{b: b}, &replicaSetContender{b: b}, &statefulSetContender{b: b})
+	if b.kruiseDir != "" {
+		xs = append(xs, &kruiseContender{b: b})
+	}
+	xs = append(xs, &tutorialContender{b: b})
+	return slices.DeleteFunc(xs, func(x contender) bool { return !b.runs(contenderKind(x.name())) })
+}
+
+func run(ctx context.Context, cfg config) int {
 	began := time.Now()
-	c, err := newCluster()
+	b, stop, err := start(ctx, cfg)
+	defer stop()
 	if err != nil {
 		logf("%v", err)
 		return 1
 	}
-	logDir := filepath.Join(c.root, "bin", "bench", "logs", c.runID)
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		logf("%v", err)
-		return 1
-	}
-	if err := setLogger(logPath(logDir, "in-process")); err != nil {
-		logf("%v", err)
-		return 1
-	}
-	logf("size %s, run %s, logs in %s", s.name, c.runID, logDir)
-
-	nodes := s.nodes
-	logf("starting or reusing the %s cluster with %d nodes", clusterName, nodes)
-	if err := c.up(ctx, nodes); err != nil {
-		logf("%v", err)
-		return 1
-	}
-	defer func() {
-		if c.existed || keep {
-			logf("leaving the %s cluster running (%s)", clusterName, c.kubeconfig)
-			return
-		}
-		logf("deleting the %s cluster", clusterName)
-		if err := c.down(context.Background()); err != nil {
-			logf("%v", err)
-		}
-	}()
-	release, err := c.lock(ctx)
-	if err != nil {
-		logf("%v", err)
-		return 1
-	}
-	defer release()
-	b := &bench{
-		c: c, size: s, logDir: logDir,
-		operatorBin: filepath.Join(c.root, "bin", "bench", "podset-operator"),
-		results:     map[string]map[string]*measurement{},
-		limitBest:   map[string]string{},
-		limitLoops:  map[string]map[string]*limitRun{},
-		samples:     map[string]*corev1.Pod{},
-		reaction:    map[string]*reactionResult{},
-	}
-	if err := b.prepare(ctx); err != nil {
-		logf("%v", err)
-		return 1
-	}
-
-	var contenders []contender
-	for _, create := range []bool{false, true} {
-		for _, w := range s.workers {
-			contenders = append(contenders, &limitContender{b: b, w: w, creates: create})
-		}
-	}
-	contenders = append(contenders, &podSetContender{b: b}, &replicaSetContender{b: b}, &statefulSetContender{b: b})
-	if kruiseDir() != "" {
-		contenders = append(contenders, &kruiseContender{b: b})
-	}
-	contenders = append(contenders, &tutorialContender{b: b})
-	contenders = slices.DeleteFunc(contenders, func(x contender) bool { return len(only) > 0 && !only[contenderKind(x.name())] })
-
-	for i, kn := range s.conv {
-		if !phase("conv") {
+	var results []result
+	for _, s := range cfg.scenarios() {
+		if ctx.Err() != nil {
 			break
 		}
-		for _, x := range contenders {
-			if ctx.Err() != nil {
-				break
-			}
-			logf("== %s, %s", convID(kn[0], kn[1]), x.name())
-			b.convergence(ctx, kn[0], kn[1], i == 0 && kn[0] == 1 && kn[1] > s.scaleTo, x, convID(kn[0], kn[1]))
-		}
-		b.logLimitLoops(convID(kn[0], kn[1]))
-		if i == 0 && kn[0] == 1 && kn[1] > s.scaleTo {
-			b.logLimitLoops(fmt.Sprintf("scale %d -> %d", kn[1], s.scaleTo))
-		}
-		if i == 0 && ctx.Err() == nil {
-			b.checkSamePods()
+		if cfg.phase(s.phase()) {
+			results = append(results, s.run(ctx, b))
 		}
 	}
-	for _, x := range contenders {
-		if x.canRollout() && ctx.Err() == nil && phase("rollout") {
-			logf("== rollout %d, %s", s.rollout, x.name())
-			b.rolloutScenario(ctx, x)
-		}
-	}
-	if ctx.Err() == nil && phase("inplace") {
-		b.inPlacePhase(ctx)
-	}
-	if ctx.Err() == nil && phase("reaction") {
-		logf("== converged pass and reaction")
-		rec := &recorder{}
-		if len(only) == 0 || only["podset"] {
-			b.reaction["podset (in-process)"] = b.reactionScenario(ctx, &inProcessPodSet{podSetContender{b: b}, rec}, rec, "podset")
-		}
-		if len(only) == 0 || only["replicaset"] {
-			b.reaction["replicaset"] = b.reactionScenario(ctx, &replicaSetContender{b: b}, nil, "")
-		}
-		if len(only) == 0 || only["tutorial"] {
-			b.reaction["tutorial"] = b.reactionScenario(ctx, &tutorialContender{b: b}, nil, "tutorial")
-		}
-	}
-	if ctx.Err() == nil && phase("memory") {
-		logf("== memory")
-		b.memory = b.memoryScenario(ctx)
-	}
-	if ctx.Err() == nil && phases["scale"] {
-		logf("== scale %s", convID(scaleShape[0], scaleShape[1]))
-		b.scale = b.scaleScenario(ctx, scaleShape[0], scaleShape[1])
-	}
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		b.fail("interrupted: %v", ctx.Err())
-	} else if err := c.deleteNamespaces(ctx, b.leftover...); err != nil {
-		b.fail("deleting the run's namespaces: %v", err)
-	}
-
-	table := b.table()
-	fmt.Print(table)
-	if out != "" {
-		// A folder it names is made, and a table that cannot be written
-		// does not keep the plots from being written.
-		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-			b.fail("-out: %v", err)
-		} else if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
-			b.fail("-out: %v", err)
+	case b.deleteCluster:
+		// The cluster goes, and its namespaces with it.
+	default:
+		if err := b.c.deleteNamespaces(ctx, b.leftover...); err != nil {
+			b.fail("deleting the run's namespaces: %v", err)
 		}
 	}
-	if plots == "" {
-		plots = logDir
-	}
-	if err := os.MkdirAll(plots, 0o755); err != nil {
-		b.fail("plots: %v", err)
-	} else if files, err := b.writePlots(plots); err != nil {
-		b.fail("plots: %v", err)
-	} else {
-		for _, f := range files {
-			logf("plot: %s", f)
-		}
-	}
+	b.report(results)
 	logf("wall time %s", time.Since(began).Round(time.Second))
 	if len(b.failures) > 0 {
 		sort.Strings(b.failures)
@@ -244,31 +226,90 @@ func run(ctx context.Context, s sizes, out, plots string, keep bool) int {
 	return 0
 }
 
-// scaleShape is K x N of the scale phase (-scale).
-var scaleShape [2]int32
-
-// operatorArgs are extra flags for the operator subprocess.
-var operatorArgs []string
-
-// only holds the contenders -contenders selects; all when empty.
-var only = map[string]bool{}
-
-// phases are the phases -only selects; all when empty.
-var phases map[string]bool
-
-func phase(name string) bool { return len(phases) == 0 || phases[name] }
-
-// prepare removes what interrupted runs left, installs the CRD and builds
-// the operator.
-func (b *bench) prepare(ctx context.Context) error {
-	if err := b.c.installCRD(ctx); err != nil {
-		return err
+// start starts or reuses the cluster, takes its lease, installs the CRD
+// and builds the operator meanwhile. stop releases the lease and deletes
+// the cluster if this run made it (and -keep-cluster is not set); it is
+// never nil.
+func start(ctx context.Context, cfg config) (b *bench, stop func(), err error) {
+	var undo []func()
+	stop = func() {
+		for _, f := range slices.Backward(undo) {
+			f()
+		}
 	}
-	if err := b.c.removeLeftovers(ctx); err != nil {
-		return err
+	c, err := newCluster()
+	if err != nil {
+		return nil, stop, err
 	}
+	logDir := filepath.Join(c.root, "bin", "bench", "logs", c.runID)
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, stop, err
+	}
+	if err := setLogger(logPath(logDir, "in-process")); err != nil {
+		return nil, stop, err
+	}
+	logf("size %s, run %s, logs in %s", cfg.size.name, c.runID, logDir)
+	b = &bench{config: cfg, c: c, logDir: logDir, operatorBin: filepath.Join(c.root, "bin", "bench", "podset-operator")}
+
+	// The operator builds while the cluster starts.
 	logf("building %s", b.operatorBin)
-	return buildOperator(ctx, b.c.root, b.operatorBin)
+	built := make(chan error, 1)
+	go func() { built <- buildOperator(ctx, c.root, b.operatorBin) }()
+	err = func() error {
+		logf("starting or reusing the %s cluster with %d nodes", clusterName, cfg.size.nodes)
+		if err := c.up(ctx, cfg.size.nodes); err != nil {
+			return err
+		}
+		b.deleteCluster = !c.existed && !cfg.keepCluster
+		undo = append(undo, func() {
+			if !b.deleteCluster {
+				logf("leaving the %s cluster running (%s)", clusterName, c.kubeconfig)
+				return
+			}
+			logf("deleting the %s cluster", clusterName)
+			if err := c.down(context.Background()); err != nil {
+				logf("%v", err)
+			}
+		})
+		release, err := c.lock(ctx)
+		if err != nil {
+			return err
+		}
+		undo = append(undo, release)
+		if err := c.installCRD(ctx); err != nil {
+			return err
+		}
+		return c.removeLeftovers(ctx)
+	}()
+	if berr := <-built; err == nil {
+		err = berr
+	}
+	return b, stop, err
+}
+
+// report prints the table, writes it to -out and writes the plots.
+func (b *bench) report(results []result) {
+	table := b.table(results)
+	fmt.Print(table)
+	if b.out != "" {
+		// A folder it names is made, and a table that cannot be written
+		// does not keep the plots from being written.
+		if err := os.MkdirAll(filepath.Dir(b.out), 0o755); err != nil {
+			b.fail("-out: %v", err)
+		} else if err := os.WriteFile(b.out, []byte(table), 0o644); err != nil {
+			b.fail("-out: %v", err)
+		}
+	}
+	plots := cmp.Or(b.plots, b.logDir)
+	if err := os.MkdirAll(plots, 0o755); err != nil {
+		b.fail("plots: %v", err)
+	} else if files, err := b.writePlots(plots, results); err != nil {
+		b.fail("plots: %v", err)
+	} else {
+		for _, f := range files {
+			logf("plot: %s", f)
+		}
+	}
 }
 
 // setLogger sends the logs of the in-process controllers (and client-go's)

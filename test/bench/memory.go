@@ -38,11 +38,16 @@ func (m *memoryResult) unrelatedGrowth() float64 {
 	return (float64(m.h3) - float64(m.h2)) / (float64(m.h2) - float64(m.base))
 }
 
-// memoryScenario measures the in-process operator's heap with n1 and n2
-// managed pods, then with as many unrelated pods (no PodSet label) in the
-// same namespace. Only PodSets are watched by the benchmark meanwhile, so
-// its own heap holds no pods.
-func (b *bench) memoryScenario(ctx context.Context) *memoryResult {
+// memory measures the in-process operator's heap with n1 and n2 managed
+// pods, then with as many unrelated pods (no PodSet label) in the same
+// namespace. Only PodSets are watched by the benchmark meanwhile, so its
+// own heap holds no pods.
+type memory struct{}
+
+func (memory) phase() string { return "memory" }
+
+func (memory) run(ctx context.Context, b *bench) result {
+	logf("== memory")
 	s := b.size
 	res := &memoryResult{n1: int(s.memSets * s.mem1), n2: int(s.memSets * s.mem2), unrelated: int(s.unrelated)}
 	res.err = func() error {
@@ -56,7 +61,7 @@ func (b *bench) memoryScenario(ctx context.Context) *memoryResult {
 		defer func() {
 			obs, err := newObserver(ctx, b.c, []string{ns}, kindPods)
 			if err == nil {
-				err = b.c.cleanup(ctx, obs, ns)
+				err = b.clear(ctx, obs, ns)
 				obs.stop()
 			}
 			if err != nil {
@@ -79,7 +84,7 @@ func (b *bench) memoryScenario(ctx context.Context) *memoryResult {
 		wctx, cancel := context.WithTimeout(ctx, 2*b.size.timeout)
 		defer cancel()
 		j := job{ns: ns, sets: setNames(s.memSets), n: s.mem1}
-		if _, err := createPodSets(ctx, b.c.cl, j, ""); err != nil {
+		if _, err := b.createPodSets(ctx, j, ""); err != nil {
 			return err
 		}
 		ready := func(j job) func(*state) bool {
@@ -146,4 +151,27 @@ func (b *bench) createUnrelated(ctx context.Context, ns string, n int) error {
 		_, err := b.c.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{FieldManager: benchFieldManager})
 		return err
 	})
+}
+
+func (m *memoryResult) rows(*bench) []row {
+	title := "memory: Go heap after GC, above the heap before the manager started"
+	r := func(contender, measured, check, target string, ok bool) row {
+		return row{scenario: title, contender: contender, measured: measured, podWrites: "—", statusWrites: "—", podGets: "—",
+			check: check, target: target, result: metStr(ok)}
+	}
+	if m.err != nil {
+		return []row{{scenario: title, contender: "podset (in-process)", measured: "failed: " + shortErr(m.err), podWrites: "—", statusWrites: "—", podGets: "—", check: "—", target: "—", result: "missed"}}
+	}
+	const kib = 1024.0
+	p1, p2 := m.perPod(m.h1, m.n1), m.perPod(m.h2, m.n2)
+	marginal := (float64(m.h2) - float64(m.h1)) / float64(m.n2-m.n1)
+	growth := m.unrelatedGrowth()
+	return []row{
+		r("podset (in-process)", fmt.Sprintf("%.1f MiB", (float64(m.h1)-float64(m.base))/kib/kib),
+			fmt.Sprintf("%d managed pods: %.2f KiB per pod", m.n1, p1/kib), "≤ 4 KiB per pod", p1 <= 4*kib),
+		r("podset (in-process)", fmt.Sprintf("%.1f MiB", (float64(m.h2)-float64(m.base))/kib/kib),
+			fmt.Sprintf("%d managed pods: %.2f KiB per pod (%.2f KiB per pod from %d to %d)", m.n2, p2/kib, marginal/kib, m.n1, m.n2), "≤ 4 KiB per pod", p2 <= 4*kib),
+		r("podset (in-process)", fmt.Sprintf("%+.2f MiB", (float64(m.h3)-float64(m.h2))/kib/kib),
+			fmt.Sprintf("+%d unrelated pods: %+.2f%%", m.unrelated, 100*growth), "< 5%", growth < 0.05),
+	}
 }

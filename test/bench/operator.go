@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/config"
+	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -56,7 +56,8 @@ type operatorProcess struct {
 
 // startOperator starts the binary on the given namespaces and returns once
 // its controller has started its workers (its caches are synced). extra
-// flags come after the defaults, so they override them.
+// flags (bench.operatorFlags) come after the defaults, so they override
+// them.
 func startOperator(ctx context.Context, bin, kubeconfig, logFile string, namespaces []string, extra ...string) (*operatorProcess, error) {
 	p, err := launchOperator(bin, kubeconfig, logFile, namespaces, extra...)
 	if err != nil {
@@ -87,7 +88,6 @@ func launchOperator(bin, kubeconfig, logFile string, namespaces []string, extra 
 		"--log-format", "json",
 		"--namespaces", strings.Join(namespaces, ","),
 	)
-	cmd.Args = append(cmd.Args, operatorArgs...)
 	cmd.Args = append(cmd.Args, extra...)
 	log, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -176,7 +176,7 @@ func startInProcess(ctx context.Context, c *cluster, namespaces []string, wrap f
 		HealthProbeBindAddress:  "0",
 		LeaderElection:          false,
 		GracefulShutdownTimeout: ptrTo(30 * time.Second),
-		Controller:              config.Controller{SkipNameValidation: ptrTo(true)},
+		Controller:              crconfig.Controller{SkipNameValidation: ptrTo(true)},
 	}, controller.Options{Namespaces: namespaces})
 	if err != nil {
 		cancel()
@@ -208,7 +208,7 @@ func startTutorial(ctx context.Context, c *cluster, namespaces []string) (func()
 		Cache:                  cache.Options{DefaultNamespaces: nsConfig},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptrTo(true)},
+		Controller:             crconfig.Controller{SkipNameValidation: ptrTo(true)},
 	})
 	if err != nil {
 		return nil, err

@@ -31,23 +31,22 @@ func (o *observer) readyCurve(ns string, start time.Time) []time.Duration {
 // plotOrder is the order, and so the colour, of the contenders in a plot.
 var plotOrder = []string{"limit", "podset", "replicaset", "statefulset", "kruise", "tutorial"}
 
-// writePlots writes, for every convergence scenario of the run, the pods
-// Ready over time of every contender as an SVG file in dir, and returns
-// the files' paths.
-func (b *bench) writePlots(dir string) ([]string, error) {
+// writePlots writes, for every convergence scenario of the run (the scale
+// scenario's included), the pods Ready over time of every contender as an
+// SVG file in dir, and returns the files' paths.
+func (b *bench) writePlots(dir string, results []result) ([]string, error) {
 	var files []string
-	ids := make([]string, 0, len(b.size.conv)+1)
-	for _, kn := range b.size.conv {
-		ids = append(ids, convID(kn[0], kn[1]))
-	}
-	if b.scale != nil {
-		ids = append(ids, "scale "+convID(b.scale.k, b.scale.n))
-	}
-	for _, id := range ids {
-		res := b.results[id]
-		if res == nil {
-			continue
+	var scenarios []*timedResult
+	for _, r := range results {
+		switch r := r.(type) {
+		case *convergenceResult:
+			scenarios = append(scenarios, r.ready)
+		case *scaleResult:
+			scenarios = append(scenarios, r.res)
 		}
+	}
+	for _, res := range scenarios {
+		id := res.id
 		p := plot.New()
 		p.Title.Text = fmt.Sprintf("%s → ready: pods Ready over time (run %s)", id, b.c.runID)
 		p.X.Label.Text = "seconds since the sets were created"
@@ -56,13 +55,13 @@ func (b *bench) writePlots(dir string) ([]string, error) {
 		p.Add(plotter.NewGrid())
 		lines := 0
 		for i, name := range plotOrder {
-			m := res[name]
+			m := res.of(name)
 			if m == nil || len(m.curve) == 0 {
 				continue
 			}
 			label := name
 			if name == "limit" {
-				label = "limit (" + b.limitBest[id] + ")"
+				label = "limit (" + res.limitBest + ")"
 			}
 			if m.cutoff {
 				label += " (cut off)"

@@ -18,20 +18,17 @@ func TestWritePlots(t *testing.T) {
 		}
 		return c
 	}
-	b := &bench{
-		c:    &cluster{runID: "test"},
-		size: sizes{conv: [][2]int32{{1, 10}, {2, 5}}},
-		results: map[string]map[string]*measurement{
-			"1 x 10": {
-				"limit":      {curve: curve(10, 100*time.Millisecond)},
-				"podset":     {curve: curve(10, 150*time.Millisecond)},
-				"replicaset": {curve: curve(10, 120*time.Millisecond)},
-			},
-			"2 x 5": {"podset": {}},
-		},
-		limitBest: map[string]string{"1 x 10": "create W=32"},
+	b := &bench{c: &cluster{runID: "test"}}
+	results := []result{
+		&convergenceResult{k: 1, n: 10, ready: &timedResult{
+			id:    "1 x 10",
+			limit: &measurement{curve: curve(10, 100*time.Millisecond)}, limitBest: "create W=32",
+			podset:     &measurement{curve: curve(10, 150*time.Millisecond)},
+			replicaset: &measurement{curve: curve(10, 120*time.Millisecond)},
+		}},
+		&convergenceResult{k: 2, n: 5, ready: &timedResult{id: "2 x 5", podset: &measurement{}}},
 	}
-	files, err := b.writePlots(t.TempDir())
+	files, err := b.writePlots(t.TempDir(), results)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,17 +91,13 @@ func imageTemplate(set string) corev1.PodTemplateSpec {
 	return t
 }
 
-// podUpdatePolicy is the podUpdatePolicy of the benchmark's PodSets
-// (-podset-policy): empty for the default, InPlaceIfPossible, whose pods
-// carry the readiness gate the operator opens; Recreate for pods without
-// it, as the built-in controllers' pods are.
-var podUpdatePolicy podsetv1alpha1.PodUpdatePolicy
-
 // newPodSet is a PodSet of the benchmark's template. maxUnavailable, when
 // not empty, sets the rolling update budget, with podUpdatePolicy
 // InPlaceIfPossible (the default, written out) unless -podset-policy says
-// otherwise.
-func newPodSet(ns, name string, replicas int32, maxUnavailable string) *podsetv1alpha1.PodSet {
+// otherwise. podUpdatePolicy (-podset-policy) is empty for the default,
+// InPlaceIfPossible, whose pods carry the readiness gate the operator
+// opens, or Recreate.
+func newPodSet(ns, name string, replicas int32, maxUnavailable string, podUpdatePolicy podsetv1alpha1.PodUpdatePolicy) *podsetv1alpha1.PodSet {
 	ps := testenv.MakePodSet(ns, name).Replicas(replicas).Template(template(name, 1)).Obj()
 	ps.Spec.UpdateStrategy.PodUpdatePolicy = podUpdatePolicy
 	if maxUnavailable != "" {

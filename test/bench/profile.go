@@ -10,10 +10,6 @@ import (
 	"time"
 )
 
-// profileDir is where -profile writes kube-apiserver's CPU profiles; empty
-// (the default) takes none.
-var profileDir string
-
 // profileSlice is how long each of the CPU profiles that cover a
 // measurement samples: the API server's profiler takes a fixed number of
 // seconds, so a scenario of unknown length is covered by back to back
@@ -27,7 +23,7 @@ const profileSlice = 3 * time.Second
 // a function that stops it and returns the slices taken: together, the
 // whole measured window. Failures are logged: a missing profile does not
 // fail the benchmark.
-func (c *cluster) profileCPU(ctx context.Context) (stop func() [][]byte) {
+func (c *cluster) profileCPU(ctx context.Context, profileDir string) (stop func() [][]byte) {
 	if profileDir == "" {
 		return func() [][]byte { return nil }
 	}
@@ -70,11 +66,11 @@ func (c *cluster) profileCPU(ctx context.Context) (stop func() [][]byte) {
 // <scenario>--<contender> of profileDir: `go tool pprof
 // bin/controlplane/.../kube-apiserver DIR/*.pprof` reads them as one.
 func (b *bench) writeProfile(scenario, contender string, m *measurement) {
-	if profileDir == "" || len(m.apiProfile) == 0 {
+	if b.profileDir == "" || len(m.apiProfile) == 0 {
 		return
 	}
 	clean := strings.NewReplacer(" ", "", "->", "to", "→", "to", "(", "", ")", "", "%", "", "/", "-", "=", "")
-	dir := filepath.Join(profileDir, clean.Replace(scenario)+"--"+clean.Replace(contender))
+	dir := filepath.Join(b.profileDir, clean.Replace(scenario)+"--"+clean.Replace(contender))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		logf("writing the profile: %v", err)
 		return

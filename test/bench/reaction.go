@@ -25,10 +25,44 @@ type reactionResult struct {
 	err              error
 }
 
-// reactionScenario starts from reactionSets converged sets, measures the
-// writes of a converged pass (one pod label touched per set), then times
-// trials single-replica scale-ups of the first set.
-func (b *bench) reactionScenario(ctx context.Context, x contender, rec *recorder, controllerName string) *reactionResult {
+// reaction is the converged pass and the reaction time, with the operator
+// built in this process (to count its passes and timestamp its requests),
+// the ReplicaSet controller and the tutorial.
+type reaction struct{}
+
+// reactionResults are the reaction scenario's results by contender.
+type reactionResults struct {
+	podset, replicaset, tutorial *reactionResult
+}
+
+func (reaction) phase() string { return "reaction" }
+
+func (reaction) run(ctx context.Context, b *bench) result {
+	logf("== converged pass and reaction")
+	out := &reactionResults{}
+	if b.runs("podset") {
+		rec := &recorder{}
+		out.podset = b.react(ctx, &inProcessPodSet{podSetContender{b: b}, rec}, rec, "podset")
+	}
+	if b.runs("replicaset") {
+		out.replicaset = b.react(ctx, &replicaSetContender{b: b}, nil, "")
+	}
+	if b.runs("tutorial") {
+		out.tutorial = b.react(ctx, &tutorialContender{b: b}, nil, "tutorial")
+	}
+	return out
+}
+
+// scalingContender is a contender that scales its sets.
+type scalingContender interface {
+	contender
+	scaler
+}
+
+// react starts from reactionSets converged sets, measures the writes of a
+// converged pass (one pod label touched per set), then times trials
+// single-replica scale-ups of the first set.
+func (b *bench) react(ctx context.Context, x scalingContender, rec *recorder, controllerName string) *reactionResult {
 	res := &reactionResult{passes: -1}
 	res.err = b.session(ctx, "re-"+slug(x.name()), x, x.kinds(), func(ns string) error {
 		j := job{ns: ns, sets: setNames(b.size.reactionSets), n: b.size.reactionReplicas}
@@ -142,4 +176,75 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	slices.Sort(s)
 	rank := int(p/100*float64(len(s))+0.999999) - 1
 	return s[min(max(rank, 0), len(s)-1)]
+}
+
+func (rr *reactionResults) rows(b *bench) []row {
+	return append(rr.convergedRows(b), rr.reactionRows(b)...)
+}
+
+func (rr *reactionResults) convergedRows(b *bench) []row {
+	title := fmt.Sprintf("converged pass (%d x %d, one pod label touched per set)", b.size.reactionSets, b.size.reactionReplicas)
+	var rows []row
+	for _, x := range []struct {
+		name string
+		res  *reactionResult
+	}{{"podset (in-process)", rr.podset}, {"replicaset", rr.replicaset}, {"tutorial", rr.tutorial}} {
+		name, res := x.name, x.res
+		if res == nil || res.converged == nil {
+			continue
+		}
+		c := res.converged.counts
+		r := row{scenario: title, contender: name, measured: "", podWrites: fmt.Sprintf("%d + %d", c.podCreates, c.podDeletes),
+			statusWrites: fmt.Sprint(c.statusWrites), podGets: fmt.Sprint(c.podGets), check: "—", target: "—", result: "—"}
+		switch {
+		case res.passes >= 0:
+			r.measured = fmt.Sprintf("%d passes for %d touches", res.passes, res.touches)
+		default:
+			r.measured = fmt.Sprintf("%d touches", res.touches)
+		}
+		writes := c.podCreates + c.podDeletes + c.statusWrites
+		if contenderKind(name) == "podset" {
+			r.check = fmt.Sprintf("%d writes", writes)
+			r.target = "0"
+			r.result = metStr(writes == 0 && res.passes >= res.touches)
+			if res.passes < res.touches {
+				r.check += " (fewer passes than touches: not a converged pass)"
+			}
+		} else if res.passes == 0 {
+			r.check = "no pass ran: its event filter drops pod label changes"
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func (rr *reactionResults) reactionRows(b *bench) []row {
+	title := fmt.Sprintf("reaction: replicas +1 → first pod write (%d trials)", b.size.trials)
+	var rows []row
+	add := func(name, how string, d []time.Duration, targeted bool) {
+		if len(d) == 0 {
+			return
+		}
+		p99 := percentile(d, 99)
+		r := row{scenario: title, contender: name, measured: fmt.Sprintf("p50 %s, p99 %s", fmtMs(percentile(d, 50)), fmtMs(p99)),
+			check: how, target: "—", result: "—"}
+		if targeted {
+			r.target, r.result = "p99 ≤ 20 ms", metStr(p99 <= 20*time.Millisecond)
+		}
+		rows = append(rows, r)
+	}
+	if res := rr.podset; res != nil {
+		add("podset (in-process)", "first pod write at the operator's transport", res.transport, true)
+		add("podset (in-process)", "first ADDED pod event on a watch", res.watch, false)
+	}
+	if res := rr.replicaset; res != nil {
+		add("replicaset", "first ADDED pod event on a watch", res.watch, false)
+	}
+	if res := rr.tutorial; res != nil {
+		add("tutorial", "first ADDED pod event on a watch", res.watch, false)
+	}
+	for i := range rows {
+		rows[i].podWrites, rows[i].statusWrites, rows[i].podGets = "—", "—", "—"
+	}
+	return rows
 }

@@ -40,6 +40,8 @@ import (
 // scaleResult is what the scale scenario measured.
 type scaleResult struct {
 	k, n int32
+	// res is every contender's K x N to Ready.
+	res *timedResult
 	// peakHeap is the operator's largest heap in use (HeapAlloc, sampled)
 	// while it converged the PodSets, peakRSS its peak resident set.
 	peakHeap, peakRSS uint64
@@ -100,10 +102,16 @@ func stateWrites(d requests) map[string]int {
 	return out
 }
 
-// scaleScenario runs the scale scenario for K x N.
-func (b *bench) scaleScenario(ctx context.Context, k, n int32) *scaleResult {
-	res := &scaleResult{k: k, n: n}
+// scaleUp is the scale scenario for K x N.
+type scaleUp struct{ k, n int32 }
+
+func (scaleUp) phase() string { return "scale" }
+
+func (s scaleUp) run(ctx context.Context, b *bench) result {
+	k, n := s.k, s.n
 	id := "scale " + convID(k, n)
+	logf("== %s", id)
+	res := &scaleResult{k: k, n: n, res: &timedResult{id: id}}
 	// 110 pods fit a kwok node; ten percent to spare.
 	nodes := max(b.size.nodes, int(k*n)*11/1000+1)
 	if err := b.c.up(ctx, nodes); err != nil {
@@ -112,13 +120,13 @@ func (b *bench) scaleScenario(ctx context.Context, k, n int32) *scaleResult {
 		return res
 	}
 	for _, x := range []contender{&replicaSetContender{b: b}, &statefulSetContender{b: b}} {
-		if !included(x) || ctx.Err() != nil {
+		if !b.runs(contenderKind(x.name())) || ctx.Err() != nil {
 			continue
 		}
 		logf("== %s, %s", id, x.name())
-		b.convergence(ctx, k, n, false, x, id)
+		b.converge(ctx, x, k, n, res.res, nil)
 	}
-	if only["podset"] || len(only) == 0 {
+	if b.runs("podset") {
 		logf("== %s, podset, then its restart and a leader change", id)
 		res.err = b.scalePodSet(ctx, res, id)
 		if res.err != nil {
@@ -127,8 +135,6 @@ func (b *bench) scaleScenario(ctx context.Context, k, n int32) *scaleResult {
 	}
 	return res
 }
-
-func included(x contender) bool { return len(only) == 0 || only[contenderKind(x.name())] }
 
 // scalePodSet converges K x N PodSets under an operator whose metrics it
 // reads, then restarts the operator and changes its leader.
@@ -146,7 +152,7 @@ func (b *bench) scalePodSet(ctx context.Context, res *scaleResult, id string) er
 			func(s *state) bool { return x.ready(s, j) }, readyProgress(j))
 		m.pods = int(res.k * res.n)
 		m.curve = b.obs.readyCurve(ns, m.start)
-		b.record(id, x.name(), m)
+		res.res.record(b, x.name(), m)
 		if m.err != nil {
 			return m.err
 		}
@@ -189,7 +195,7 @@ func (b *bench) restart(ctx context.Context, ns, token string, sets int) *restar
 			return err
 		}
 		op, err := launchOperator(b.operatorBin, b.c.kubeconfig, logPath(b.logDir, "podset-operator-restart"), []string{ns},
-			"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(port))
+			b.operatorFlags("--metrics-bind-address=127.0.0.1:"+strconv.Itoa(port))...)
 		if err != nil {
 			return err
 		}
@@ -239,8 +245,8 @@ func (b *bench) leaderChange(ctx context.Context, ns, token string, sets int) *r
 				return err
 			}
 			op, err := launchOperator(b.operatorBin, b.c.kubeconfig, logPath(b.logDir, fmt.Sprintf("podset-operator-replica-%d", i)), []string{ns},
-				"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(port),
-				"--leader-elect=true", "--leader-election-namespace="+ns, "--leader-election-id=podset-bench")
+				b.operatorFlags("--metrics-bind-address=127.0.0.1:"+strconv.Itoa(port),
+					"--leader-elect=true", "--leader-election-namespace="+ns, "--leader-election-id=podset-bench")...)
 			if err != nil {
 				return err
 			}
@@ -591,3 +597,45 @@ func peakRSS(op *operatorProcess) uint64 {
 }
 
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// scaleRows are the rows of the scale scenario: K x N to Ready for each
+// contender, the operator's peak heap, and its restart and leader change.
+func (sr *scaleResult) rows(b *bench) []row {
+	id := sr.res.id
+	pods := int(sr.k * sr.n)
+	rows := b.timedRows(id+" → ready", sr.res, pods, true)
+	if sr.peakHeap > 0 {
+		perPod := float64(sr.peakHeap) / 1024 / float64(pods)
+		rows = append(rows, row{scenario: id + " → ready", contender: "podset",
+			measured: fmt.Sprintf("peak heap %s, peak RSS %s", mib(sr.peakHeap), mib(sr.peakRSS)),
+			check:    fmt.Sprintf("peak heap in use (sampled HeapAlloc, garbage included) per pod: %.2f KiB", perPod),
+			target:   "≤ 4 KiB per pod", result: metStr(perPod <= 4)})
+	}
+	for _, x := range []struct {
+		title string
+		r     *restartResult
+	}{{"operator restart over " + convID(sr.k, sr.n), sr.restart}, {"leader change over " + convID(sr.k, sr.n), sr.leader}} {
+		if x.r == nil {
+			continue
+		}
+		r := row{scenario: x.title, contender: "podset", podWrites: "—", statusWrites: "—", podGets: "—"}
+		if x.r.err != nil {
+			r.measured, r.check, r.target, r.result = "failed: "+shortErr(x.r.err), "—", "—", "missed"
+			rows = append(rows, r)
+			continue
+		}
+		c := x.r.requests
+		r.measured = fmt.Sprintf("first full pass after %s (workers after %s), peak heap %s", fmtDur(x.r.pass), fmtDur(x.r.sync), mib(x.r.peakHeap))
+		r.podWrites = fmt.Sprintf("%d + %d", c.podCreates, c.podDeletes)
+		r.statusWrites = fmt.Sprint(c.statusWrites)
+		r.podGets = fmt.Sprint(c.podGets)
+		r.check = fmt.Sprintf("writes to pods, statuses, revisions, events: %d %v (the operator's Lease and its metrics scrapes' reviews aside: %v)",
+			x.r.totalStateWrites(), x.r.stateWrites, x.r.writes)
+		r.target, r.result = "0 writes", metStr(x.r.totalStateWrites() == 0)
+		rows = append(rows, r)
+		r.check = fmt.Sprintf("first full pass / caches synced: %.2f", x.r.pass.Seconds()/x.r.sync.Seconds())
+		r.target, r.result = "≤ 2", metStr(x.r.pass <= 2*x.r.sync)
+		rows = append(rows, r)
+	}
+	return rows
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -38,8 +36,9 @@ type sizes struct {
 	timeout                        time.Duration
 	// deleteNamespaces deletes each run's namespace once it is empty, and
 	// waits until it is gone (about five seconds); tiny leaves the empty
-	// namespaces to the end of the run instead. Either way the namespace
-	// controller never works during a measurement.
+	// namespaces to the end of the run instead, where they go with the
+	// cluster if the run made it. Either way the namespace controller
+	// never works during a measurement.
 	deleteNamespaces bool
 	// budgetTutorial stops the tutorial at tutorialBudget.
 	budgetTutorial bool
@@ -116,38 +115,23 @@ type measurement struct {
 	apiProfile [][]byte
 }
 
-// bench is one run of the benchmark.
+// bench is one run of the benchmark: its settings, its cluster and what
+// the scenarios share while they run.
 type bench struct {
+	config
 	c           *cluster
-	size        sizes
 	operatorBin string
 	logDir      string
 	obs         *observer // the observer of the run in progress
 	leftover    []string  // empty namespaces to delete at the end
+	// deleteCluster: the run made the cluster and deletes it at the end.
+	deleteCluster bool
+	failures      []string
 
-	// results[scenario][contender]; results[scenario]["limit"] is the best
-	// of the limit's runs (both loops, every worker count), limitBest says
-	// which ("create W=128"), and limitLoops keeps each loop's best.
-	results    map[string]map[string]*measurement
-	limitBest  map[string]string
-	limitLoops map[string]map[string]*limitRun
-	failures   []string
-	samples    map[string]*corev1.Pod // pod s0-0 of the first scenario, by contender
-
-	// The reaction and memory scenarios.
-	reaction map[string]*reactionResult
-	memory   *memoryResult
-
-	// scale is the scale scenario's result (scale.go).
-	scale *scaleResult
 	// token reads the operator's metrics; ctrl samples them while the
 	// podset contender runs (scale.go).
 	token string
 	ctrl  *sampler
-
-	// inPlaceProbe is what the cluster lacks for in-place updates ("" when
-	// nothing), once checked.
-	inPlaceProbe *string
 }
 
 func (b *bench) fail(format string, args ...any) {
@@ -156,36 +140,85 @@ func (b *bench) fail(format string, args ...any) {
 	b.failures = append(b.failures, msg)
 }
 
-func (b *bench) record(scenario, contender string, m *measurement) {
-	b.writeProfile(scenario, contender, m)
-	if b.results[scenario] == nil {
-		b.results[scenario] = map[string]*measurement{}
+// timedResult is every contender's measurement in one timed scenario (id:
+// "1 x 10", "scale 10 -> 2", "rollout 5", "in-place 5").
+type timedResult struct {
+	id                                                            string
+	gatedLimit, podset, replicaset, statefulset, kruise, tutorial *measurement
+	// limit is the best of the limit's runs (both loops, every worker
+	// count), limitBest says which ("create W=128"), and apply and create
+	// are each loop's best.
+	limit         *measurement
+	limitBest     string
+	apply, create *limitRun
+}
+
+// of is the measurement of a contender kind ("limit" is the limit's best),
+// or nil.
+func (r *timedResult) of(kind string) *measurement {
+	if s := r.slot(kind); s != nil {
+		return *s
 	}
+	return nil
+}
+
+// empty reports that no contender was measured.
+func (r *timedResult) empty() bool {
+	return r.limit == nil && r.gatedLimit == nil && r.podset == nil && r.replicaset == nil &&
+		r.statefulset == nil && r.kruise == nil && r.tutorial == nil
+}
+
+// slot is where the measurement of a contender kind goes, nil for none.
+func (r *timedResult) slot(kind string) **measurement {
+	switch kind {
+	case "limit":
+		return &r.limit
+	case "gated-limit":
+		return &r.gatedLimit
+	case "podset":
+		return &r.podset
+	case "replicaset":
+		return &r.replicaset
+	case "statefulset":
+		return &r.statefulset
+	case "kruise":
+		return &r.kruise
+	case "tutorial":
+		return &r.tutorial
+	}
+	return nil
+}
+
+// record logs a contender's measurement, fails the run on its error and
+// keeps it.
+func (r *timedResult) record(b *bench, contender string, m *measurement) {
+	b.writeProfile(r.id, contender, m)
 	if m.err != nil {
-		b.fail("%s, %s: %v", scenario, contender, m.err)
+		b.fail("%s, %s: %v", r.id, contender, m.err)
 	}
 	if m.skipped {
-		logf("%s, %s: %s", scenario, contender, m.note)
+		logf("%s, %s: %s", r.id, contender, m.note)
 	} else if m.cutoff {
-		logf("%s, %s: cut off after %s (%s); %s", scenario, contender, fmtDur(m.dur), m.note, m.counts)
+		logf("%s, %s: cut off after %s (%s); %s", r.id, contender, fmtDur(m.dur), m.note, m.counts)
 	} else {
-		logf("%s, %s: %s; %s%s", scenario, contender, fmtDur(m.dur), m.counts, m.cpuLog())
+		logf("%s, %s: %s; %s%s", r.id, contender, fmtDur(m.dur), m.counts, m.cpuLog())
 	}
 	if how, ok := strings.CutPrefix(contender, "limit "); ok {
-		loop, _, _ := strings.Cut(how, " ")
-		if b.limitLoops[scenario] == nil {
-			b.limitLoops[scenario] = map[string]*limitRun{}
+		loop := &r.apply
+		if strings.HasPrefix(how, "create ") {
+			loop = &r.create
 		}
-		if best := b.limitLoops[scenario][loop]; best == nil || better(m, best.m) {
-			b.limitLoops[scenario][loop] = &limitRun{how: how, m: m}
+		if *loop == nil || better(m, (*loop).m) {
+			*loop = &limitRun{how: how, m: m}
 		}
-		if better(m, b.results[scenario]["limit"]) {
-			b.results[scenario]["limit"] = m
-			b.limitBest[scenario] = how
+		if better(m, r.limit) {
+			r.limit, r.limitBest = m, how
 		}
 		return
 	}
-	b.results[scenario][contender] = m
+	if slot := r.slot(contenderKind(contender)); slot != nil {
+		*slot = m
+	}
 }
 
 // limitRun is the best run of one of the limit's loops in a scenario; how
@@ -210,28 +243,39 @@ func better(m, best *measurement) bool {
 	return m.dur < best.dur
 }
 
-// limitLoopsSummary is each limit loop's best run in a scenario, e.g.
-// "apply 1.20 s (W=32), create 1.05 s (W=32)".
-func (b *bench) limitLoopsSummary(scenario string) string {
+// limitLoopsSummary is each limit loop's best run, e.g. "apply 1.20 s
+// (W=32), create 1.05 s (W=32)".
+func (r *timedResult) limitLoopsSummary() string {
 	var parts []string
-	for _, loop := range []string{"apply", "create"} {
-		r := b.limitLoops[scenario][loop]
-		if r == nil {
+	for _, l := range []struct {
+		loop string
+		r    *limitRun
+	}{{"apply", r.apply}, {"create", r.create}} {
+		if l.r == nil {
 			continue
 		}
-		_, w, _ := strings.Cut(r.how, " ")
+		loop, m := l.loop, l.r.m
+		_, w, _ := strings.Cut(l.r.how, " ")
 		switch {
-		case r.m.skipped:
+		case m.skipped:
 			parts = append(parts, loop+" not run")
-		case r.m.err != nil:
+		case m.err != nil:
 			parts = append(parts, loop+" failed")
-		case r.m.cutoff:
-			parts = append(parts, fmt.Sprintf("%s > %s (%s)", loop, fmtDur(r.m.dur), w))
+		case m.cutoff:
+			parts = append(parts, fmt.Sprintf("%s > %s (%s)", loop, fmtDur(m.dur), w))
 		default:
-			parts = append(parts, fmt.Sprintf("%s %s (%s)", loop, fmtDur(r.m.dur), w))
+			parts = append(parts, fmt.Sprintf("%s %s (%s)", loop, fmtDur(m.dur), w))
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// logLimitLoops logs the best run of each of the limit's loops, so that
+// applies and creates can be compared.
+func (r *timedResult) logLimitLoops() {
+	if s := r.limitLoopsSummary(); s != "" {
+		logf("%s, limit: best %s; reported: %s", r.id, s, r.limitBest)
+	}
 }
 
 func setNames(k int32) []string {
@@ -264,7 +308,7 @@ func (b *bench) timed(ctx context.Context, budget time.Duration, trigger func(co
 		passesBefore = b.ctrl.mark()
 		gatesBefore = b.ctrl.gateWrites()
 	}
-	stopProfile := b.c.profileCPU(ctx)
+	stopProfile := b.c.profileCPU(ctx, b.profileDir)
 	start := time.Now()
 	m := &measurement{start: start}
 	if err := trigger(wctx); err != nil {
@@ -302,8 +346,8 @@ func (b *bench) timed(ctx context.Context, budget time.Duration, trigger func(co
 // once it is 15 times slower than the operator, the ratio's target (at
 // least 10) is settled, and the tutorial can stall for up to 1000 s per
 // PodSet (see docs/benchmarks.md), so waiting longer only costs time.
-func (b *bench) tutorialBudget(id string, x contender) time.Duration {
-	ps := b.results[id]["podset"]
+func (b *bench) tutorialBudget(res *timedResult, x contender) time.Duration {
+	ps := res.podset
 	if contenderKind(x.name()) != "tutorial" || !b.size.budgetTutorial || ps == nil || ps.err != nil {
 		return 0
 	}
@@ -356,7 +400,7 @@ func (b *bench) session(ctx context.Context, id string, x contender, what kinds,
 	b.obs = obs
 	defer func() { obs.stop(); b.obs = nil }()
 	b.c.ctrlPID.Store(0)
-	stop, err := x.start(ctx, []string{ns})
+	stop, err := startContender(ctx, x, []string{ns})
 	if err == nil {
 		err = body(ns)
 		b.c.ctrlPID.Store(0)
@@ -365,74 +409,30 @@ func (b *bench) session(ctx context.Context, id string, x contender, what kinds,
 		}
 	}
 	// Clean up even when the run was interrupted.
-	cctx := context.WithoutCancel(ctx)
-	cerr := b.c.empty(cctx, obs, ns)
-	if cerr == nil && b.size.deleteNamespaces {
-		cerr = b.c.deleteNamespaces(cctx, ns)
-	} else {
-		b.leftover = append(b.leftover, ns)
-	}
-	if cerr != nil && err == nil {
+	if cerr := b.clear(context.WithoutCancel(ctx), obs, ns); cerr != nil && err == nil {
 		err = cerr
 	}
 	return err
 }
 
-// convergence runs 0 -> N for K sets with one contender and, for the first
-// scenario, the scale-down that follows.
-func (b *bench) convergence(ctx context.Context, k, n int32, scale bool, x contender, id string) {
-	err := b.session(ctx, fmt.Sprintf("%dx%d-%s", k, n, slug(x.name())), x, x.kinds(), func(ns string) error {
-		j := job{ns: ns, sets: setNames(k), n: n}
-		if err := x.prepare(ctx, j); err != nil {
-			return err
-		}
-		time.Sleep(settle / 3)
-		m := b.timed(ctx, b.tutorialBudget(id, x), func(ctx context.Context) error { return x.create(ctx, j) },
-			func(s *state) bool { return x.ready(s, j) }, readyProgress(j))
-		m.pods = int(k * n)
-		m.curve = b.obs.readyCurve(ns, m.start)
-		b.record(id, x.name(), m)
-		if traceSets && contenderKind(x.name()) == "podset" {
-			b.traceSet(id, ns, j.sets[0], logPath(b.logDir, "podset-operator"), m.start)
-		}
-		if m.cutoff && scale {
-			b.record(fmt.Sprintf("scale %d -> %d", n, b.size.scaleTo), x.name(), &measurement{skipped: true,
-				note: fmt.Sprintf("not run: %s did not reach %d ready pods", x.name(), n)})
-		}
-		if m.err != nil || m.cutoff {
-			return nil
-		}
-		b.verifyPods(ctx, id, x, j, n)
-		if kind := contenderKind(x.name()); kind == "podset" && m.counts.podCreates+m.counts.podDeletes != int(k*n) {
-			b.fail("%s, %s: %d pod writes for %d new pods, want exactly %d", id, x.name(), m.counts.podCreates+m.counts.podDeletes, k*n, k*n)
-		} else if kind == "limit" && m.counts.podCreates != int(k*n) {
-			b.fail("%s, %s: the API server counted %d pod writes for the limit's %d pods: the request counts are polluted", id, x.name(), m.counts.podCreates, k*n)
-		}
-		if !scale {
-			return nil
-		}
-		time.Sleep(settle)
-		sid := fmt.Sprintf("scale %d -> %d", n, b.size.scaleTo)
-		to := b.size.scaleTo
-		m = b.timed(ctx, b.tutorialBudget(sid, x), func(ctx context.Context) error { return x.scale(ctx, j, to) },
-			func(s *state) bool { return podsRemaining(s, ns, j.sets, to) }, nil)
-		m.pods = int(k * (n - to))
-		b.record(sid, x.name(), m)
-		if m.err == nil {
-			b.verifyPods(ctx, sid, x, j, to)
-		}
-		return nil
-	})
-	if err != nil {
-		b.fail("%s, %s: %v", id, x.name(), err)
+// clear empties a namespace of the run and waits until obs saw its pods
+// go; then it deletes the namespace and waits until it is gone, or, in the
+// tiny size, leaves that to the end of the run (see
+// sizes.deleteNamespaces).
+func (b *bench) clear(ctx context.Context, obs *observer, ns string) error {
+	err := b.c.empty(ctx, obs, ns)
+	if err == nil && b.size.deleteNamespaces {
+		return b.c.deleteNamespaces(ctx, ns)
 	}
+	b.leftover = append(b.leftover, ns)
+	return err
 }
 
 // setUp prepares and creates a contender's sets, untimed, and waits, for
 // up to the size's timeout, until the observer sees them at the starting
 // point of a timed step (ready).
 func (b *bench) setUp(ctx context.Context, x contender, j job, what string, ready func(*state) bool) error {
-	if err := x.prepare(ctx, j); err != nil {
+	if err := prepareContender(ctx, x, j); err != nil {
 		return err
 	}
 	if err := x.create(ctx, j); err != nil {
@@ -443,51 +443,14 @@ func (b *bench) setUp(ctx context.Context, x contender, j job, what string, read
 	return b.obs.waitFor(wctx, what, ready)
 }
 
-// rolloutScenario sets up one set of N pods with maxUnavailable 100% and
-// times the change of its template.
-func (b *bench) rolloutScenario(ctx context.Context, x contender) {
-	n := b.size.rollout
-	id := fmt.Sprintf("rollout %d", n)
-	err := b.session(ctx, "ro-"+slug(x.name()), x, x.kinds(), func(ns string) error {
-		j := job{ns: ns, sets: setNames(1), n: n, rollout: true}
-		if err := b.setUp(ctx, x, j, "the rollout's starting point", func(s *state) bool { return x.ready(s, j) }); err != nil {
-			return err
-		}
-		time.Sleep(settle)
-		m := b.timed(ctx, b.size.rolloutBudget, func(ctx context.Context) error { return x.rollout(ctx, j) },
-			func(s *state) bool { return x.rolledOut(s, j) }, rolloutProgress(j))
-		m.pods = int(n)
-		b.record(id, x.name(), m)
-		switch {
-		case m.cutoff:
-			// kwok's stale deletes (see rolloutBudget) may keep killing the
-			// re-created pods; the contender's own part must still be done:
-			// no pod of the old template is left.
-			b.obs.read(func(s *state) {
-				for _, p := range s.pods {
-					if p.ns == ns && !p.terminating && p.rev != "2" {
-						b.fail("%s, %s: pod %s still runs the old template after %s", id, x.name(), p.name, fmtDur(m.dur))
-					}
-				}
-			})
-		case m.err == nil:
-			b.verifyPods(ctx, id, x, j, n)
-		}
-		return nil
-	})
-	if err != nil {
-		b.fail("%s, %s: %v", id, x.name(), err)
-	}
-}
-
 // verifyPods checks the pods on the API server itself: every set has
 // exactly n live pods, and the limit's and the operator's are named
-// <set>-0 to <set>-<n-1>.
-func (b *bench) verifyPods(ctx context.Context, id string, x contender, j job, n int32) {
+// <set>-0 to <set>-<n-1>. It returns pod s0-0, if there is one.
+func (b *bench) verifyPods(ctx context.Context, id string, x contender, j job, n int32) (sample *corev1.Pod) {
 	list, err := b.c.cs.CoreV1().Pods(j.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		b.fail("%s, %s: listing pods: %v", id, x.name(), err)
-		return
+		return nil
 	}
 	names := map[string][]string{}
 	for i := range list.Items {
@@ -495,8 +458,8 @@ func (b *bench) verifyPods(ctx context.Context, id string, x contender, j job, n
 		if p.DeletionTimestamp == nil {
 			names[p.Labels[setLabel]] = append(names[p.Labels[setLabel]], p.Name)
 		}
-		if p.Name == "s0-0" && b.samples[sampleKey(x.name())] == nil {
-			b.samples[sampleKey(x.name())] = p.DeepCopy()
+		if p.Name == "s0-0" {
+			sample = p.DeepCopy()
 		}
 	}
 	kind := contenderKind(x.name())
@@ -519,28 +482,7 @@ func (b *bench) verifyPods(ctx context.Context, id string, x contender, j job, n
 			b.fail("%s, %s: set %s has pods %v, want %v", id, x.name(), set, got, want)
 		}
 	}
-}
-
-// checkSamePods checks that the limit applied the operator's pods: the same
-// spec (but the node) and the same labels.
-// Both loops of the limit are checked, each against the operator's pod.
-func (b *bench) checkSamePods() {
-	op := b.samples["podset"]
-	for _, loop := range []string{"apply", "create"} {
-		lim := b.samples["limit "+loop]
-		if op == nil || lim == nil {
-			b.fail("no pod s0-0 of both the operator and the limit's %s loop to compare", loop)
-			continue
-		}
-		a, c := op.Spec.DeepCopy(), lim.Spec.DeepCopy()
-		a.NodeName, c.NodeName = "", ""
-		if !equality.Semantic.DeepEqual(a, c) {
-			b.fail("the limit's %s loop's pods differ from the operator's: spec %+v, want %+v", loop, c, a)
-		}
-		if !maps.Equal(op.Labels, lim.Labels) {
-			b.fail("the limit's %s loop's pods differ from the operator's: labels %v, want %v", loop, lim.Labels, op.Labels)
-		}
-	}
+	return sample
 }
 
 // sampleKey is the key of a contender's pod s0-0 in samples: its kind, and
@@ -568,12 +510,4 @@ func slug(name string) string {
 func contenderKind(name string) string {
 	name, _, _ = strings.Cut(name, " ")
 	return name
-}
-
-// logLimitLoops logs the best run of each of the limit's loops in a
-// scenario, so that applies and creates can be compared.
-func (b *bench) logLimitLoops(scenario string) {
-	if s := b.limitLoopsSummary(scenario); s != "" {
-		logf("%s, limit: best %s; reported: %s", scenario, s, b.limitBest[scenario])
-	}
 }

@@ -10,13 +10,12 @@ import (
 	"time"
 )
 
-// tracing (-trace) runs the operator with --log-level debug in the
+// -trace (config.trace) runs the operator with --log-level debug in the
 // convergence scenarios and prints one PodSet's timeline after each: its
 // passes (from the operator's debug log: when each began, how long it
 // took, what it wrote, what became of the status) between the pods'
 // Ready events as the benchmark's watch saw them. Off by default, so the
 // timed runs are not slowed by the debug log.
-var traceSets bool
 
 // passLine is the operator's debug log line of one pass (controller.logPass).
 type passLine struct {
