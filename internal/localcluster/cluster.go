@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -89,8 +90,11 @@ func (c Cluster) Up(ctx context.Context) (string, error) {
 	}
 	if exists {
 		reused, err := c.reuse(ctx, config)
-		if err != nil || reused {
-			return c.Kubeconfig(), err
+		if err != nil {
+			return "", err
+		}
+		if reused {
+			return c.Kubeconfig(), nil
 		}
 	}
 	if err := os.WriteFile(c.configPath(), config, 0o644); err != nil {
@@ -103,17 +107,21 @@ func (c Cluster) Up(ctx context.Context) (string, error) {
 		// Seen once in CI: a new cluster whose controllers never acted (a
 		// Deployment stayed at 0 of 1 replicas for minutes). Its logs say
 		// why; a second cluster is made instead of failing the caller.
-		c.logf("the kube-controller-manager of cluster %s does not run its controllers; its log ends:\n%s", c.Name, output(c.kwokctl(ctx, "logs", "kube-controller-manager"), 20))
-		c.logf("recreating cluster %s", c.Name)
+		first := c.controllerManagerLog(ctx)
+		c.logf("the kube-controller-manager of cluster %s does not run its controllers; its log ends:\n%s\nrecreating cluster %s", c.Name, first, c.Name)
 		c.deleteCluster(ctx)
 		if err := c.create(ctx); err != nil {
 			return "", err
 		}
 		if err := c.waitControllers(ctx); err != nil {
-			return "", fmt.Errorf("the kube-controller-manager of cluster %s does not run its controllers: %w", c.Name, err)
+			return "", fmt.Errorf("the kube-controller-manager of cluster %s does not run its controllers, twice: %w\nthe first one's log ended:\n%s\nthe second one's:\n%s",
+				c.Name, err, first, c.controllerManagerLog(ctx))
 		}
 	}
-	return c.Kubeconfig(), c.scaleNodes(ctx)
+	if err := c.scaleNodes(ctx); err != nil {
+		return "", err
+	}
+	return c.Kubeconfig(), nil
 }
 
 // reuse starts the existing cluster when it was made with config and keeps
@@ -218,7 +226,7 @@ func (c Cluster) waitControllers(ctx context.Context) error {
 
 // scaleNodes keeps Nodes fake nodes and waits for every node to be Ready.
 func (c Cluster) scaleNodes(ctx context.Context) error {
-	if err := c.run(c.kwokctl(ctx, "scale", "node", "--replicas", fmt.Sprint(c.Nodes))); err != nil {
+	if err := c.run(c.kwokctl(ctx, "scale", "node", "--replicas", strconv.Itoa(c.Nodes))); err != nil {
 		return err
 	}
 	return c.run(c.kubectl(ctx, "wait", "--for=condition=Ready", "node", "--all", "--timeout=60s"))
@@ -266,13 +274,14 @@ func (c Cluster) deleteCluster(ctx context.Context) {
 	succeeds(c.kwokctl(ctx, "delete", "cluster"))
 }
 
-// output is the last n lines of what cmd prints, errors included.
-func output(cmd *exec.Cmd, n int) string {
-	out, err := cmd.CombinedOutput()
+// controllerManagerLog is the end of the kube-controller-manager's log,
+// or why it cannot be read.
+func (c Cluster) controllerManagerLog(ctx context.Context) string {
+	out, err := c.kwokctl(ctx, "logs", "kube-controller-manager").CombinedOutput()
 	if err != nil {
 		out = append(out, err.Error()...)
 	}
-	return lastLines(string(out), n)
+	return lastLines(string(out), 20)
 }
 
 // logf writes a line to Log.
