@@ -170,13 +170,8 @@ func (c Cluster) Down(ctx context.Context) error {
 // Exists reports whether kwokctl has the cluster, running or stopped.
 func (c Cluster) Exists(ctx context.Context) (bool, error) {
 	// Every cluster of the work folder, not only this one.
-	cmd := c.command(ctx, filepath.Join(c.Kwok, "kwokctl"), "get", "clusters")
-	out, err := cmd.Output()
+	out, err := c.command(ctx, filepath.Join(c.Kwok, "kwokctl"), "get", "clusters").Output()
 	if err != nil {
-		// kwokctl fails on a work folder that does not exist yet.
-		if _, statErr := os.Stat(c.WorkDir()); errors.Is(statErr, os.ErrNotExist) {
-			return false, nil
-		}
 		return false, fmt.Errorf("kwokctl get clusters: %w", err)
 	}
 	return slices.Contains(strings.Fields(string(out)), c.Name), nil
