@@ -26,7 +26,9 @@ BIN := $(CURDIR)/bin
 K8S_VERSION  := $(shell awk '$$1 == "require" && $$2 == "k8s.io/kubernetes" {print $$3}' hack/controlplane/go.mod)
 ETCD_VERSION := $(shell awk '$$1 == "require" && $$2 == "go.etcd.io/etcd/server/v3" {print $$3}' hack/etcd/go.mod)
 CONTAINERD_VERSION := $(shell awk '$$1 == "require" && $$2 == "github.com/containerd/containerd/v2" {print $$3}' hack/containerd/go.mod)
-KWOK_VERSION := v0.8.0
+# kwok is built at the version go.mod requires, whose stages and
+# configuration types internal/localcluster compiles in.
+KWOK_VERSION := $(shell awk '$$1 == "sigs.k8s.io/kwok" {print $$2}' go.mod)
 CONTROLLER_TOOLS_VERSION := v0.23.0
 KUSTOMIZE_VERSION := v5.8.2# v5.8.3 needs Go 1.27
 
@@ -320,15 +322,19 @@ plugin-dist: ## Write the kubectl plugin's archives for VERSION into dist/, the 
 # CLUSTER_KUBECONFIG: a kubeconfig to run against a real cluster. Empty (the
 # default): a local kwok cluster under bin/, started on demand.
 CLUSTER_KUBECONFIG ?=
-CLUSTER_ENV = CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) CLUSTER_KUBECONFIG=$(CLUSTER_KUBECONFIG)
+# The local kwok cluster's flags (hack/cluster): CLUSTER_NAME (default
+# podset), NODES (default 3) and HEARTBEAT_FACTOR (default kwokctl's, 5), as
+# in `HEARTBEAT_FACTOR=0.5 make run`.
+CLUSTER_FLAGS = $(strip -controlplane $(CONTROLPLANE) -kwok $(KWOK_DIR) $(if $(CLUSTER_NAME),-name $(CLUSTER_NAME)) \
+	$(if $(NODES),-nodes $(NODES)) $(if $(HEARTBEAT_FACTOR),-heartbeat-factor $(HEARTBEAT_FACTOR)))
 
 .PHONY: run
 run: build controlplane ## Run the operator with the sample PodSet on a local cluster (or CLUSTER_KUBECONFIG).
-	@$(CLUSTER_ENV) hack/run.sh
+	@CONTROLPLANE=$(CONTROLPLANE) CLUSTER_KUBECONFIG=$(CLUSTER_KUBECONFIG) hack/run.sh $(CLUSTER_FLAGS)
 
 .PHONY: cluster-up
 cluster-up: controlplane ## Start the local kwok cluster and print its kubeconfig path.
-	@$(CLUSTER_ENV) hack/local-cluster.sh up
+	@go run ./hack/cluster $(CLUSTER_FLAGS) up
 
 .PHONY: node-up
 node-up: node-host node-deps node-bins $(NODE_IMAGES) ## Start a real node (kubelet, containerd, kube-proxy) joined to a local kwok cluster and print its kubeconfig (needs root).
@@ -340,7 +346,7 @@ node-down: ## Stop the real node and its cluster, and put back what it changed o
 
 .PHONY: cluster-down
 cluster-down: ## Stop and delete the local kwok cluster.
-	@$(CLUSTER_ENV) hack/local-cluster.sh down
+	@go run ./hack/cluster $(CLUSTER_FLAGS) down
 
 .PHONY: deploy
 deploy: $(KUSTOMIZE) $(KUBECTL) ## Install the operator (config/default) into the cluster of CLUSTER_KUBECONFIG.

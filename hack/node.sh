@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One real node beside the kwok nodes: a real kubelet, containerd, runc, the
 # CNI bridge and kube-proxy, joined to a local kwok cluster
-# (hack/local-cluster.sh), for what only a real kubelet and dataplane
+# (internal/localcluster, through hack/cluster), for what only a real kubelet and dataplane
 # decide: reported images, restarts, resizes, probes, endpoints, traffic.
 #
 # Everything it starts binds to 127.0.0.1 or to the node's own bridge
@@ -148,7 +148,7 @@ up() {
 	# (set -E: the trap also fires for a failure inside a function.)
 	trap 'trap - ERR; echo "hack/node.sh: the node did not start; stopping what did" >&2; down >&2; exit 1' ERR
 	local kubeconfig
-	kubeconfig=$(CLUSTER_NAME=$name NODES=${NODES:-1} "$root/hack/local-cluster.sh" up)
+	kubeconfig=$(go -C "$root" run ./hack/cluster -controlplane "$CONTROLPLANE" -kwok "${KWOK_DIR:-}" -name "$name" -nodes "${NODES:-1}" up)
 	kubectl+=(--kubeconfig "$kubeconfig")
 	save_sysctls
 	network
@@ -461,7 +461,7 @@ down() {
 		"${kubectl[@]}" --kubeconfig "$kubeconfig" delete node "$node" --ignore-not-found --wait=false >/dev/null 2>&1
 	fi
 	if [[ ${KEEP_CLUSTER:-false} != true ]]; then
-		CLUSTER_NAME=$name "$root/hack/local-cluster.sh" down >/dev/null 2>&1
+		go -C "$root" run ./hack/cluster -kwok "${KWOK_DIR:-}" -name "$name" down >/dev/null 2>&1
 	fi
 	rm -rf "$dir/containerd/state" "$dir/cni/networks"
 	set -e
@@ -489,7 +489,7 @@ kubelet_iptables_cleanup() {
 	done
 }
 
-kubeconfig() { CLUSTER_NAME=$name "$root/hack/local-cluster.sh" kubeconfig; }
+kubeconfig() { go -C "$root" run ./hack/cluster -name "$name" kubeconfig; }
 
 case "${1:-}" in
 check-host) check_host ;;

@@ -2,21 +2,30 @@
 # `make run`: the operator in the foreground against a cluster, with the CRD,
 # the admission policies and the sample PodSet installed.
 #
+# Usage: hack/run.sh [hack/cluster's flags] [-- the operator's flags]
+#
 # With CLUSTER_KUBECONFIG unset (the default) it uses a local kwok cluster
-# (hack/local-cluster.sh), started if needed. Set CLUSTER_KUBECONFIG to a
-# kubeconfig to run against that cluster instead: an explicit choice, never a
-# fallback to whatever $KUBECONFIG or ~/.kube/config points at.
+# (hack/cluster, with the flags given), started if needed. Set
+# CLUSTER_KUBECONFIG to a kubeconfig to run against that cluster instead: an
+# explicit choice, never a fallback to whatever $KUBECONFIG or ~/.kube/config
+# points at.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 : "${CONTROLPLANE:?set CONTROLPLANE (run through make)}"
 kubectl_bin="$CONTROLPLANE/kubectl"
+cluster_flags=()
+while (($#)) && [[ $1 != -- ]]; do
+	cluster_flags+=("$1")
+	shift
+done
+if (($#)); then shift; fi
 
 if [ -n "${CLUSTER_KUBECONFIG:-}" ]; then
 	kubeconfig=$CLUSTER_KUBECONFIG
 	echo "Running against the cluster of $kubeconfig (CLUSTER_KUBECONFIG)."
 else
-	kubeconfig=$("$root/hack/local-cluster.sh" up)
+	kubeconfig=$(go -C "$root" run ./hack/cluster "${cluster_flags[@]}" up)
 fi
 kubectl=("$kubectl_bin" --kubeconfig "$kubeconfig")
 

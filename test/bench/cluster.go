@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +25,7 @@ import (
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/controller"
+	"github.com/podset-dev/podset-operator/internal/localcluster"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -92,43 +90,41 @@ func newCluster() (*cluster, error) {
 // needs to be admitted) and the node lifecycle controller (it lifts the
 // not-ready taint the API server puts on every new node, so pods can be
 // scheduled).
-const kcmControllers = "deployment-controller,replicaset-controller,statefulset-controller,garbage-collector-controller," +
-	"namespace-controller,serviceaccount-controller,node-lifecycle-controller"
+var kcmControllers = []string{"deployment-controller", "replicaset-controller", "statefulset-controller", "garbage-collector-controller",
+	"namespace-controller", "serviceaccount-controller", "node-lifecycle-controller"}
 
-// script runs hack/local-cluster.sh for the benchmark's cluster.
-func (c *cluster) script(ctx context.Context, nodes int, arg string) (string, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.root, "hack", "local-cluster.sh"), arg)
-	cmd.Env = append(os.Environ(),
-		"CLUSTER_NAME="+clusterName,
-		"CONTROLPLANE="+c.controlplane,
-		"KWOK_DIR="+c.kwokDir,
-		"NODES="+strconv.Itoa(nodes),
-		"DISABLE_QPS_LIMITS=true",
+// local is the benchmark's kwok cluster with the given number of nodes.
+func (c *cluster) local(nodes int) localcluster.Cluster {
+	return localcluster.Cluster{
+		Name:             clusterName,
+		Root:             c.root,
+		ControlPlane:     c.controlplane,
+		Kwok:             c.kwokDir,
+		Nodes:            nodes,
+		DisableQPSLimits: true,
 		// The benchmark's pods have a grace period of 0 (see template):
 		// kwok's pod-delete stage has nothing to do but harm.
-		"KWOK_POD_DELETE=false",
+		WithoutPodDelete: true,
 		// The kube-controller-manager runs the controllers of the built-in
 		// contenders and what the benchmark's namespaces need, nothing
 		// else: its CPU in a measured window is theirs (cpu.go).
-		"KCM_CONTROLLERS="+kcmControllers,
-	)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("hack/local-cluster.sh %s: %w\n%s", arg, err, lastLines(stderr.String(), 20))
+		Controllers: kcmControllers,
 	}
-	return strings.TrimSpace(lastLines(stdout.String(), 1)), nil
 }
 
 // up starts or reuses the cluster with the given number of nodes and
 // connects to it.
 func (c *cluster) up(ctx context.Context, nodes int) error {
-	// kwokctl lists the clusters of KWOK_WORKDIR, which the script sets.
-	if list, err := c.kwokctl(ctx, "get", "clusters"); err == nil && c.cfg == nil {
-		c.existed = strings.Contains("\n"+list+"\n", "\n"+clusterName+"\n")
+	local := c.local(nodes)
+	if c.cfg == nil {
+		exists, err := local.Exists(ctx)
+		if err != nil {
+			return err
+		}
+		c.existed = exists
 	}
 	var err error
-	c.kubeconfig, err = c.script(ctx, nodes, "up")
+	c.kubeconfig, err = local.Up(ctx)
 	if err != nil {
 		return err
 	}
@@ -155,17 +151,9 @@ func (c *cluster) up(ctx context.Context, nodes int) error {
 	return err
 }
 
-func (c *cluster) kwokctl(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.kwokDir, "kwokctl"), args...)
-	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+filepath.Join(c.root, "bin", "kwok-work"))
-	out, err := cmd.Output()
-	return string(out), err
-}
-
 // down deletes the cluster.
 func (c *cluster) down(ctx context.Context) error {
-	_, err := c.script(ctx, 0, "down")
-	return err
+	return c.local(0).Down(ctx)
 }
 
 // installCRD applies the PodSet CRD of config/crd and waits until it is
@@ -338,14 +326,6 @@ func (c *cluster) removeLeftovers(ctx context.Context) error {
 	}
 	defer obs.stop()
 	return c.cleanup(ctx, obs, names...)
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 func ptrTo[T any](v T) *T { return &v }

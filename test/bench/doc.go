@@ -16,7 +16,7 @@
 // while working on the benchmark or the operator. main turns them into one
 // config (main.go); nothing else reads a flag.
 //
-// The cluster is "podset-bench" (cluster.go runs hack/local-cluster.sh,
+// The cluster is "podset-bench" (cluster.go starts it with internal/localcluster,
 // with the client QPS limits of kube-controller-manager and kube-scheduler
 // lifted): real kube-apiserver, etcd, kube-controller-manager and
 // kube-scheduler, and kwok nodes on which pods become Running and Ready

@@ -75,7 +75,7 @@ func (inPlace) run(ctx context.Context, b *bench) result {
 				}
 				probe = &problem
 				if problem != "" {
-					b.fail("in-place %d: the cluster cannot update a pod in place: %s (the kwok stages of hack/local-cluster.sh must act as a kubelet does for in-place updates)",
+					b.fail("in-place %d: the cluster cannot update a pod in place: %s (the kwok stages internal/localcluster gives kwok must act as a kubelet does for in-place updates)",
 						n, problem)
 				}
 			}

@@ -4,7 +4,7 @@
 // user does and runs the operator's binary against a real cluster with no
 // more permissions than the shipped RBAC grants.
 //
-// The cluster is a local kwok cluster (hack/local-cluster.sh): real
+// The cluster is a local kwok cluster (internal/localcluster): real
 // kube-apiserver (with PodSecurity admission), etcd, kube-controller-manager
 // (garbage collector, Deployment controller) and kube-scheduler, and fake
 // nodes on which pods of any image are scheduled and become Running and

@@ -113,14 +113,14 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 // run in parallel, so only the calling test sees the switch.
 func useNewCluster(t *testing.T, name string) {
 	t.Helper()
-	if _, err := localCluster(suite.env, name, "down"); err != nil {
+	cluster := localCluster(suite.env, name)
+	if err := cluster.Down(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	out, err := localCluster(suite.env, name, "up")
+	kubeconfig, err := cluster.Up(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig := lastLine(out)
 	c, err := testenv.NewClient(kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +130,8 @@ func useNewCluster(t *testing.T, name string) {
 	t.Logf("cluster %s is up, kubeconfig %s", name, kubeconfig)
 	t.Cleanup(func() {
 		suite.cluster, suite.kubeconfig, suite.client = clusterBefore, kubeconfigBefore, clientBefore
-		if _, err := localCluster(suite.env, name, "down"); err != nil {
+		// t.Context() is already canceled when cleanups run.
+		if err := cluster.Down(context.Background()); err != nil {
 			t.Errorf("deleting cluster %s: %v", name, err)
 		}
 	})

@@ -3,8 +3,8 @@
 package e2e
 
 import (
-	"bytes"
 	"cmp"
+	"context"
 	"debug/elf"
 	"fmt"
 	"os"
@@ -15,6 +15,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/podset-dev/podset-operator/internal/localcluster"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -80,21 +81,23 @@ func run(m *testing.M) int {
 	// A cluster left over by an interrupted run (a test timeout kills the
 	// process before any cleanup) is deleted first, so every run starts from
 	// scratch.
-	if _, err := localCluster(env, clusterName, "down"); err != nil {
+	cluster := localCluster(env, clusterName)
+	ctx := context.Background()
+	if err := cluster.Down(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: deleting a leftover cluster:", err)
 		return 1
 	}
 	defer func() {
-		if _, err := localCluster(env, clusterName, "down"); err != nil {
+		if err := cluster.Down(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e: deleting the cluster:", err)
 		}
 	}()
-	out, err := localCluster(env, clusterName, "up")
+	kubeconfig, err := cluster.Up(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: starting the cluster:", err)
 		return 1
 	}
-	suite.cluster, suite.kubeconfig = clusterName, lastLine(out)
+	suite.cluster, suite.kubeconfig = clusterName, kubeconfig
 	fmt.Printf("e2e: cluster %s is up, kubeconfig %s\n", clusterName, suite.kubeconfig)
 	if suite.client, err = testenv.NewClient(suite.kubeconfig); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -220,30 +223,16 @@ func checkStatic(path string) error {
 	return nil
 }
 
-// localCluster runs hack/local-cluster.sh for the cluster name with two
-// nodes and returns its standard output. Its progress (standard error) is
-// part of the error when it fails.
-func localCluster(env suiteEnv, name, action string) (string, error) {
-	cmd := exec.Command(filepath.Join(suite.root, "hack", "local-cluster.sh"), action)
-	cmd.Env = append(os.Environ(),
-		"CONTROLPLANE="+env.controlPlane,
-		"KWOK_DIR="+env.kwokDir,
-		"CLUSTER_NAME="+name,
-		"NODES=2",
+// localCluster is the suite's kwok cluster called name, with two nodes.
+func localCluster(env suiteEnv, name string) localcluster.Cluster {
+	return localcluster.Cluster{
+		Name:         name,
+		Root:         suite.root,
+		ControlPlane: env.controlPlane,
+		Kwok:         env.kwokDir,
+		Nodes:        2,
 		// A node whose heartbeat stops is lost within about 20 seconds
 		// (TestLostNodeReplacementOnKwok), not kwokctl's default 200.
-		"HEARTBEAT_FACTOR=0.5",
-	)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("CLUSTER_NAME=%s NODES=2 HEARTBEAT_FACTOR=0.5 hack/local-cluster.sh %s: %w\n%s", name, action, err, stderr.Bytes())
+		HeartbeatFactor: 0.5,
 	}
-	return stdout.String(), nil
-}
-
-// lastLine is the last non-empty line of s.
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
 }
