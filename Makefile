@@ -76,6 +76,15 @@ ACTIONLINT_VERSION := v1.7.12
 ACTIONLINT := $(BIN)/actionlint-$(ACTIONLINT_VERSION)/actionlint
 KUBECONFORM_VERSION := v0.8.0
 KUBECONFORM := $(BIN)/kubeconform-$(KUBECONFORM_VERSION)/kubeconform
+# The linters of `make lint`: golangci-lint (configured in .golangci.yml)
+# built from its Go module, about 3 core-minutes cold; shellcheck from
+# Debian's package.
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
+LINT_DEBS := shellcheck
+# Every shell script of the repository: each file whose first line is a sh
+# or bash shebang (.ci/run has no extension).
+SHELL_SCRIPTS = $(shell git ls-files -z --cached --others --exclude-standard | xargs -0 awk 'FNR == 1 { if (/^\#!.*[\/ ](ba)?sh( |$$)/) print FILENAME; nextfile }')
 # VERSION is the release stamped into the binary and the image tag:
 # `make release VERSION=v0.2.0`. Default: what git describes.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -226,8 +235,13 @@ soak: $(KUBE_APISERVER) $(ETCD) ## Run the long fault soak (SOAK_DURATION, SOAK_
 	SOAK_DURATION=$(SOAK_DURATION) SOAK_FAULT_RATE=$(SOAK_FAULT_RATE) RELIABILITY_SEED=$(RELIABILITY_SEED) \
 		go test ./test/reliability/ -run TestModelBasedRandomSteps -count=1 -v -timeout 0
 
+.PHONY: lint
+lint: $(GOLANGCI_LINT) lint-deps ## Lint the Go code (golangci-lint, .golangci.yml; every build tag) and every shell script (shellcheck).
+	@# Both run, so one pass shows every finding.
+	rc=0; $(GOLANGCI_LINT) run ./... || rc=$$?; shellcheck $(SHELL_SCRIPTS) || rc=$$?; exit $$rc
+
 .PHONY: verify
-verify: generate manifests vet $(KUSTOMIZE) $(ACTIONLINT) ## Fail when generated files are stale, Go code is unformatted or does not vet, the install does not build or a GitHub workflow is wrong (actionlint).
+verify: generate manifests vet lint $(KUSTOMIZE) $(ACTIONLINT) ## Fail when generated files are stale, Go code is unformatted, does not vet or lint, a shell script fails shellcheck, the install does not build or a GitHub workflow is wrong (actionlint).
 	for dir in default certmanager prometheus network-policy; do $(KUSTOMIZE) build config/$$dir >/dev/null; done
 	@# shellcheck and pyflakes off: what actionlint checks does not depend
 	@# on what else the machine has installed.
@@ -395,13 +409,22 @@ $(CONTAINERD_DIR)/%:
 node-host: ## Fail at once, naming what is missing, on a machine that cannot run the real node (not root, no cgroups, a kernel without overlay or netfilter).
 	@hack/node.sh check-host
 
-.PHONY: node-deps
-node-deps: ## Install the real node's Debian packages (runc, CNI plugins, iptables, conntrack) when missing.
-	@missing=$$(for p in $(NODE_DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+# install-debs installs those of the Debian packages $(1) that are missing.
+define install-debs
+	@missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [[ -n $$missing ]]; then \
 		echo "installing $$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+endef
+
+.PHONY: node-deps
+node-deps: ## Install the real node's Debian packages (runc, CNI plugins, iptables, conntrack) when missing.
+	$(call install-debs,$(NODE_DEBS))
+
+.PHONY: lint-deps
+lint-deps: ## Install shellcheck (Debian's package) when missing.
+	$(call install-debs,$(LINT_DEBS))
 
 # The test images of the real node, built from the test app's static
 # binary without a registry (test/node/images).
@@ -434,6 +457,9 @@ $(ACTIONLINT):
 
 $(KUBECONFORM):
 	GOBIN=$(dir $@) CGO_ENABLED=0 go install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION)
+
+$(GOLANGCI_LINT):
+	GOBIN=$(dir $@) CGO_ENABLED=0 go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
 $(CONTROLLER_GEN):
 	GOBIN=$(dir $@) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)

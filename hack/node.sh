@@ -442,9 +442,9 @@ down() {
 	# Mounts under the node's folder (rootfs, netns, kubelet volumes),
 	# deepest first.
 	local m
-	for m in $(awk -v d="$dir/" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r); do
+	while read -r m; do
 		umount "$m" 2>/dev/null || umount -l "$m"
-	done
+	done < <(awk -v d="$dir/" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r)
 	if ip link show "$BRIDGE" >/dev/null 2>&1; then
 		ip route del "$(service_cidr)" dev "$BRIDGE" 2>/dev/null
 		for m in $(ip -o link show master "$BRIDGE" | awk -F': ' '{print $2}' | cut -d@ -f1); do

@@ -183,8 +183,8 @@ func readObject(t *testing.T, dir, path string) *unstructured.Unstructured {
 
 // newArgoActionState is a Lua state as Argo CD runs actions in: the
 // package, base and table libraries and an os library reduced to its clock
-// and date functions, with a one-second budget. close releases it.
-func newArgoActionState(ctx context.Context, obj *unstructured.Unstructured) (l *lua.LState, close func(), err error) {
+// and date functions, with a one-second budget. release frees it.
+func newArgoActionState(ctx context.Context, obj *unstructured.Unstructured) (l *lua.LState, release func(), err error) {
 	l = lua.NewState(lua.Options{SkipOpenLibs: true})
 	if err := openLuaLibs(l, append(slices.Clip(argoLuaLibs), luaLib{lua.OsLibName, lua.OpenOs})); err != nil {
 		l.Close()
@@ -204,34 +204,34 @@ func newArgoActionState(ctx context.Context, obj *unstructured.Unstructured) (l 
 }
 
 // runArgoActionScript runs script, the file name of an action's, in a state
-// from newArgoActionState and returns the table it returns; close releases
+// from newArgoActionState and returns the table it returns; release frees
 // the state.
-func runArgoActionScript(ctx context.Context, name, script string, obj *unstructured.Unstructured) (result *lua.LTable, close func(), err error) {
-	l, close, err := newArgoActionState(ctx, obj)
+func runArgoActionScript(ctx context.Context, name, script string, obj *unstructured.Unstructured) (result *lua.LTable, release func(), err error) {
+	l, release, err := newArgoActionState(ctx, obj)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := l.DoString(script); err != nil {
-		close()
+		release()
 		return nil, nil, err
 	}
 	result, ok := l.Get(-1).(*lua.LTable)
 	if !ok {
 		err := fmt.Errorf("%s returned %s, want a table", name, l.Get(-1).Type())
-		close()
+		release()
 		return nil, nil, err
 	}
-	return result, close, nil
+	return result, release, nil
 }
 
 // runArgoActionDiscovery runs a discovery.lua and returns the actions it
 // offers, by name.
 func runArgoActionDiscovery(ctx context.Context, script string, obj *unstructured.Unstructured) ([]argoAction, error) {
-	result, close, err := runArgoActionScript(ctx, "discovery.lua", script, obj)
+	result, release, err := runArgoActionScript(ctx, "discovery.lua", script, obj)
 	if err != nil {
 		return nil, err
 	}
-	defer close()
+	defer release()
 	var actions []argoAction
 	var bad error
 	result.ForEach(func(k, v lua.LValue) {
@@ -248,11 +248,11 @@ func runArgoActionDiscovery(ctx context.Context, script string, obj *unstructure
 
 // runArgoAction runs an action.lua and returns the object it returns.
 func runArgoAction(ctx context.Context, script string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	result, close, err := runArgoActionScript(ctx, "action.lua", script, obj)
+	result, release, err := runArgoActionScript(ctx, "action.lua", script, obj)
 	if err != nil {
 		return nil, err
 	}
-	defer close()
+	defer release()
 	out, ok := goValue(result).(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("action.lua returned a list, want an object")

@@ -291,7 +291,7 @@ func scrape(t *testing.T, endpoint string) map[string]map[string]map[string]bool
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %s", endpoint, resp.Status)
 	}

@@ -82,7 +82,7 @@ func build(ctx context.Context, o options) (v1.Hash, error) {
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	defer os.RemoveAll(work)
+	defer func() { _ = os.RemoveAll(work) }()
 
 	baseFiles, err := ociimage.Base(ctx)
 	if err != nil {

@@ -80,7 +80,7 @@ func zoneinfo(ctx context.Context) ([]File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the time zone database: %w", err)
 	}
-	defer zr.Close()
+	defer func() { _ = zr.Close() }()
 	dirs := map[string]bool{}
 	var files []File
 	for _, f := range zr.File {
@@ -96,7 +96,7 @@ func zoneinfo(ctx context.Context) ([]File, error) {
 			return nil, err
 		}
 		data, err := io.ReadAll(rc)
-		rc.Close()
+		_ = rc.Close()
 		if err != nil {
 			return nil, err
 		}

@@ -61,9 +61,10 @@ type File struct {
 	UID, GID int
 }
 
-// Dir and Regular are File's two kinds, owned by root.
+// Dir is a folder of mode, owned by root.
 func Dir(name string, mode int64) File { return File{Name: name, Mode: mode, Dir: true} }
 
+// Regular is a file of mode holding data, owned by root.
 func Regular(name string, mode int64, data []byte) File {
 	return File{Name: name, Mode: mode, Data: data}
 }
@@ -207,7 +208,7 @@ func Untar(archive, dir string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	tr := tar.NewReader(f)
 	for {
 		hdr, err := tr.Next()
@@ -239,7 +240,7 @@ func Untar(archive, dir string) error {
 // slash: what a test compares with what it expects.
 func Files(img v1.Image) (map[string]File, error) {
 	rc := mutate.Extract(img)
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	files := map[string]File{}
 	tr := tar.NewReader(rc)
 	for {

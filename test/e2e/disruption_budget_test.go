@@ -74,7 +74,7 @@ func TestDisruptionBudgetRefusesEvictions(t *testing.T) {
 	eventually(t, "evicting web-0 under maxUnavailable 1", func(ctx context.Context) error {
 		return evict(ctx, ns, "web-0")
 	})
-	eventually(t, "web-0 evicted and recreated by the operator", func(ctx context.Context) error {
+	eventually(t, "web-0 evicted and recreated by the operator", func(context.Context) error {
 		pod := getPod(t, ns, "web-0")
 		if pod == nil || pod.UID == before["web-0"] {
 			return fmt.Errorf("web-0 is still the pod that was evicted, or gone")

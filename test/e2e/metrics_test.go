@@ -246,7 +246,7 @@ func get(ctx context.Context, client *http.Client, url, token string) (*scrape, 
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, err

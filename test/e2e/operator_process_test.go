@@ -55,7 +55,7 @@ func startOperator(t *testing.T, extraArgs ...string) *operator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer logFile.Close() // the child has its own descriptor
+	defer func() { _ = logFile.Close() }() // the child has its own descriptor
 
 	op.cmd = exec.Command(suite.operator, append([]string{
 		"--kubeconfig", kubeconfig,
@@ -78,7 +78,7 @@ func startOperator(t *testing.T, extraArgs ...string) *operator {
 		close(op.exited)
 	}()
 	t.Cleanup(func() {
-		op.stop(t)
+		_ = op.stop(t) // the tests that expect an exit status check it themselves
 		if t.Failed() {
 			t.Logf("operator log:\n%s", op.log(t))
 		}
@@ -173,7 +173,7 @@ func checkHTTPOK(ctx context.Context, url string) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}

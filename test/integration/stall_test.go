@@ -137,7 +137,7 @@ func TestHardenedPodsAreAdmittedUnderRestricted(t *testing.T) {
 	var owned string
 	for _, mf := range pod.ManagedFields {
 		if mf.Manager == "podset-operator" && mf.Operation == metav1.ManagedFieldsOperationApply && mf.Subresource == "" {
-			owned = string(mf.FieldsV1.Raw)
+			owned = mf.FieldsV1.GetRawString()
 		}
 	}
 	for _, field := range []string{`"f:runAsNonRoot"`, `"f:seccompProfile"`, `"f:allowPrivilegeEscalation"`, `"f:capabilities"`, `"f:readOnlyRootFilesystem"`, `"f:automountServiceAccountToken"`} {

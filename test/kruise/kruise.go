@@ -68,9 +68,12 @@ type Options struct {
 // KruiseDaemon (no kruise-daemon runs beside it) and PodWebhook (no
 // webhook on every pod create) off.
 type Manager struct {
-	opts     Options
-	cmd      *exec.Cmd
-	done     chan error
+	opts Options
+	cmd  *exec.Cmd
+	// exited is closed once kruise-manager has exited, with its exit
+	// status in exitErr.
+	exited   chan struct{}
+	exitErr  error
 	webhooks []*unstructured.Unstructured
 }
 
@@ -101,7 +104,7 @@ func Start(ctx context.Context, opts Options) (*Manager, error) {
 	}
 	logStart, err := logFile.Seek(0, io.SeekEnd)
 	if err != nil {
-		logFile.Close()
+		_ = logFile.Close()
 		return nil, err
 	}
 	cmd := exec.Command(filepath.Join(opts.Dir, "manager"),
@@ -121,11 +124,15 @@ func Start(ctx context.Context, opts Options) (*Manager, error) {
 		"POD_NAMESPACE=kruise-system")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
-		logFile.Close()
+		_ = logFile.Close()
 		return nil, fmt.Errorf("starting kruise-manager: %w", err)
 	}
-	k.cmd, k.done = cmd, make(chan error, 1)
-	go func() { k.done <- cmd.Wait(); logFile.Close() }()
+	k.cmd, k.exited = cmd, make(chan struct{})
+	go func() {
+		k.exitErr = cmd.Wait()
+		_ = logFile.Close() // the manager wrote it through its own descriptor
+		close(k.exited)
+	}()
 	if err := k.waitReady(ctx, health, logFile.Name(), logStart); err != nil {
 		_ = k.Stop()
 		return nil, err
@@ -142,9 +149,8 @@ func (k *Manager) waitReady(ctx context.Context, health int, log string, from in
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		select {
-		case err := <-k.done:
-			k.done <- err
-			return fmt.Errorf("kruise-manager exited (%v); its log: %s", err, log)
+		case <-k.exited:
+			return fmt.Errorf("kruise-manager exited (%v); its log: %s", k.exitErr, log)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(500 * time.Millisecond):
@@ -153,7 +159,7 @@ func (k *Manager) waitReady(ctx context.Context, health int, log string, from in
 		if err != nil {
 			continue
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode == http.StatusOK && cloneSetWorkers(log, from) {
 			return nil
 		}
@@ -198,10 +204,10 @@ func (k *Manager) Stop() error {
 		k.cmd = nil
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-k.done:
+		case <-k.exited: // its exit status after SIGTERM says nothing
 		case <-time.After(30 * time.Second):
 			_ = cmd.Process.Kill()
-			<-k.done
+			<-k.exited
 		}
 	}
 	for _, w := range k.webhooks {
@@ -233,7 +239,7 @@ func (k *Manager) install(ctx context.Context, dir string) error {
 		}
 		for _, obj := range objs {
 			names = append(names, obj.GetName())
-			if err := cl.Patch(ctx, obj, client.Apply, client.FieldOwner(k.opts.FieldManager), client.ForceOwnership); err != nil {
+			if err := cl.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(k.opts.FieldManager), client.ForceOwnership); err != nil {
 				return fmt.Errorf("applying CRD %s: %w", obj.GetName(), err)
 			}
 		}
@@ -251,7 +257,7 @@ func (k *Manager) install(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
+	defer func() { _ = os.RemoveAll(work) }()
 	base, err := filepath.Rel(work, filepath.Join(dir, "config", "webhook"))
 	if err != nil {
 		return err

@@ -112,8 +112,7 @@ var benchShapes = []benchShape{
 func realisticPod(t *testing.T, ns string, tmpl *corev1.PodTemplateSpec) {
 	t.Helper()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "web-config", Namespace: ns}, Data: map[string]string{"config.yaml": "greeting: hello\n"}}
-	if err := suite.client.Create(t.Context(), cm); apierrors.IsAlreadyExists(err) {
-	} else if err != nil {
+	if err := suite.client.Create(t.Context(), cm); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	mount := corev1.VolumeMount{Name: "config", MountPath: "/etc/app", ReadOnly: true}

@@ -254,7 +254,7 @@ func forwardAPIServer(t *testing.T) (host, port string) {
 	done := make(chan struct{})
 	t.Cleanup(func() {
 		close(done)
-		ln.Close()
+		_ = ln.Close()
 		conns.Wait()
 	})
 	go func() {
@@ -266,18 +266,18 @@ func forwardAPIServer(t *testing.T) (host, port string) {
 			conns.Add(1)
 			go func() {
 				defer conns.Done()
-				defer in.Close()
+				defer func() { _ = in.Close() }()
 				out, err := net.Dial("tcp", u.Host)
 				if err != nil {
 					return
 				}
-				defer out.Close()
+				defer func() { _ = out.Close() }()
 				go func() {
 					<-done
-					in.Close()
-					out.Close()
+					_ = in.Close()
+					_ = out.Close()
 				}()
-				go func() { _, _ = io.Copy(out, in); out.Close() }()
+				go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
 				_, _ = io.Copy(in, out)
 			}()
 		}

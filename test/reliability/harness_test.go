@@ -63,7 +63,8 @@ type operatorOptions struct {
 // operator is a running operator instance, watching one namespace.
 type operator struct {
 	cancel context.CancelFunc
-	done   chan error
+	// done is closed once the instance's manager has returned.
+	done chan struct{}
 	// writes counts the instance's pod and PodSet write requests.
 	writes atomic.Int64
 	// logWrites prints each write, to name the culprit of a quiet period.
@@ -74,7 +75,7 @@ type operator struct {
 // does, and stops it when the test ends.
 func startOperator(t *testing.T, ns string, o operatorOptions) *operator {
 	t.Helper()
-	op := &operator{done: make(chan error, 1)}
+	op := &operator{done: make(chan struct{})}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = -1, -1
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
@@ -121,7 +122,10 @@ func startOperator(t *testing.T, ns string, o operatorOptions) *operator {
 		cancel()
 		t.Fatal(err)
 	}
-	go func() { op.done <- mgr.Start(ctx) }()
+	go func() {
+		_ = mgr.Start(ctx) // stopped as a crash: how it ended is not the test's question
+		close(op.done)
+	}()
 	t.Cleanup(op.stop)
 	return op
 }
@@ -140,8 +144,7 @@ func newScene(t *testing.T) (ns string, op *operator) {
 // releasing its lease.
 func (op *operator) stop() {
 	op.cancel()
-	<-op.done
-	op.done <- nil // later stops return at once
+	<-op.done // closed: later stops return at once
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)

@@ -64,14 +64,14 @@ func serve(listen string, shutdownTimeout time.Duration) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, version)
+		_, _ = fmt.Fprintln(w, version) // a client gone is not the server's error
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if stopping.Load() {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}
-		fmt.Fprint(w, "ok")
+		_, _ = fmt.Fprint(w, "ok")
 	})
 	srv := &http.Server{Addr: listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 

@@ -87,7 +87,7 @@ func writeImages(ctx context.Context, outDir string) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
+	defer func() { _ = os.RemoveAll(work) }()
 
 	layoutDir := filepath.Join(work, "layout")
 	lp, err := layout.Write(layoutDir, empty.Index)
