@@ -259,7 +259,8 @@ func TestFluxDrivesAPodSet(t *testing.T) {
 	}{{"apply with wait: Ready only once the PodSet is Ready at its generation", func(t *testing.T) {
 		revision = publishRevision(t, ns, name, files(podSetManifest(ns, name, imageV1, 3)))
 		applyKustomization(t, ns, name, 3*time.Minute, nil)
-		watchUntilReady(t, ns, name, revision)
+		waiting := watchUntilReady(t, ns, name, revision)
+		t.Logf("the Kustomization waited through %d polls of the PodSet coming up", waiting)
 		eventually(t, "3 pods on "+imageV1, func(ctx context.Context) error { return checkPods(ctx, ns, name, 3, imageV1, nil) })
 		eventWith(t, ns, name, corev1.EventTypeNormal, "PodSet/"+ns+"/"+name+" created")
 		eventWith(t, ns, name, corev1.EventTypeNormal, "Health check passed")
@@ -345,6 +346,8 @@ func TestFluxDrivesAPodSet(t *testing.T) {
 		t.Logf("with spec.replicas patched out: spec.replicas is %d (owned by %s)", *ps.Spec.Replicas, replicasManager(ps))
 		kubectlScale(t, ns, name, 4)
 		eventually(t, "4 pods", func(ctx context.Context) error { return checkPods(ctx, ns, name, 4, imageV2, nil) })
+		ps = getPodSet(t, ns, name)
+		t.Logf("after kubectl scale, spec.replicas is owned by %s; managers: %s", replicasManager(ps), managers(ps))
 		noWritesDuring(t, ns, name, revision)
 		ps = getPodSet(t, ns, name)
 		if *ps.Spec.Replicas != 4 {
