@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,7 +138,7 @@ func setUp(env suiteEnv, m *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	op, err := startProcess(filepath.Join(tmp, "operator.log"), nil, operator,
+	op, err := startProcess(filepath.Join(tmp, "operator.log"), nil, "http://"+probe+"/readyz", operator,
 		"--kubeconfig", suite.kubeconfig,
 		"--leader-elect=false",
 		"--metrics-bind-address", "0",
@@ -150,15 +149,8 @@ func setUp(env suiteEnv, m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer op.stop()
-	if err := op.waitReady("http://" + probe + "/readyz"); err != nil {
-		return 0, err
-	}
 
 	health, err := freeAddress()
-	if err != nil {
-		return 0, err
-	}
-	metrics, err := freeAddress()
 	if err != nil {
 		return 0, err
 	}
@@ -172,10 +164,11 @@ func setUp(env suiteEnv, m *testing.M) (int, error) {
 			// It builds each revision in a temporary directory.
 			"TMPDIR=" + tmp,
 		},
+		"http://"+health+"/readyz",
 		filepath.Join(env.fluxDir, "kustomize-controller"),
 		"--watch-all-namespaces=true",
 		"--enable-leader-election=false",
-		"--metrics-addr", metrics,
+		"--metrics-addr", "0",
 		"--health-addr", health,
 		// No notification-controller: events go to the API server only.
 		"--events-addr", "",
@@ -185,9 +178,6 @@ func setUp(env suiteEnv, m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer flux.stop()
-	if err := flux.waitReady("http://" + health + "/readyz"); err != nil {
-		return 0, err
-	}
 	fmt.Printf("gitops: the operator (PID %d) and kustomize-controller (PID %d) run; logs in %s\n", op.cmd.Process.Pid, flux.cmd.Process.Pid, tmp)
 
 	code := m.Run()
@@ -274,8 +264,8 @@ type process struct {
 }
 
 // startProcess starts path with args and env added to the suite's
-// environment, output to logPath.
-func startProcess(logPath string, env []string, path string, args ...string) (*process, error) {
+// environment, output to logPath, and waits until readyURL answers.
+func startProcess(logPath string, env []string, readyURL, path string, args ...string) (*process, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -294,6 +284,10 @@ func startProcess(logPath string, env []string, path string, args ...string) (*p
 		p.waitErr = p.cmd.Wait()
 		close(p.exited)
 	}()
+	if err := p.waitReady(readyURL); err != nil {
+		p.stop()
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -305,19 +299,7 @@ func (p *process) waitReady(url string) error {
 			return fmt.Errorf("%s exited: %v", p.cmd.Path, p.waitErr)
 		default:
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET %s: %s", url, resp.Status)
-		}
-		return nil
+		return testenv.HTTPOK(ctx, url)
 	})
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, p.tail(40))
