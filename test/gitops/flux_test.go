@@ -392,7 +392,8 @@ func TestFluxDrivesAPodSet(t *testing.T) {
 // TestStalledPodSetFailsTheKustomization applies a PodSet whose pod can
 // never be scheduled (a nodeSelector no node matches) with a short
 // progressDeadlineSeconds: the PodSet goes Stalled, and the Kustomization
-// fails its health check at once (fail fast), long before its timeout.
+// fails its health check at once (fail fast), long before its timeout. A
+// fixed revision makes both Ready again.
 func TestStalledPodSetFailsTheKustomization(t *testing.T) {
 	ns := newNamespace(t, "flux-stalled-")
 	const name, timeout = "stuck", 3 * time.Minute
@@ -433,6 +434,10 @@ func TestStalledPodSetFailsTheKustomization(t *testing.T) {
 	t.Logf("PodSet Stalled %s: %s", stalled.Reason, stalled.Message)
 	t.Logf("the PodSet's Stalled message is in the Kustomization's Ready message: %v, in its event: %v",
 		strings.Contains(ready.Message, stalled.Message), strings.Contains(event, stalled.Message))
+
+	// The fix is a new revision: the stuck pod is replaced first.
+	revision = publishRevision(t, ns, name, map[string]string{"podset.yaml": podSetManifest(ns, name, imageV1, 1, "progressDeadlineSeconds: 10")})
+	watchUntilReady(t, ns, name, revision)
 }
 
 // managers lists the PodSet's field managers with their operation and
