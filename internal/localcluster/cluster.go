@@ -51,6 +51,9 @@ type Cluster struct {
 	// Controllers are the kube-controller-manager's --controllers; none
 	// for all of them.
 	Controllers []string
+	// AuditPolicy is the path of kube-apiserver's audit policy; empty for
+	// no audit log. The log is clusters/<Name>/logs/audit.log of WorkDir.
+	AuditPolicy string
 	// Log receives the progress of kwokctl and kubectl; nil discards it.
 	// A failed command's error carries the end of its output either way.
 	Log io.Writer

@@ -50,6 +50,7 @@ func (c Cluster) configuration() ([]byte, error) {
 			},
 		}},
 	}
+	cfg.Options.KubeAuditPolicy = c.AuditPolicy
 	if c.HeartbeatFactor != 0 {
 		cfg.Options.HeartbeatFactor = &c.HeartbeatFactor
 	}

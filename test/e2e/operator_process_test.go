@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,7 +89,7 @@ func startOperator(t *testing.T, extraArgs ...string) *operator {
 			return fmt.Errorf("the operator exited: %v", op.waitErr)
 		default:
 		}
-		return checkHTTPOK(ctx, "http://"+probeAddr+"/readyz")
+		return testenv.HTTPOK(ctx, "http://"+probeAddr+"/readyz")
 	})
 	return op
 }
@@ -161,21 +160,4 @@ func impersonatingKubeconfig(t *testing.T, dir string) string {
 	}
 	t.Logf("the operator authenticates as %s, groups %v", operatorUser, review.Status.UserInfo.Groups)
 	return path
-}
-
-// checkHTTPOK is nil when a GET of url answers 200 OK.
-func checkHTTPOK(ctx context.Context, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -277,4 +278,21 @@ func (b *PodSetBuilder) Create(t testing.TB, c client.Client) *podsetv1alpha1.Po
 	uid := ps.UID
 	t.Cleanup(func() { _ = c.Delete(ctx, ps, client.Preconditions{UID: &uid}) })
 	return ps
+}
+
+// HTTPOK is nil when a GET of url answers 200 OK.
+func HTTPOK(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
 }
