@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -201,8 +202,8 @@ func ctr(t *testing.T, args ...string) {
 // that only the operator the test installs reconciles.
 func pauseSuiteOperator(t *testing.T) {
 	t.Helper()
-	suite.stopOperator()
-	suite.stopOperator = func() {}
+	suite.stopOperator(syscall.SIGTERM)
+	suite.stopOperator = func(syscall.Signal) {}
 	t.Cleanup(func() {
 		stop, err := startOperator(suite.operatorDir, true)
 		if err != nil {
