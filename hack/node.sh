@@ -461,23 +461,54 @@ resume() {
 	containerd) wait_for 30 containerd.log "$CONTAINERD_DIR/ctr" --address "$sock" version ;;
 	kube-apiserver)
 		wait_for 60 "$what.log" "${kubectl[@]}" --kubeconfig "$root/bin/kwok-work/$name.kubeconfig" get --raw /readyz
-		restart_exited
+		supervise 60
 		;;
 	esac
 }
 
-# restart_exited starts again the cluster's components that have exited,
-# and names them: kube-controller-manager and kube-scheduler exit when
-# they cannot renew their leader lease for 10 s (their
-# --leader-elect-renew-deadline), and kwokctl, which runs them, does not
-# start them again, as a kubelet (static pods) or systemd would. kwokctl's
-# start starts what does not run, with its own arguments.
-restart_exited() {
-	local pidfile
-	for pidfile in "$root/bin/kwok-work/clusters/$name/pids/"*.pid; do
-		running "$pidfile" || echo "restarted $(basename "$pidfile" .pid)"
+# supervise does for up to $1 seconds what a kubelet (static pods) or
+# systemd does for a control plane and kwokctl does not: it starts again
+# the cluster's components that exit, until kube-controller-manager and
+# kube-scheduler lead again (each has renewed its leader lease since
+# supervise began). They exit when they cannot renew their lease for 10 s
+# (--leader-elect-renew-deadline), which may be after kube-apiserver
+# serves again; one started again takes the lease once it has seen the
+# old holder's expire (--leader-elect-lease-duration, 15 s, from when it
+# first reads it).
+supervise() {
+	local seconds=$1 since i c t renewed
+	since=$(date +%s)
+	for ((i = 0; i < seconds * 2; i++)); do
+		restart_exited
+		renewed=0
+		for c in kube-controller-manager kube-scheduler; do
+			t=$("${kubectl[@]}" --kubeconfig "$root/bin/kwok-work/$name.kubeconfig" get lease -n kube-system "$c" \
+				-o jsonpath='{.spec.renewTime}' 2>/dev/null) || continue
+			[[ -n $t ]] && (($(date -d "$t" +%s) >= since)) && renewed=$((renewed + 1))
+		done
+		if ((renewed == 2)); then
+			echo "kube-controller-manager and kube-scheduler lead $(($(date +%s) - since)) s after kube-apiserver serves"
+			return 0
+		fi
+		sleep 0.5
 	done
-	KWOK_WORKDIR="$root/bin/kwok-work" "$KWOK_DIR/kwokctl" --name "$name" start cluster >&2
+	echo "hack/node.sh: kube-controller-manager and kube-scheduler do not lead ${seconds}s after kube-apiserver serves" >&2
+	return 1
+}
+
+# restart_exited starts again the cluster's components that have exited,
+# and names them. kwokctl's start starts what does not run, with its own
+# arguments.
+restart_exited() {
+	local pidfile exited=false
+	for pidfile in "$root/bin/kwok-work/clusters/$name/pids/"*.pid; do
+		running "$pidfile" && continue
+		echo "restarted $(basename "$pidfile" .pid) at $(date +%T.%3N)"
+		exited=true
+	done
+	if [[ $exited == true ]]; then
+		KWOK_WORKDIR="$root/bin/kwok-work" "$KWOK_DIR/kwokctl" --name "$name" start cluster >&2
+	fi
 }
 
 # resume_paused resumes whatever pause left stopped (a test that ended

@@ -197,6 +197,8 @@ func serve(t *testing.T, ps *podsetv1alpha1.PodSet) string {
 type load struct {
 	total    int
 	failures []string
+	// failedAt is when each failure came.
+	failedAt []time.Time
 	answers  map[string]int
 	// took is how long the rollout took.
 	took time.Duration
@@ -216,7 +218,7 @@ func underLoad(t *testing.T, ps *podsetv1alpha1.PodSet, url string, do func()) l
 	took := time.Since(start)
 	time.Sleep(time.Second)
 	total, failures, answers := tr.finish()
-	return load{total: total, failures: failures, answers: answers, took: took}
+	return load{total: total, failures: failures, failedAt: tr.failedAt, answers: answers, took: took}
 }
 
 // firstFailures lists the first ten failed requests.
