@@ -170,6 +170,14 @@ func TestFaultsMidRollout(t *testing.T) {
 			})
 		}
 	}
+	// Between the faults too (the scale-ups back to 4), no pod had
+	// another name.
+	names := []string{"web-0", "web-1", "web-2", "web-3"}
+	for _, e := range history.since(0) {
+		if !slices.Contains(names, e.name) {
+			t.Errorf("%s: pod %s appeared, want only %v", e.at.Format("15:04:05.000"), e.name, names)
+		}
+	}
 }
 
 // pauseComponent stops the kubelet, containerd or kube-apiserver by its
