@@ -17,6 +17,7 @@
 # alone.
 #
 # Usage: hack/node.sh check-host|check|up|down|kubeconfig
+#        hack/node.sh pause|resume kubelet|containerd|kube-apiserver
 # Environment (the Makefile sets the binaries):
 #   CLUSTER_NAME   the kwok cluster to join (default podset-node)
 #   CONTROLPLANE   folder with the control plane, kubectl, kubelet, kube-proxy
@@ -410,8 +411,119 @@ stop() {
 	rm -f "$pidfile"
 }
 
+# pid_file is the PID file of component $1: the node's own (kubelet,
+# containerd) or, for kube-apiserver, the one kwokctl's binary runtime
+# keeps for the cluster it runs.
+pid_file() {
+	case $1 in
+	kubelet | containerd) echo "$dir/$1.pid" ;;
+	kube-apiserver) echo "$root/bin/kwok-work/clusters/$name/pids/$1.pid" ;;
+	*) die "cannot pause or resume $1: kubelet, containerd or kube-apiserver" ;;
+	esac
+}
+
+# pause stops component $1 by its PID (SIGTERM, as systemd or a node
+# shutdown would) after saving its command line, environment and working
+# folder, so that resume starts it again exactly as it ran. What it ran
+# keeps running: containers outlive the kubelet and, through their shims,
+# containerd; etcd and the other control-plane processes outlive
+# kube-apiserver.
+pause() {
+	local what=$1 pidfile pid
+	pidfile=$(pid_file "$what")
+	running "$pidfile" || die "$what does not run"
+	pid=$(cat "$pidfile")
+	cp "/proc/$pid/cmdline" "$dir/$what.cmdline.new"
+	cp "/proc/$pid/environ" "$dir/$what.environ"
+	readlink "/proc/$pid/cwd" >"$dir/$what.cwd"
+	mv "$dir/$what.cmdline.new" "$dir/$what.cmdline"
+	stop "$pidfile"
+}
+
+# resume starts component $1, paused by pause, with the command line,
+# environment and folder it had, its output appended to its log, and waits
+# until it serves.
+resume() {
+	local what=$1 pidfile log cmd env cwd
+	pidfile=$(pid_file "$what")
+	[[ -f $dir/$what.cmdline ]] || die "$what is not paused"
+	log="$dir/$what.log"
+	[[ $what == kube-apiserver ]] && log="$root/bin/kwok-work/clusters/$name/logs/$what.log"
+	mapfile -d '' -t cmd <"$dir/$what.cmdline"
+	mapfile -d '' -t env <"$dir/$what.environ"
+	cwd=$(cat "$dir/$what.cwd")
+	(cd "$cwd" && exec env -i "${env[@]}" "${cmd[@]}") >>"$log" 2>&1 &
+	# No newline: kwokctl reads its PID files with strconv.Atoi.
+	printf '%s' $! >"$pidfile"
+	rm -f "$dir/$what.cmdline" "$dir/$what.environ" "$dir/$what.cwd"
+	case $what in
+	kubelet) wait_for 60 kubelet.log curl -sf http://127.0.0.1:10248/healthz ;;
+	containerd) wait_for 30 containerd.log "$CONTAINERD_DIR/ctr" --address "$sock" version ;;
+	kube-apiserver)
+		wait_for 60 "$what.log" "${kubectl[@]}" --kubeconfig "$root/bin/kwok-work/$name.kubeconfig" get --raw /readyz
+		supervise 60
+		;;
+	esac
+}
+
+# supervise does for up to $1 seconds what a kubelet (static pods) or
+# systemd does for a control plane and kwokctl does not: it starts again
+# the cluster's components that exit, until kube-controller-manager and
+# kube-scheduler lead again (each has renewed its leader lease since
+# supervise began). They exit when they cannot renew their lease for 10 s
+# (--leader-elect-renew-deadline), which may be after kube-apiserver
+# serves again; one started again takes the lease once it has seen the
+# old holder's expire (--leader-elect-lease-duration, 15 s, from when it
+# first reads it).
+supervise() {
+	local seconds=$1 since i c t renewed
+	since=$(date +%s)
+	for ((i = 0; i < seconds * 2; i++)); do
+		restart_exited
+		renewed=0
+		for c in kube-controller-manager kube-scheduler; do
+			t=$("${kubectl[@]}" --kubeconfig "$root/bin/kwok-work/$name.kubeconfig" get lease -n kube-system "$c" \
+				-o jsonpath='{.spec.renewTime}' 2>/dev/null) || continue
+			[[ -n $t ]] && (($(date -d "$t" +%s) >= since)) && renewed=$((renewed + 1))
+		done
+		if ((renewed == 2)); then
+			echo "kube-controller-manager and kube-scheduler lead $(($(date +%s) - since)) s after kube-apiserver serves"
+			return 0
+		fi
+		sleep 0.5
+	done
+	echo "hack/node.sh: kube-controller-manager and kube-scheduler do not lead ${seconds}s after kube-apiserver serves" >&2
+	return 1
+}
+
+# restart_exited starts again the cluster's components that have exited,
+# and names them. kwokctl's start starts what does not run, with its own
+# arguments.
+restart_exited() {
+	local pidfile exited=false
+	for pidfile in "$root/bin/kwok-work/clusters/$name/pids/"*.pid; do
+		running "$pidfile" && continue
+		echo "restarted $(basename "$pidfile" .pid) at $(date +%T.%3N)"
+		exited=true
+	done
+	if [[ $exited == true ]]; then
+		KWOK_WORKDIR="$root/bin/kwok-work" "$KWOK_DIR/kwokctl" --name "$name" start cluster >&2
+	fi
+}
+
+# resume_paused resumes whatever pause left stopped (a test that ended
+# half-way), so that down finds the node whole.
+resume_paused() {
+	local what
+	for what in kube-apiserver containerd kubelet; do
+		[[ -f $dir/$what.cmdline ]] && resume "$what"
+	done
+	return 0
+}
+
 down() {
 	set +e
+	resume_paused
 	local kubeconfig="$root/bin/kwok-work/$name.kubeconfig"
 	if running "$dir/kubelet.pid" && [[ -f $kubeconfig ]]; then
 		# Pods go the kubelet's way first: their sandboxes' networks are
@@ -497,8 +609,9 @@ check) check ;;
 up) up ;;
 down) down ;;
 kubeconfig) kubeconfig ;;
+pause | resume) "$1" "${2:-}" ;;
 *)
-	echo "usage: $0 check-host|check|up|down|kubeconfig" >&2
+	echo "usage: $0 check-host|check|up|down|kubeconfig|pause NAME|resume NAME" >&2
 	exit 2
 	;;
 esac

@@ -10,7 +10,6 @@ import (
 	"io"
 	"maps"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,13 +17,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -201,8 +200,8 @@ func ctr(t *testing.T, args ...string) {
 // that only the operator the test installs reconciles.
 func pauseSuiteOperator(t *testing.T) {
 	t.Helper()
-	suite.stopOperator()
-	suite.stopOperator = func() {}
+	suite.stopOperator(syscall.SIGTERM)
+	suite.stopOperator = func(syscall.Signal) {}
 	t.Cleanup(func() {
 		stop, err := startOperator(suite.operatorDir, true)
 		if err != nil {
@@ -229,14 +228,7 @@ func adoptCRDForHelm(t *testing.T) {
 // test ends, and returns that address and port.
 func forwardAPIServer(t *testing.T) (host, port string) {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", suite.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
+	apiServer := apiServerAddress(t)
 	var node corev1.Node
 	if err := suite.client.Get(t.Context(), client.ObjectKey{Name: nodeName}, &node); err != nil {
 		t.Fatal(err)
@@ -267,7 +259,7 @@ func forwardAPIServer(t *testing.T) (host, port string) {
 			go func() {
 				defer conns.Done()
 				defer func() { _ = in.Close() }()
-				out, err := net.Dial("tcp", u.Host)
+				out, err := net.Dial("tcp", apiServer)
 				if err != nil {
 					return
 				}

@@ -59,7 +59,9 @@ func watchEndpoints(t *testing.T, ns, svc string) *endpointLog {
 
 // watchEvents starts a watch with start and hands each of its events to
 // handle, in order, until the returned stop is called (it waits for the
-// last one).
+// last one). A watch the API server ends (it stopped: TestFaultsMidRollout)
+// is started again as soon as the server answers; the new watch begins
+// with an ADDED event for every object, its state then.
 func watchEvents(t *testing.T, start func(context.Context, kubernetes.Interface) (watch.Interface, error), handle func(watch.Event)) (stop func()) {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", suite.kubeconfig)
@@ -79,9 +81,21 @@ func watchEvents(t *testing.T, start func(context.Context, kubernetes.Interface)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			handle(ev)
+		for {
+			for ev := range w.ResultChan() {
+				handle(ev)
+			}
+			w.Stop()
+			for w = nil; w == nil; {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				if w, err = start(ctx, cs); err != nil {
+					w = nil
+				}
+			}
 		}
 	}()
 	return func() { cancel(); <-done }
@@ -162,6 +176,66 @@ func (l *endpointLog) moves() (left, entered map[string]int) {
 	return maps.Clone(l.left), maps.Clone(l.entered)
 }
 
+// serve puts a ClusterIP Service named after the PodSet in front of its
+// pods (port 80 to the app's 8080), waits until it answers, and returns
+// its URL.
+func serve(t *testing.T, ps *podsetv1alpha1.PodSet) string {
+	t.Helper()
+	svc := &corev1.Service{}
+	svc.Name, svc.Namespace = ps.Name, ps.Namespace
+	svc.Spec.Selector = ps.Spec.Template.Labels
+	svc.Spec.Ports = []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}
+	if err := suite.client.Create(t.Context(), svc); err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + svc.Spec.ClusterIP + "/"
+	eventually(t, "the Service answers", func(context.Context) error { _, err := get(url); return err })
+	return url
+}
+
+// load is what the client of a Service saw during a rollout.
+type load struct {
+	total    int
+	failures []string
+	// failedAt is when each failure came.
+	failedAt []time.Time
+	answers  map[string]int
+	// took is how long the rollout took.
+	took time.Duration
+}
+
+// underLoad sends the client load of startTraffic to url from a second
+// before do until a second after the PodSet has rolled out what do
+// changed (Ready at its generation, only its replicas left).
+func underLoad(t *testing.T, ps *podsetv1alpha1.PodSet, url string, do func()) load {
+	t.Helper()
+	tr := startTraffic(url)
+	time.Sleep(time.Second)
+	start := time.Now()
+	do()
+	waitReady(t, ps)
+	waitOnlyReplicas(t, ps)
+	took := time.Since(start)
+	time.Sleep(time.Second)
+	total, failures, answers := tr.finish()
+	return load{total: total, failures: failures, failedAt: tr.failedAt, answers: answers, took: took}
+}
+
+// firstFailures lists the first ten failed requests.
+func (l load) firstFailures() string {
+	return strings.Join(l.failures[:min(len(l.failures), 10)], "\n")
+}
+
+// checkOnly fails unless every answer is one of versions, the last of
+// them among them.
+func (l load) checkOnly(t *testing.T, versions ...string) {
+	t.Helper()
+	checkOnly(t, l.answers, versions...)
+	if l.answers[versions[len(versions)-1]] == 0 {
+		t.Errorf("no answer from %s", versions[len(versions)-1])
+	}
+}
+
 // TestZeroDroppedRequests: a client sending requests through a ClusterIP
 // Service, a new connection every 10 ms, gets an answer to every one,
 // from the old or the new version, during every kind of stop the operator
@@ -178,17 +252,9 @@ func TestZeroDroppedRequests(t *testing.T) {
 	ps := appPodSet(ns, "web", 4, app("v1"))
 	ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: ptr.To(intstr.FromInt32(2))}
 	create(t, ps)
-	svc := &corev1.Service{}
-	svc.Name, svc.Namespace = "web", ns
-	svc.Spec.Selector = map[string]string{"app": "web"}
-	svc.Spec.Ports = []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}
-	if err := suite.client.Create(t.Context(), svc); err != nil {
-		t.Fatal(err)
-	}
 	waitReady(t, ps)
 	endpoints := watchEndpoints(t, ns, "web")
-	url := "http://" + svc.Spec.ClusterIP + "/"
-	eventually(t, "the Service answers", func(context.Context) error { _, err := get(url); return err })
+	url := serve(t, ps)
 	drain := time.Duration(podsetv1alpha1.DefaultDrainSeconds) * time.Second
 	replicas := func(n int32) func() {
 		return func() { update(t, ps, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Replicas = ptr.To(n) }) }
@@ -226,23 +292,12 @@ func TestZeroDroppedRequests(t *testing.T) {
 			before := pods(t, ps)
 			endpoints.reset()
 			specs := watchSpecs(t, ns)
-			tr := startTraffic(url)
-			time.Sleep(time.Second)
-			start := time.Now()
-			step.do()
-			waitReady(t, ps)
-			waitOnlyReplicas(t, ps)
-			took := time.Since(start)
-			time.Sleep(time.Second)
-			total, failures, answers := tr.finish()
-			t.Logf("%s: %d requests, rollout %v, %d failed, answers %v", step.what, total, took.Round(time.Millisecond), len(failures), answers)
-			if len(failures) > 0 {
-				t.Errorf("%d of %d requests failed during %s; first ones:\n%s", len(failures), total, step.what, strings.Join(failures[:min(len(failures), 10)], "\n"))
+			load := underLoad(t, ps, url, step.do)
+			t.Logf("%s: %d requests, rollout %v, %d failed, answers %v", step.what, load.total, load.took.Round(time.Millisecond), len(load.failures), load.answers)
+			if len(load.failures) > 0 {
+				t.Errorf("%d of %d requests failed during %s; first ones:\n%s", len(load.failures), load.total, step.what, load.firstFailures())
 			}
-			checkOnly(t, answers, step.versions...)
-			if answers[step.versions[len(step.versions)-1]] == 0 {
-				t.Errorf("no answer from %s", step.versions[len(step.versions)-1])
-			}
+			load.checkOnly(t, step.versions...)
 			if step.inPlace {
 				// What the operator promises: no container stops less than
 				// drainSeconds after its pod last left Ready. A kubelet that

@@ -282,6 +282,8 @@ type traffic struct {
 	mu       sync.Mutex
 	answers  map[string]int
 	failures []string
+	// failedAt is when each failure came.
+	failedAt []time.Time
 	total    int
 	stop     chan struct{}
 	done     chan struct{}
@@ -303,7 +305,9 @@ func startTraffic(url string) *traffic {
 			tr.mu.Lock()
 			tr.total++
 			if err != nil {
-				tr.failures = append(tr.failures, fmt.Sprintf("%s: %v", time.Now().Format("15:04:05.000"), err))
+				now := time.Now()
+				tr.failures = append(tr.failures, fmt.Sprintf("%s: %v", now.Format("15:04:05.000"), err))
+				tr.failedAt = append(tr.failedAt, now)
 			} else {
 				tr.answers[body]++
 			}

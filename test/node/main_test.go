@@ -33,10 +33,11 @@ var suite struct {
 	// images maps each test image reference to its manifest digest.
 	images map[string]string
 	// operatorDir holds the operator that startOperator runs, and
-	// stopOperator stops it (a test that installs its own operator
-	// stops it for a while: pauseSuiteOperator).
+	// stopOperator stops it with a signal, SIGTERM or SIGKILL (a test
+	// that installs its own operator stops it for a while:
+	// pauseSuiteOperator; TestFaultsMidRollout kills it).
 	operatorDir  string
-	stopOperator func()
+	stopOperator func(syscall.Signal)
 }
 
 // nodeName is the real node's name (hack/node.sh).
@@ -101,7 +102,7 @@ func run(m *testing.M) int {
 	if suite.stopOperator, err = startOperator(tmp, false); err != nil {
 		return fail(err)
 	}
-	defer func() { suite.stopOperator() }()
+	defer func() { suite.stopOperator(syscall.SIGTERM) }()
 	suite.plugin = filepath.Join(tmp, "kubectl-podset")
 	if out, err := goCommand("build", "-o", suite.plugin, "./cmd/kubectl-podset"); err != nil {
 		return fail(fmt.Errorf("building the kubectl plugin: %w\n%s", err, out))
@@ -111,12 +112,12 @@ func run(m *testing.M) int {
 
 // nodeScript runs hack/node.sh with the suite's environment and returns
 // its standard output; its standard error is in the error when it fails.
-func nodeScript(action string) (string, error) {
-	cmd := exec.Command(filepath.Join(suite.root, "hack", "node.sh"), action)
+func nodeScript(args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(suite.root, "hack", "node.sh"), args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("hack/node.sh %s: %w\n%s", action, err, stderr.Bytes())
+		return "", fmt.Errorf("hack/node.sh %s: %w\n%s", strings.Join(args, " "), err, stderr.Bytes())
 	}
 	return stdout.String(), nil
 }
@@ -128,9 +129,11 @@ func goCommand(args ...string) ([]byte, error) {
 }
 
 // startOperator installs the CRD and the admission policies, builds the
-// operator and runs it against the cluster, and returns what stops it. Its
-// log is bin/node/operator.log, started anew unless appendLog.
-func startOperator(dir string, appendLog bool) (func(), error) {
+// operator and runs it against the cluster, and returns what stops it: it
+// sends a signal and waits for the operator to exit (after a SIGTERM, for
+// 30 s at most, then kills it). Its log is bin/node/operator.log, started
+// anew unless appendLog.
+func startOperator(dir string, appendLog bool) (func(syscall.Signal), error) {
 	for _, path := range []string{"config/crd/bases", "config/policy/hardening.yaml", "config/policy/pod-validity.yaml"} {
 		cmd := exec.Command(suite.kubectl, "--kubeconfig", suite.kubeconfig, "apply", "--server-side", "-f", filepath.Join(suite.root, path))
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -161,9 +164,9 @@ func startOperator(dir string, appendLog bool) (func(), error) {
 		return nil, err
 	}
 	fmt.Println("node: the operator runs, its log is", logPath)
-	return func() {
-		_ = op.Process.Signal(syscall.SIGTERM)
-		// Its exit status after SIGTERM says nothing.
+	return func(sig syscall.Signal) {
+		_ = op.Process.Signal(sig)
+		// Its exit status after a signal says nothing.
 		exited := make(chan struct{})
 		go func() { _ = op.Wait(); close(exited) }()
 		select {
