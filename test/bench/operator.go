@@ -41,8 +41,11 @@ func buildOperator(ctx context.Context, root, out string) error {
 // of a cluster deployment (config/manager) except leader election, metrics
 // and probes, which the benchmark does not need.
 type operatorProcess struct {
-	cmd  *exec.Cmd
-	done chan error
+	cmd *exec.Cmd
+	// exited is closed once the process has exited, with its exit status
+	// in exitErr.
+	exited  chan struct{}
+	exitErr error
 	// started is when it was started; workers is closed once its
 	// controller has started its workers (its caches are synced, and it
 	// leads when it elects a leader), at workersAt.
@@ -66,8 +69,8 @@ func startOperator(ctx context.Context, bin, kubeconfig, logFile string, namespa
 	select {
 	case <-p.workers:
 		return p, nil
-	case err := <-p.done:
-		return nil, fmt.Errorf("the operator exited before it started (log: %s): %v", logFile, err)
+	case <-p.exited:
+		return nil, fmt.Errorf("the operator exited before it started (log: %s): %v", logFile, p.exitErr)
 	case <-time.After(60 * time.Second):
 		_ = p.stop()
 		return nil, fmt.Errorf("the operator did not start its workers within a minute (log: %s)", logFile)
@@ -95,9 +98,9 @@ func launchOperator(bin, kubeconfig, logFile string, namespaces []string, extra 
 	}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
-	p := &operatorProcess{cmd: cmd, done: make(chan error, 1), workers: make(chan struct{}), started: time.Now()}
+	p := &operatorProcess{cmd: cmd, exited: make(chan struct{}), workers: make(chan struct{}), started: time.Now()}
 	if err := cmd.Start(); err != nil {
-		log.Close()
+		_ = log.Close()
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
 	go func() {
@@ -106,17 +109,17 @@ func launchOperator(bin, kubeconfig, logFile string, namespaces []string, extra 
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
-			fmt.Fprintln(log, line)
+			_, _ = fmt.Fprintln(log, line) // the benchmark's own copy of the log: a failed write loses only that
 			if strings.Contains(line, `"Starting workers"`) {
 				once.Do(func() { p.workersAt = time.Now(); close(p.workers) })
 			}
 		}
-		log.Close()
+		_ = log.Close()
 	}()
 	go func() {
-		err := cmd.Wait()
-		pw.Close()
-		p.done <- err
+		p.exitErr = cmd.Wait()
+		_ = pw.Close() // ends the copy above; a pipe's writer closes without error
+		close(p.exited)
 	}()
 	return p, nil
 }
@@ -135,7 +138,8 @@ func (p *operatorProcess) stop() error {
 func (p *operatorProcess) terminate() error {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-p.done:
+	case <-p.exited:
+		err := p.exitErr
 		if st := p.cmd.ProcessState; st != nil {
 			logf("podset-operator used %.2f s of CPU (user %.2f s, system %.2f s) from start to stop",
 				(st.UserTime() + st.SystemTime()).Seconds(), st.UserTime().Seconds(), st.SystemTime().Seconds())
@@ -147,7 +151,7 @@ func (p *operatorProcess) terminate() error {
 		return err
 	case <-time.After(35 * time.Second):
 		_ = p.cmd.Process.Kill()
-		<-p.done
+		<-p.exited
 		return errors.New("the operator did not stop within 35s of SIGTERM; killed")
 	}
 }
@@ -162,7 +166,8 @@ func (p *operatorProcess) terminate() error {
 type inProcessOperator struct {
 	mgr    manager.Manager
 	cancel context.CancelFunc
-	done   chan error
+	// done is closed once the manager has returned.
+	done chan struct{}
 }
 
 func startInProcess(ctx context.Context, c *cluster, namespaces []string, wrap func(http.RoundTripper) http.RoundTripper) (*inProcessOperator, error) {
@@ -182,8 +187,13 @@ func startInProcess(ctx context.Context, c *cluster, namespaces []string, wrap f
 		cancel()
 		return nil, err
 	}
-	o := &inProcessOperator{mgr: mgr, cancel: cancel, done: make(chan error, 1)}
-	go func() { o.done <- mgr.Start(mctx) }()
+	o := &inProcessOperator{mgr: mgr, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		// Its error is not read: stopped by cancel, it says nothing; failing
+		// to start, the cache sync below fails.
+		_ = mgr.Start(mctx)
+		close(o.done)
+	}()
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		o.stop()
 		return nil, errors.New("the in-process operator's cache did not sync")
@@ -217,8 +227,11 @@ func startTutorial(ctx context.Context, c *cluster, namespaces []string) (func()
 		return nil, err
 	}
 	mctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
+	done := make(chan struct{})
+	go func() {
+		_ = mgr.Start(mctx) // as startInProcess's manager
+		close(done)
+	}()
 	stop := func() { cancel(); <-done }
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		stop()

@@ -378,7 +378,7 @@ func (m *operatorMetrics) read(ctx context.Context, families ...string) (map[str
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return nil, fmt.Errorf("scraping %s: %s: %s", m.url, resp.Status, body)
@@ -498,9 +498,8 @@ func (s *sampler) waitPass(ctx context.Context, op *operatorProcess, sets int) e
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case err := <-op.done:
-			op.done <- err
-			return fmt.Errorf("the operator exited: %v", err)
+		case <-op.exited:
+			return fmt.Errorf("the operator exited: %v", op.exitErr)
 		case <-deadline:
 			return fmt.Errorf("no full pass over %d PodSets within ten minutes (%v passes, %d failed scrapes)", sets, passes, errs)
 		case <-time.After(100 * time.Millisecond):

@@ -47,7 +47,7 @@ func (b *bench) traceSet(id, ns, set, logFile string, start time.Time) {
 		logf("trace: %v", err)
 		return
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	passes := 0
