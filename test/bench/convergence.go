@@ -81,7 +81,7 @@ func (b *bench) converge(ctx context.Context, x contender, k, n int32, res, down
 			down.record(b, x.name(), &measurement{skipped: true,
 				note: fmt.Sprintf("not run: %s did not reach %d ready pods", x.name(), n)})
 		}
-		if m.err != nil || m.cutoff {
+		if !m.completed() {
 			return nil
 		}
 		sample = b.verifyPods(ctx, res.id, x, j, n)

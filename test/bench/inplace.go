@@ -127,7 +127,7 @@ func (b *bench) updateImage(ctx context.Context, x imageChanger, n int32, res *t
 				id, x.name(), m.recreated, n, inPlaceWrites(x.name(), m))
 		}
 		res.record(b, x.name(), m)
-		if m.err != nil {
+		if !m.completed() {
 			return nil
 		}
 		b.verifyPods(ctx, id, x, j, n)

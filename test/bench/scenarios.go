@@ -115,6 +115,12 @@ type measurement struct {
 	apiProfile [][]byte
 }
 
+// completed reports whether m ran to its end: neither failed nor cut off
+// at its budget. One that did not is already in its table row (record),
+// so what a scenario does after it is skipped, not counted as a second
+// failure.
+func (m *measurement) completed() bool { return m.err == nil && !m.cutoff }
+
 // bench is one run of the benchmark: its settings, its cluster and what
 // the scenarios share while they run.
 type bench struct {
