@@ -32,9 +32,6 @@ import (
 // clusterName is the only cluster the benchmark starts, uses and deletes.
 const clusterName = "podset-bench"
 
-// podsPerNode is how many pods a kwok node takes.
-const podsPerNode = 110
-
 // cluster is the podset-bench kwok cluster and the admin clients to it.
 type cluster struct {
 	root         string // repository root

@@ -88,25 +88,6 @@ type state struct {
 	sts         map[string]setState
 }
 
-// setPods counts the pods of one set: all (terminating included), live,
-// and live ones that are ready (and of revision rev, when rev is not empty).
-func (s *state) setPods(ns, set, rev string) (all, live, ready int) {
-	for _, p := range s.pods {
-		if p.ns != ns || p.set != set {
-			continue
-		}
-		all++
-		if p.terminating {
-			continue
-		}
-		live++
-		if p.ready && (rev == "" || p.rev == rev) {
-			ready++
-		}
-	}
-	return all, live, ready
-}
-
 // tracing logs every event the observers see (BENCH_TRACE=1).
 var tracing = os.Getenv("BENCH_TRACE") != ""
 

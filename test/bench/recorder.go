@@ -50,13 +50,6 @@ func (r *recorder) firstWriteAfter(t time.Time) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// writes is how many pod writes the operator has sent.
-func (r *recorder) writes() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.podWrites)
-}
-
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
