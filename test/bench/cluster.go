@@ -162,7 +162,7 @@ func (c *cluster) installCRD(ctx context.Context) error {
 	}
 	for _, obj := range objs {
 		obj.SetManagedFields(nil)
-		if err := c.cl.Patch(ctx, obj, client.Apply, client.FieldOwner(benchFieldManager), client.ForceOwnership); err != nil {
+		if err := c.cl.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(benchFieldManager), client.ForceOwnership); err != nil {
 			return fmt.Errorf("installing the PodSet CRD: %w", err)
 		}
 	}

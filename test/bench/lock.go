@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -56,7 +57,7 @@ func (c *cluster) lock(ctx context.Context) (release func(), err error) {
 		if err == nil {
 			break
 		}
-		if !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) && err != errBusy {
+		if !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) && !errors.Is(err, errBusy) {
 			return nil, fmt.Errorf("taking the benchmark lease: %w", err)
 		}
 		select {

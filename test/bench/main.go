@@ -99,7 +99,7 @@ func parseConfig() (config, error) {
 		for _, kn := range strings.Split(*convFlag, ",") {
 			var k, n int32
 			if _, err := fmt.Sscanf(strings.TrimSpace(kn), "%dx%d", &k, &n); err != nil || k < 1 || n < 1 {
-				return cfg, fmt.Errorf("-conv takes KxN,KxN...")
+				return cfg, fmt.Errorf("-conv takes KxN,KxN,... (e.g. 100x10,1x1000), not %q", *convFlag)
 			}
 			cfg.size.conv = append(cfg.size.conv, [2]int32{k, n})
 		}

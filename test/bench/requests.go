@@ -147,7 +147,7 @@ func (r requests) counts() counts {
 	// Everything else that wrote, for the log.
 	other := map[string]int{}
 	for k, v := range r {
-		if !k.seconds && isWrite(k.verb) && !(k.group == "" && k.resource == "pods") && k.subresource != "status" {
+		if !k.seconds && isWrite(k.verb) && (k.group != "" || k.resource != "pods") && k.subresource != "status" {
 			other[k.verb+" "+strings.Trim(k.group+"/"+k.resource+"/"+k.subresource, "/")] += int(v)
 		}
 	}
