@@ -85,7 +85,7 @@ func requestsSince(t *testing.T, mark auditMark, ns, name string) []auditEvent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if _, err := f.Seek(int64(mark), io.SeekStart); err != nil {
 		t.Fatal(err)
 	}

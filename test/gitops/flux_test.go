@@ -187,7 +187,7 @@ func getPodSet(t *testing.T, ns, name string) *podsetv1alpha1.PodSet {
 // spec.replicas, with its operation and subresource.
 func replicasManager(ps *podsetv1alpha1.PodSet) string {
 	for _, mf := range ps.ManagedFields {
-		if mf.FieldsV1 != nil && mf.Subresource != "status" && strings.Contains(string(mf.FieldsV1.Raw), `"f:replicas"`) {
+		if mf.FieldsV1 != nil && mf.Subresource != "status" && strings.Contains(mf.FieldsV1.GetRawString(), `"f:replicas"`) {
 			if mf.Subresource != "" {
 				return fmt.Sprintf("%s (%s, subresource %s)", mf.Manager, mf.Operation, mf.Subresource)
 			}

@@ -75,7 +75,7 @@ func setUp(env suiteEnv, m *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }()
 
 	operator := filepath.Join(tmp, "podset-operator")
 	build := exec.Command("go", "build", "-trimpath", "-o", operator, ".")
@@ -261,7 +261,7 @@ func startProcess(logPath string, env []string, readyURL, path string, args ...s
 	if err != nil {
 		return nil, err
 	}
-	defer logFile.Close() // the child has its own descriptor
+	defer func() { _ = logFile.Close() }() // the child has its own descriptor
 	p := &process{cmd: exec.Command(path, args...), logPath: logPath, exited: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
