@@ -33,7 +33,7 @@ func main() {
 	flag.Float64Var(&c.HeartbeatFactor, "heartbeat-factor", 0,
 		"kwokctl's heartbeatFactor, 0 for its default (5): 0.5 loses a node whose heartbeat stops within about 20 seconds, not 200 (up)")
 	flag.Usage = func() {
-		fmt.Fprintln(flag.CommandLine.Output(), "usage: go run ./hack/cluster [flags] up|down|kubeconfig")
+		_, _ = fmt.Fprintln(flag.CommandLine.Output(), "usage: go run ./hack/cluster [flags] up|down|kubeconfig")
 		flag.PrintDefaults()
 	}
 	flag.Parse()

@@ -133,7 +133,7 @@ func (c Cluster) Up(ctx context.Context) (string, error) {
 // other binaries) or that does not answer, which would not behave as this
 // one says.
 func (c Cluster) reuse(ctx context.Context, config []byte) (bool, error) {
-	if old, err := os.ReadFile(c.configPath()); err != nil || !bytes.Equal(old, config) {
+	if !c.madeWith(config) {
 		c.logf("cluster %s was made with another configuration; recreating it", c.Name)
 		c.deleteCluster(ctx)
 		return false, nil
@@ -282,10 +282,17 @@ func (c Cluster) controllerManagerLog(ctx context.Context) string {
 	return lastLines(string(out), 20)
 }
 
+// madeWith reports whether the cluster was made with config. One whose
+// configuration cannot be read (none was recorded, or it is gone) was not.
+func (c Cluster) madeWith(config []byte) bool {
+	old, err := os.ReadFile(c.configPath())
+	return err == nil && bytes.Equal(old, config)
+}
+
 // logf writes a line to Log.
 func (c Cluster) logf(format string, args ...any) {
 	if c.Log != nil {
-		fmt.Fprintf(c.Log, format+"\n", args...)
+		_, _ = fmt.Fprintf(c.Log, format+"\n", args...) // progress only: a lost line is not a failure
 	}
 }
 
