@@ -71,18 +71,18 @@ type Plan struct {
 	Strays []string
 }
 
-// deletions is every pod the plan deletes.
+// Deletions is every pod the plan deletes.
 func (p *Plan) Deletions() []*corev1.Pod {
 	return slices.Concat(p.Prune, p.ReplaceFinished, p.ReplaceLost, p.Rollout)
 }
 
-// empty reports whether the plan sends no write at all.
+// Empty reports whether the plan sends no write at all.
 func (p *Plan) Empty() bool {
 	return len(p.Create) == 0 && len(p.Repair) == 0 && len(p.Deletions()) == 0 &&
 		len(p.Update) == 0 && len(p.Pause) == 0 && len(p.Resume) == 0
 }
 
-// revisionOf is the template hash an ordinal to create is made from.
+// RevisionOf is the template hash an ordinal to create is made from.
 func (p *Plan) RevisionOf(ordinal int, revs *Revisions) string {
 	if h, ok := p.Revisions[ordinal]; ok {
 		return h
@@ -239,7 +239,7 @@ func (v *View) classify(p *Plan, in Input) classified {
 			if ok && resizeTowards(tmpl, pod) {
 				why, wait = resizeStuck(pod, deadline, now)
 			}
-			if g := gateCondition(pod); why == "" && hasGate(pod) && (g == nil || g.Status != corev1.ConditionTrue && restarted(pod) && resizeSettled(pod)) {
+			if why == "" && GateOpens(pod) {
 				// New, or its containers restarted for its revision, or
 				// the stop its gate closed for is no longer wanted.
 				p.Resume = append(p.Resume, pod)
@@ -471,21 +471,6 @@ func Partition(ps *podsetv1alpha1.PodSet) int {
 // replicas - partition pods to update, holds with any start.
 func UpdateFrom(ps *podsetv1alpha1.PodSet) int {
 	return Start(ps) + Partition(ps)
-}
-
-// podReady reports whether a pod is running and its Ready condition is
-// True, and the operator has not closed its readiness gate: from then on
-// the pod is on its way out of Ready, whatever the kubelet said last.
-func podReady(pod *corev1.Pod) bool {
-	if pod.Status.Phase != corev1.PodRunning || gateClosed(pod) {
-		return false
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // ordinalOf is a pod's ordinal, or MaxReplicas for a name that has none, so

@@ -1,10 +1,7 @@
 package podset
 
 import (
-	"encoding/json"
-	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -28,21 +25,21 @@ import (
 
 // UpdateWay is how an out-of-date pod gets to the current revision.
 type UpdateWay struct {
-	// inPlace is false when the pod is recreated; why then says why.
+	// InPlace is false when the pod is recreated; Why then says why.
 	InPlace bool
 	Why     string
-	// resize: cpu or memory change, through pods/resize.
+	// Resize: cpu or memory change, through pods/resize.
 	Resize bool
-	// images names the containers whose image changes, for events.
+	// Images names the containers whose image changes, for events.
 	Images []string
-	// restarts names the containers that restart: those whose image
+	// Restarts names the containers that restart: those whose image
 	// changes and those whose resizePolicy restarts them for the resize.
 	// A pod whose containers restart is drained first (its gate goes
 	// False), and the update counts against maxUnavailable.
 	Restarts []string
 }
 
-// restart reports an update that restarts containers.
+// Restart reports an update that restarts containers.
 func (w UpdateWay) Restart() bool { return len(w.Restarts) > 0 }
 
 // metadataOnly reports an update that changes only labels and
@@ -201,187 +198,6 @@ func resizeRestarts(old corev1.ResourceRequirements, c *corev1.Container) bool {
 // sidecar reports whether an init container runs beside the containers.
 func sidecar(c *corev1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
-}
-
-// restartRecord is what the operator writes on a pod, in the annotation
-// restartRecordAnnotation, with the apply that restarts its containers in
-// place: the revision it moves the pod to, and the restart count of each
-// container that restarts for it, as the pod's status showed them just
-// before. A kubelet counts every new container of a name as a restart,
-// whatever made it start, so a container has restarted for the update
-// once its count is above the one recorded. Neither the image a runtime
-// reports (containerd reports the first of all the tags that name the
-// same image, or its config digest for an image pulled by digest) nor the
-// image ID (the same for a new tag of the same image) can tell that.
-type restartRecord struct {
-	Revision      string           `json:"revision"`
-	RestartCounts map[string]int32 `json:"restartCounts"`
-}
-
-// RestartRecordAnnotation holds a pod's restartRecord.
-const RestartRecordAnnotation = "podset.dev/in-place-restart"
-
-// NewRestartRecord is the record of an update of pod to revision that
-// restarts the containers named.
-func NewRestartRecord(pod *corev1.Pod, revision string, containers []string) (string, error) {
-	rec := restartRecord{Revision: revision, RestartCounts: map[string]int32{}}
-	for _, name := range containers {
-		var count int32
-		for _, list := range [][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
-			if i := slices.IndexFunc(list, func(s corev1.ContainerStatus) bool { return s.Name == name }); i >= 0 {
-				count = list[i].RestartCount
-			}
-		}
-		rec.RestartCounts[name] = count
-	}
-	b, err := json.Marshal(rec)
-	return string(b), err
-}
-
-// podRestartRecord is the pod's restart record for the revision it is
-// labelled with, if it has one.
-func podRestartRecord(pod *corev1.Pod) (restartRecord, bool) {
-	var rec restartRecord
-	v, ok := pod.Annotations[RestartRecordAnnotation]
-	if !ok || json.Unmarshal([]byte(v), &rec) != nil || rec.Revision != pod.Labels[podsetv1alpha1.TemplateHashLabel] {
-		return restartRecord{}, false
-	}
-	return rec, true
-}
-
-// restarted reports whether the containers of a pod whose gate is closed
-// have restarted for the revision it is labelled with, so that the gate
-// may open: each container the pod's restart record names has restarted
-// since the update was applied, and every other container and sidecar
-// runs. A restarted container need not run yet: its restart count went
-// up, so the container that served before the update is gone, and the new
-// one makes the pod Ready only once it is ready itself. Opening the gate
-// then, rather than once it runs, lets a kubelet report the pod Ready in
-// the same status update as its container, instead of one round trip
-// later.
-//
-// A pod without a record for its revision had nothing restarted for it:
-// it was made from that revision, or last updated to it in place, and its
-// gate closed for a stop that did not happen (the template went back to
-// its revision before its images were applied, or a scale-down was undone
-// before the pod was deleted). Its containers run what its revision
-// names, so the gate opens once they run. Images are never compared: a
-// runtime reports the first of the tags naming the same image, or a
-// digest, not what the spec says.
-func restarted(pod *corev1.Pod) bool {
-	rec, _ := podRestartRecord(pod)
-	return everyRunningContainer(pod, func(c *corev1.Container, s *corev1.ContainerStatus) bool {
-		if s == nil {
-			return false
-		}
-		if before, restarts := rec.RestartCounts[c.Name]; restarts {
-			return s.RestartCount > before
-		}
-		return s.State.Running != nil
-	})
-}
-
-// resizeSettled reports whether the kubelet has carried out the pod's
-// resize: no resize is pending or in progress, and every container (and
-// sidecar) whose resources the kubelet reports runs with the cpu and
-// memory its spec asks for. A container whose resizePolicy restarts it
-// for a resize runs the image it had, so this, not the image, tells that
-// it restarted with its new resources.
-func resizeSettled(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if (c.Type == corev1.PodResizePending || c.Type == corev1.PodResizeInProgress) && c.Status == corev1.ConditionTrue {
-			return false
-		}
-	}
-	return everyRunningContainer(pod, func(c *corev1.Container, s *corev1.ContainerStatus) bool {
-		if s == nil || s.Resources == nil {
-			return true
-		}
-		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			if q, ok := c.Resources.Requests[name]; ok && !q.Equal(s.Resources.Requests[name]) {
-				return false
-			}
-			if q, ok := c.Resources.Limits[name]; ok && !q.Equal(s.Resources.Limits[name]) {
-				return false
-			}
-		}
-		return true
-	})
-}
-
-// everyRunningContainer reports whether ok holds for every container of
-// the pod that runs beside the others (its containers and sidecars, not
-// init containers that run to completion), with its status, or nil when
-// the pod's status does not list it.
-func everyRunningContainer(pod *corev1.Pod, ok func(*corev1.Container, *corev1.ContainerStatus) bool) bool {
-	for _, list := range []struct {
-		containers []corev1.Container
-		statuses   []corev1.ContainerStatus
-		init       bool
-	}{{pod.Spec.Containers, pod.Status.ContainerStatuses, false}, {pod.Spec.InitContainers, pod.Status.InitContainerStatuses, true}} {
-		for i := range list.containers {
-			c := &list.containers[i]
-			if list.init && !sidecar(c) {
-				continue
-			}
-			var status *corev1.ContainerStatus
-			if j := slices.IndexFunc(list.statuses, func(s corev1.ContainerStatus) bool { return s.Name == c.Name }); j >= 0 {
-				status = &list.statuses[j]
-			}
-			if !ok(c, status) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// resizeTowards reports whether a pod's containers ask for the cpu and
-// memory of a template: a pending resize of such a pod is the operator's
-// (a resize by someone else, such as the VerticalPodAutoscaler, is theirs
-// to give up on).
-func resizeTowards(tmpl *corev1.PodTemplateSpec, pod *corev1.Pod) bool {
-	for _, pair := range [][2][]corev1.Container{{tmpl.Spec.Containers, pod.Spec.Containers}, {tmpl.Spec.InitContainers, pod.Spec.InitContainers}} {
-		for _, want := range pair[0] {
-			j := slices.IndexFunc(pair[1], func(c corev1.Container) bool { return c.Name == want.Name })
-			if j < 0 {
-				return false
-			}
-			got := pair[1][j].Resources
-			for name, q := range want.Resources.Requests {
-				if !q.Equal(got.Requests[name]) {
-					return false
-				}
-			}
-			for name, q := range want.Resources.Limits {
-				if !q.Equal(got.Limits[name]) {
-					return false
-				}
-			}
-		}
-	}
-	return true
-}
-
-// resizeStuck reports why a pod's resize will not happen where it runs
-// (the kubelet reports it Infeasible, or Deferred for longer than the
-// deadline), or how long until a Deferred one would count as stuck.
-func resizeStuck(pod *corev1.Pod, deadline time.Duration, now time.Time) (why string, wait time.Duration) {
-	for _, c := range pod.Status.Conditions {
-		if c.Type != corev1.PodResizePending || c.Status != corev1.ConditionTrue {
-			continue
-		}
-		switch c.Reason {
-		case corev1.PodReasonInfeasible:
-			return whyInfeasible, 0
-		case corev1.PodReasonDeferred:
-			if left := c.LastTransitionTime.Add(deadline).Sub(now); left > 0 {
-				return "", left
-			}
-			return whyDeferred, 0
-		}
-	}
-	return "", 0
 }
 
 // Describe says what an in-place update changes, for events.
