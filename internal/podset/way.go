@@ -1,6 +1,7 @@
 package podset
 
 import (
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -116,14 +117,14 @@ func (w updateWays) of(ps *podsetv1alpha1.PodSet, revs *Revisions, pod *corev1.P
 // templateDiff reports how the pod spec from becomes to, and false if it
 // differs in anything a running pod cannot change: more than container and
 // init-container images and cpu and memory (the latter only for
-// containers, and init containers that run as sidecars).
+// containers, and init containers that run as sidecars). What is left
+// beyond those is what RecreateFields names.
 func templateDiff(from, to *corev1.PodSpec) (UpdateWay, bool) {
 	var way UpdateWay
 	if len(from.Containers) != len(to.Containers) || len(from.InitContainers) != len(to.InitContainers) {
 		return way, false
 	}
-	patched := from.DeepCopy()
-	for list, pair := range [][2][]corev1.Container{{patched.Containers, to.Containers}, {patched.InitContainers, to.InitContainers}} {
+	for list, pair := range [][2][]corev1.Container{{from.Containers, to.Containers}, {from.InitContainers, to.InitContainers}} {
 		init := list == 1
 		for i := range pair[0] {
 			got, want := &pair[0][i], &pair[1][i]
@@ -132,7 +133,6 @@ func templateDiff(from, to *corev1.PodSpec) (UpdateWay, bool) {
 			}
 			restarts := false
 			if got.Image != want.Image {
-				got.Image = want.Image
 				restarts = true
 				way.Images = append(way.Images, want.Name)
 			}
@@ -142,14 +142,38 @@ func templateDiff(from, to *corev1.PodSpec) (UpdateWay, bool) {
 				}
 				way.Resize = true
 				restarts = restarts || resizeRestarts(got.Resources, want)
-				got.Resources = want.Resources
 			}
 			if restarts {
 				way.Restarts = append(way.Restarts, want.Name)
 			}
 		}
 	}
-	return way, equality.Semantic.DeepEqual(patched, to)
+	return way, equality.Semantic.DeepEqual(takeInPlace(from, to), to)
+}
+
+// takeInPlace is the pod spec from once it has taken from to everything a
+// running pod can: the image of each container of a name to has too, and
+// its cpu and memory where a resize can change them (resizable).
+func takeInPlace(from, to *corev1.PodSpec) *corev1.PodSpec {
+	patched := from.DeepCopy()
+	for list, pair := range [][2][]corev1.Container{{patched.Containers, to.Containers}, {patched.InitContainers, to.InitContainers}} {
+		for i := range pair[0] {
+			got := &pair[0][i]
+			j := i // a template's containers are usually in the same order
+			if j >= len(pair[1]) || pair[1][j].Name != got.Name {
+				j = slices.IndexFunc(pair[1], func(c corev1.Container) bool { return c.Name == got.Name })
+			}
+			if j < 0 {
+				continue
+			}
+			want := &pair[1][j]
+			got.Image = want.Image
+			if resizable(got, want, list == 1) {
+				got.Resources = want.Resources
+			}
+		}
+	}
+	return patched
 }
 
 // resizable reports whether a container's resources can go from those of
