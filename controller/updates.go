@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 
@@ -61,7 +60,7 @@ func (r *PodSetReconciler) closeGate(ctx context.Context, ps *podsetv1alpha1.Pod
 	}
 	answer, err := r.Pods.Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch,
 		metav1.PatchOptions{FieldManager: FieldManager}, "status")
-	countPodWrite(ps, writeGate, err)
+	r.metrics.countPodWrite(ps, writeGate, err)
 	if err != nil {
 		return fmt.Errorf("closing the %s gate of pod %s: %w", podsetv1alpha1.InPlaceUpdateReadyCondition, pod.Name, err)
 	}
@@ -240,38 +239,5 @@ func keepResized(containers []corev1.Container, c *corev1ac.ContainerApplyConfig
 	}
 	if c.Resources.Limits != nil {
 		containers[i].Resources.Limits = *c.Resources.Limits
-	}
-}
-
-// drainEvents records the drains begun: one event for the pods that
-// restart in place, one per reason for those deleted once drained.
-func (r *PodSetReconciler) drainEvents(ps *podsetv1alpha1.PodSet, restart []string, stop map[string][]string, revs *podset.Revisions) {
-	if len(restart) > 0 {
-		r.note(ps, podsetv1alpha1.UpdatedInPlaceReason, "Drain",
-			"took pods %s out of Ready to restart their containers in place for revision %s", podset.Summarize(restart), podset.RevisionName(ps, revs.Update))
-	}
-	for _, why := range slices.Sorted(maps.Keys(stop)) {
-		reason := podsetv1alpha1.RollingOutReason
-		if why == podset.WhySurplus {
-			reason = podsetv1alpha1.ScalingDownReason
-		}
-		r.note(ps, reason, "Drain", "took pods %s out of Ready to delete them once drained: %s", podset.Summarize(stop[why]), why)
-	}
-}
-
-// recreateEvents records one event per reason pods of a rollout were
-// recreated rather than updated in place.
-func (r *PodSetReconciler) recreateEvents(ps *podsetv1alpha1.PodSet, deleted []string, why map[string]string) {
-	byWhy := map[string][]string{}
-	for _, name := range deleted {
-		w := why[name]
-		if w == "" {
-			w = podset.WhyPolicy
-		}
-		byWhy[w] = append(byWhy[w], name)
-	}
-	for _, w := range slices.Sorted(maps.Keys(byWhy)) {
-		r.note(ps, podsetv1alpha1.RollingOutReason, "Delete",
-			"deleted out-of-date pods %s to recreate them: %s", podset.Summarize(byWhy[w]), w)
 	}
 }
