@@ -376,3 +376,18 @@ func CloseGateConditions(ps *podsetv1alpha1.PodSet, step Step, now metav1.Time) 
 		{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: podsetv1alpha1.DrainingReason, Message: "the operator took the pod out of Service endpoints: " + message, LastTransitionTime: now},
 	}
 }
+
+// ResizeDenied splits the pods whose resize the API server refused, which
+// are recreated instead: those drained first (DrainFirst), as steps to
+// close their gates (the next pass finds the resize refused again, and
+// the pod not Ready), and those deleted now.
+func ResizeDenied(pods []*corev1.Pod) (drain []Step, recreate []*corev1.Pod) {
+	for _, pod := range pods {
+		if DrainFirst(pod) {
+			drain = append(drain, Step{Pod: pod, Way: UpdateWay{Why: WhyResizeDenied}})
+			continue
+		}
+		recreate = append(recreate, pod)
+	}
+	return drain, recreate
+}

@@ -82,18 +82,3 @@ func (o *Outcome) PodStall() *Stall {
 	}
 	return nil
 }
-
-// ResizeDenied splits the pods whose resize the API server refused, which
-// are recreated instead: those drained first (DrainFirst), as steps to
-// close their gates (the next pass finds the resize refused again, and
-// the pod not Ready), and those deleted now.
-func ResizeDenied(pods []*corev1.Pod) (drain []Step, recreate []*corev1.Pod) {
-	for _, pod := range pods {
-		if DrainFirst(pod) {
-			drain = append(drain, Step{Pod: pod, Way: UpdateWay{Why: WhyResizeDenied}})
-			continue
-		}
-		recreate = append(recreate, pod)
-	}
-	return drain, recreate
-}
