@@ -62,6 +62,7 @@ func (r *PodSetReconciler) outcomeEvents(ps *podsetv1alpha1.PodSet, plan *podset
 			"pods %s carry the label %s=%s but are not controlled by this PodSet; they are neither counted nor touched",
 			podset.Summarize(plan.Strays), podsetv1alpha1.NameLabel, ps.Name))
 	}
+	r.budgetEvents(ps, done)
 }
 
 // lostEvents records the pods of lost nodes: a Warning per node whose

@@ -154,7 +154,7 @@ func (p *pass) write(ctx context.Context) error {
 	revWrites.Go(func() { revErr = p.r.syncRevisions(ctx, p.ps, p.revPlan, p.view.Revs) })
 	done, err := p.r.execute(ctx, p.ps, &p.podPlan, p.view.Revs, p.now)
 	// The PodDisruptionBudget after the pods: a pod's stall says more.
-	budgetStalled, budgetErr := p.r.syncBudget(ctx, p.ps, p.budgetPlan)
+	budgetStalled, budgetErr := p.r.syncBudget(ctx, p.ps, p.budgetPlan, &done)
 	revWrites.Wait()
 	done.Stall = cmp.Or(done.PodStall(), budgetStalled)
 	p.outcome = done

@@ -37,6 +37,10 @@ type Outcome struct {
 	// Conflicts lists the pod names held by pods the PodSet does not
 	// control: those the plan knew, and those a create found taken.
 	Conflicts []string
+	// BudgetDeleted names the PodDisruptionBudget deleted, if any;
+	// BudgetApplied says the PodSet's was applied.
+	BudgetDeleted string
+	BudgetApplied bool
 	// Rejection is the API server's refusal of a pod made from the
 	// template, if any: its reason and message.
 	Rejection *Rejection
