@@ -33,8 +33,9 @@ func (r *PodSetReconciler) loadBudget(ctx context.Context, ps *podsetv1alpha1.Po
 // name that the cache does not show (it lacks the label) is never taken
 // over: the API server is asked who holds the name, and one this PodSet
 // does not control stalls it, as a pod holding one of its names does. It
-// returns that stall, if any, and the errors worth a retry.
-func (r *PodSetReconciler) syncBudget(ctx context.Context, ps *podsetv1alpha1.PodSet, plan podset.BudgetPlan) (*podset.Stall, error) {
+// returns that stall, if any, and the errors worth a retry, and leaves
+// what it did in done.
+func (r *PodSetReconciler) syncBudget(ctx context.Context, ps *podsetv1alpha1.PodSet, plan podset.BudgetPlan, done *podset.Outcome) (*podset.Stall, error) {
 	switch {
 	case plan.Conflict:
 		return budgetConflict(ps), nil
@@ -42,8 +43,7 @@ func (r *PodSetReconciler) syncBudget(ctx context.Context, ps *podsetv1alpha1.Po
 		if err := r.deleteBudget(ctx, plan.Delete); err != nil {
 			return nil, fmt.Errorf("deleting PodDisruptionBudget %s: %w", plan.Delete.Name, err)
 		}
-		r.note(ps, podsetv1alpha1.DisruptionBudgetDeletedReason, "Delete",
-			"deleted PodDisruptionBudget %s: spec.disruptionBudget was removed", plan.Delete.Name)
+		done.BudgetDeleted = plan.Delete.Name
 		return nil, nil
 	case plan.Apply == nil:
 		return nil, nil
@@ -76,7 +76,7 @@ func (r *PodSetReconciler) syncBudget(ctx context.Context, ps *podsetv1alpha1.Po
 	if err != nil {
 		return nil, fmt.Errorf("applying PodDisruptionBudget %s: %w", ps.Name, err)
 	}
-	r.note(ps, podsetv1alpha1.DisruptionBudgetAppliedReason, "Apply", "applied PodDisruptionBudget %s: %s", ps.Name, budgetBound(ps))
+	done.BudgetApplied = true
 	return nil, nil
 }
 
@@ -87,6 +87,17 @@ func budgetConflict(ps *podsetv1alpha1.PodSet) *podset.Stall {
 		Reason: podsetv1alpha1.DisruptionBudgetConflictReason,
 		Message: fmt.Sprintf("PodDisruptionBudget %s exists and is not controlled by this PodSet; it leaves it alone: "+
 			"delete or rename it, or remove spec.disruptionBudget", ps.Name),
+	}
+}
+
+// budgetEvents records what the PodDisruptionBudget's writes did.
+func (r *PodSetReconciler) budgetEvents(ps *podsetv1alpha1.PodSet, done *podset.Outcome) {
+	if done.BudgetDeleted != "" {
+		r.note(ps, podsetv1alpha1.DisruptionBudgetDeletedReason, "Delete",
+			"deleted PodDisruptionBudget %s: spec.disruptionBudget was removed", done.BudgetDeleted)
+	}
+	if done.BudgetApplied {
+		r.note(ps, podsetv1alpha1.DisruptionBudgetAppliedReason, "Apply", "applied PodDisruptionBudget %s: %s", ps.Name, budgetBound(ps))
 	}
 }
 

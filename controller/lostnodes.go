@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -139,23 +138,17 @@ func (r *PodSetReconciler) lostNodes(ctx context.Context, ps *podsetv1alpha1.Pod
 var forceDelete = client.GracePeriodSeconds(0)
 
 // replaceLost force-deletes the plan's pods of lost nodes, each with its
-// UID as a precondition, counts them, and says so in a Warning event per
-// node, naming the pods; the plan keeps those actually deleted, which the
-// status counts. While replacement is paused, a Warning says why.
-func (r *PodSetReconciler) replaceLost(ctx context.Context, ps *podsetv1alpha1.PodSet, plan *podset.Plan, errs *[]error) {
-	if len(plan.LostHeld) > 0 {
-		r.warn(ps, podsetv1alpha1.LostNodeReplacementPausedReason, "Observe", fmt.Sprintf(
-			"pods %s run on lost nodes but are not replaced: more than half of the cluster's nodes are lost, "+
-				"which looks like the control plane cut off from its nodes rather than nodes gone; replacement resumes once at most half are lost",
-			podset.Summarize(podNames(plan.LostHeld))))
-	}
-	if len(plan.ReplaceLost) == 0 {
-		return
+// UID as a precondition, and returns those actually deleted, in the
+// plan's order: the status counts them, and the events name them by node
+// (record).
+func (r *PodSetReconciler) replaceLost(ctx context.Context, ps *podsetv1alpha1.PodSet, due []*corev1.Pod, errs *[]error) []*corev1.Pod {
+	if len(due) == 0 {
+		return nil
 	}
 	var mu sync.Mutex
 	deleted := map[string]bool{}
-	err := parallel(len(plan.ReplaceLost), r.Workers, func(i int) error {
-		pod := plan.ReplaceLost[i]
+	err := parallel(len(due), r.Workers, func(i int) error {
+		pod := due[i]
 		err := r.deletePod(ctx, ps, pod, forceDelete)
 		switch {
 		case err == nil:
@@ -170,22 +163,7 @@ func (r *PodSetReconciler) replaceLost(ctx context.Context, ps *podsetv1alpha1.P
 	if err != nil {
 		*errs = append(*errs, err)
 	}
-	plan.ReplaceLost = slices.DeleteFunc(plan.ReplaceLost, func(pod *corev1.Pod) bool { return !deleted[pod.Name] })
-	byNode := map[string][]string{}
-	for _, pod := range plan.ReplaceLost {
-		byNode[pod.Spec.NodeName] = append(byNode[pod.Spec.NodeName], pod.Name)
-	}
-	after := int32(podsetv1alpha1.DefaultLostNodeAfterSeconds)
-	if s := ps.Spec.LostNodeReplacement.AfterSeconds; s != nil {
-		after = *s
-	}
-	for _, node := range slices.Sorted(maps.Keys(byNode)) {
-		lostNodeReplacements.WithLabelValues(ps.Namespace, ps.Name).Add(float64(len(byNode[node])))
-		r.warn(ps, podsetv1alpha1.ReplacingLostReason, "Delete", fmt.Sprintf(
-			"force-deleted pods %s of node %s, lost since %s (spec.lostNodeReplacement.afterSeconds %d), to create them again on a healthy node; "+
-				"if the node still runs them, they run twice until it is back",
-			podset.Summarize(byNode[node]), node, plan.LostSince[node].UTC().Format(time.RFC3339), after))
-	}
+	return slices.DeleteFunc(slices.Clone(due), func(pod *corev1.Pod) bool { return !deleted[pod.Name] })
 }
 
 // podNames is the names of pods.

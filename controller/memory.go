@@ -14,8 +14,8 @@ import (
 // memory is everything the operator keeps of each PodSet between passes:
 // one record per PodSet, behind one lock, read with one clock. A record is
 // made by the PodSet's first pass, starts afresh when the name comes back
-// with a new UID, and is dropped, with the PodSet's metric series, once the
-// PodSet is gone.
+// with a new UID, and is dropped once the PodSet is gone (with the
+// PodSet's metric series: PodSetReconciler.forget).
 //
 // It is memory, not state: an operator restart loses all of it, which
 // costs requests and a rollout's timing, never correctness. What a pass
@@ -77,13 +77,11 @@ func (m *memory) begin(ps *podsetv1alpha1.PodSet) {
 	}
 }
 
-// forget drops everything remembered of a PodSet that is gone, its metric
-// series with it.
+// forget drops everything remembered of a PodSet that is gone.
 func (m *memory) forget(key types.NamespacedName) {
 	m.mu.Lock()
 	delete(m.records, key)
 	m.mu.Unlock()
-	forgetSeries(key)
 }
 
 // observeHeld records what the pods the partition holds back run now and

@@ -2,8 +2,7 @@ package controller
 
 import (
 	"context"
-	"slices"
-	"sync"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
@@ -60,48 +58,92 @@ const (
 // with all three statuses, as kube-state-metrics does.
 var conditionTypes = []string{podsetv1alpha1.ReadyCondition, podsetv1alpha1.ReconcilingCondition, podsetv1alpha1.StalledCondition}
 
-var (
-	podWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: metricPodWrites,
-		Help: "Pod writes the operator sent, by PodSet, kind (create, update_in_place, gate, delete, repair) and outcome (success, error). " +
-			"A write that lost a race the operator expects (the pod changed or went away since the cache showed it) counts as a success.",
-	}, []string{"namespace", "podset", "kind", "outcome"})
+// metrics are the operator's metrics of one manager: the write counters,
+// the rollout histogram and the status gauges of the PodSets its memory
+// holds. One Collector, made by SetupWithManager, registered while the
+// manager runs (registered) and unregistered when it stops, so nothing
+// outlives its manager: a process that ran another operator before (a
+// test suite) reports only the live one's.
+type metrics struct {
+	podWrites            *prometheus.CounterVec
+	statusWrites         *prometheus.CounterVec
+	rolloutDuration      *prometheus.HistogramVec
+	lostNodeReplacements *prometheus.CounterVec
+	status               *statusCollector
+}
 
-	statusWriteCount = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: metricStatusWrites,
-		Help: "Status writes (applies to the status subresource) the operator sent, by PodSet and outcome (success, error). " +
-			"A PodSet the operator cannot write the status of shows clients a status that no longer moves.",
-	}, []string{"namespace", "podset", "outcome"})
+var _ prometheus.Collector = (*metrics)(nil)
 
-	rolloutDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: metricRolloutDuration,
-		Help: "Seconds from the operator first seeing a PodSet's new spec (a new generation) to the PodSet reporting Ready=True for it. " +
-			"A rollout in flight when the operator restarts is not counted.",
-		Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
-	}, []string{"namespace", "podset"})
+// newMetrics makes the metrics of an operator whose memory is m.
+func newMetrics(m *memory) *metrics {
+	return &metrics{
+		podWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricPodWrites,
+			Help: "Pod writes the operator sent, by PodSet, kind (create, update_in_place, gate, delete, repair) and outcome (success, error). " +
+				"A write that lost a race the operator expects (the pod changed or went away since the cache showed it) counts as a success.",
+		}, []string{"namespace", "podset", "kind", "outcome"}),
+		statusWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricStatusWrites,
+			Help: "Status writes (applies to the status subresource) the operator sent, by PodSet and outcome (success, error). " +
+				"A PodSet the operator cannot write the status of shows clients a status that no longer moves.",
+		}, []string{"namespace", "podset", "outcome"}),
+		rolloutDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: metricRolloutDuration,
+			Help: "Seconds from the operator first seeing a PodSet's new spec (a new generation) to the PodSet reporting Ready=True for it. " +
+				"A rollout in flight when the operator restarts is not counted.",
+			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
+		}, []string{"namespace", "podset"}),
+		lostNodeReplacements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricLostNodeReplaced,
+			Help: "Pods the operator force-deleted to create them again elsewhere because their node was lost (spec.lostNodeReplacement), by PodSet. " +
+				"Each may run twice while its node is cut off but alive.",
+		}, []string{"namespace", "podset"}),
+		status: newStatusCollector(m),
+	}
+}
 
-	lostNodeReplacements = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: metricLostNodeReplaced,
-		Help: "Pods the operator force-deleted to create them again elsewhere because their node was lost (spec.lostNodeReplacement), by PodSet. " +
-			"Each may run twice while its node is cut off but alive.",
-	}, []string{"namespace", "podset"})
+// collectors are the metrics' parts.
+func (x *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{x.podWrites, x.statusWrites, x.rolloutDuration, x.lostNodeReplacements, x.status}
+}
 
-	podSetStatus = newStatusCollector()
-)
+// Describe sends the descriptors of every metric.
+func (x *metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range x.collectors() {
+		c.Describe(ch)
+	}
+}
 
-func init() {
-	ctrlmetrics.Registry.MustRegister(podWrites, statusWriteCount, rolloutDuration, lostNodeReplacements, podSetStatus)
+// Collect sends every metric.
+func (x *metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range x.collectors() {
+		c.Collect(ch)
+	}
+}
+
+// registered is a runnable of the manager that registers the metrics with
+// reg while the operator runs, as the leader where leader election is on,
+// and unregisters them once it stops.
+func (x *metrics) registered(reg prometheus.Registerer) manager.RunnableFunc {
+	return func(ctx context.Context) error {
+		if err := reg.Register(x); err != nil {
+			return fmt.Errorf("registering the PodSet metrics: %w", err)
+		}
+		<-ctx.Done()
+		reg.Unregister(x)
+		return nil
+	}
 }
 
 // countPodWrite counts one pod write of a kind and its outcome.
-func countPodWrite(ps *podsetv1alpha1.PodSet, kind string, err error) {
-	podWrites.WithLabelValues(ps.Namespace, ps.Name, kind, writeOutcome(err)).Inc()
+func (x *metrics) countPodWrite(ps *podsetv1alpha1.PodSet, kind string, err error) {
+	x.podWrites.WithLabelValues(ps.Namespace, ps.Name, kind, writeOutcome(err)).Inc()
 }
 
 // countStatusWrite counts one status write and its outcome; NotFound (the
 // PodSet went away) is no error.
-func countStatusWrite(ps *podsetv1alpha1.PodSet, err error) {
-	statusWriteCount.WithLabelValues(ps.Namespace, ps.Name, writeOutcome(err)).Inc()
+func (x *metrics) countStatusWrite(ps *podsetv1alpha1.PodSet, err error) {
+	x.statusWrites.WithLabelValues(ps.Namespace, ps.Name, writeOutcome(err)).Inc()
 }
 
 // writeOutcome is the outcome label of a write: NotFound and Conflict are
@@ -112,16 +154,6 @@ func writeOutcome(err error) string {
 		return "error"
 	}
 	return "success"
-}
-
-// showStatus records the status clients now see for a PodSet (what the
-// pass applied, or what they saw before when the write was deferred), and
-// times its rollout: from its first pass over a new generation to the
-// status showing that generation Ready.
-func (m *memory) showStatus(ps *podsetv1alpha1.PodSet, shown podsetv1alpha1.PodSetStatus) {
-	if started, done := m.rolloutEnded(ps, shown); done {
-		rolloutDuration.WithLabelValues(ps.Namespace, ps.Name).Observe(m.clock.Since(started).Seconds())
-	}
 }
 
 // rolloutEnded stores the status shown for a PodSet. It starts timing a
@@ -143,25 +175,23 @@ func (m *memory) rolloutEnded(ps *podsetv1alpha1.PodSet, shown podsetv1alpha1.Po
 	return time.Time{}, false
 }
 
-// forgetSeries removes the counter series of a PodSet that is gone; its
-// gauges went with its record.
-func forgetSeries(key types.NamespacedName) {
+// forget removes the counter series of a PodSet that is gone; its gauges
+// went with its record.
+func (x *metrics) forget(key types.NamespacedName) {
 	labels := prometheus.Labels{"namespace": key.Namespace, "podset": key.Name}
-	podWrites.DeletePartialMatch(labels)
-	statusWriteCount.DeletePartialMatch(labels)
-	rolloutDuration.DeletePartialMatch(labels)
-	lostNodeReplacements.DeletePartialMatch(labels)
+	x.podWrites.DeletePartialMatch(labels)
+	x.statusWrites.DeletePartialMatch(labels)
+	x.rolloutDuration.DeletePartialMatch(labels)
+	x.lostNodeReplacements.DeletePartialMatch(labels)
 }
 
 // statusCollector reports the status gauges of every PodSet from the last
 // status each pass showed, as the operator's memory holds it. A collector,
 // rather than gauge vectors, because the revision and condition series
 // change labels as the status moves: a scrape sees one consistent status per
-// PodSet, never a half-updated one. It reads every memory made in the
-// process (one per reconciler; the test suites make several).
+// PodSet, never a half-updated one.
 type statusCollector struct {
-	mu       sync.Mutex
-	memories []*memory
+	memory *memory
 
 	specReplicas, replicas, ready, available, updated *prometheus.Desc
 	condition, currentRevision, updateRevision        *prometheus.Desc
@@ -182,12 +212,14 @@ type rollout struct {
 
 var _ prometheus.Collector = (*statusCollector)(nil)
 
-func newStatusCollector() *statusCollector {
+// newStatusCollector reports the status gauges of the PodSets m holds.
+func newStatusCollector(m *memory) *statusCollector {
 	keys := []string{"namespace", "podset"}
 	desc := func(name, help string, extra ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, append(keys, extra...), nil)
 	}
 	return &statusCollector{
+		memory:          m,
 		specReplicas:    desc(metricSpecReplicas, "Number of desired pods of a PodSet (spec.replicas)."),
 		replicas:        desc(metricReplicas, "Number of pods the PodSet controls (status.replicas)."),
 		ready:           desc(metricReadyReplicas, "Number of the PodSet's pods that are Ready (status.readyReplicas)."),
@@ -200,23 +232,6 @@ func newStatusCollector() *statusCollector {
 	}
 }
 
-// reporting is a runnable of the manager that makes the collector report
-// the PodSets of a memory while the operator runs, as the leader where
-// leader election is on, and stop once it stops: a process that ran
-// another operator before (a test suite) reports only the live one's.
-func (c *statusCollector) reporting(m *memory) manager.RunnableFunc {
-	return func(ctx context.Context) error {
-		c.mu.Lock()
-		c.memories = append(c.memories, m)
-		c.mu.Unlock()
-		<-ctx.Done()
-		c.mu.Lock()
-		c.memories = slices.DeleteFunc(c.memories, func(x *memory) bool { return x == m })
-		c.mu.Unlock()
-		return nil
-	}
-}
-
 // Describe sends the descriptors of the status gauges.
 func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.specReplicas, c.replicas, c.ready, c.available, c.updated, c.condition, c.currentRevision, c.updateRevision, c.lastProgress} {
@@ -226,21 +241,13 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect sends the status gauges of every PodSet the operator knows.
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	memories := slices.Clone(c.memories)
-	c.mu.Unlock()
-	// Two operators running in one process (tests of a leader change)
-	// may both know a PodSet: the registry refuses a series sent twice.
-	seen := map[types.NamespacedName]bool{}
-	for _, m := range memories {
-		m.mu.Lock()
-		for key, r := range m.records {
-			if r.shown != nil && !seen[key] {
-				seen[key] = true
-				c.collect(ch, key, *r.shown)
-			}
+	m := c.memory
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for key, r := range m.records {
+		if r.shown != nil {
+			c.collect(ch, key, *r.shown)
 		}
-		m.mu.Unlock()
 	}
 }
 
@@ -286,6 +293,7 @@ func conditionLabel(s metav1.ConditionStatus) string {
 	}
 }
 
+// boolValue is 1 for true, 0 for false.
 func boolValue(b bool) float64 {
 	if b {
 		return 1

@@ -50,10 +50,13 @@ type pass struct {
 	inFlight func(name string) bool
 
 	// plan
-	stalled    *podset.Stall
 	podPlan    podset.Plan
 	revPlan    podset.RevisionPlan
 	budgetPlan podset.BudgetPlan
+
+	// write: what the writes did, and what stalls the PodSet (a template
+	// refused in plan, the pods' or the PodDisruptionBudget's stall).
+	outcome podset.Outcome
 
 	// computeStatus and publish: the status this pass wants clients to
 	// see, and how long its write is deferred (0: written, or nothing to
@@ -73,7 +76,7 @@ func (r *PodSetReconciler) load(ctx context.Context, key types.NamespacedName) (
 	ps := &podsetv1alpha1.PodSet{}
 	if err := r.Client.Get(ctx, key, ps); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.memory.forget(key)
+			r.forget(key)
 		}
 		return nil, client.IgnoreNotFound(err)
 	}
@@ -128,7 +131,7 @@ func (p *pass) observe() {
 func (p *pass) plan() {
 	violations := append(podset.TemplateViolations(&p.ps.Spec.Template.Spec), podset.ReservedLabelViolations(p.ps.Spec.Template.Labels)...)
 	if len(violations) > 0 {
-		p.stalled = &podset.Stall{Reason: podsetv1alpha1.InvalidTemplateReason, Message: strings.Join(violations, "; ")}
+		p.outcome.Stall = &podset.Stall{Reason: podsetv1alpha1.InvalidTemplateReason, Message: strings.Join(violations, "; ")}
 		return
 	}
 	p.revPlan = p.view.PlanRevisions(p.held.Kept())
@@ -141,25 +144,27 @@ func (p *pass) plan() {
 // from templates the PodSet holds (never from a revision object), and no
 // revision a pod runs or may be recreated from is pruned, so a new PodSet's
 // first pass waits for one round trip less. A write that fails is retried
-// by the next pass.
+// by the next pass. What the writes did is the pass's outcome.
 func (p *pass) write(ctx context.Context) error {
-	if p.stalled != nil {
+	if p.outcome.Stall != nil {
 		return nil
 	}
 	var revErr error
 	var revWrites sync.WaitGroup
 	revWrites.Go(func() { revErr = p.r.syncRevisions(ctx, p.ps, p.revPlan, p.view.Revs) })
-	stalled, err := p.r.execute(ctx, p.ps, &p.podPlan, p.view.Revs, p.now)
+	done, err := p.r.execute(ctx, p.ps, &p.podPlan, p.view.Revs, p.now)
 	// The PodDisruptionBudget after the pods: a pod's stall says more.
-	budgetStalled, budgetErr := p.r.syncBudget(ctx, p.ps, p.budgetPlan)
+	budgetStalled, budgetErr := p.r.syncBudget(ctx, p.ps, p.budgetPlan, &done)
 	revWrites.Wait()
-	p.stalled = cmp.Or(stalled, budgetStalled)
+	done.Stall = cmp.Or(done.PodStall(), budgetStalled)
+	p.outcome = done
 	return errors.Join(revErr, err, budgetErr)
 }
 
-// computeStatus is the status the pass wants clients to see.
+// computeStatus is the status the pass wants clients to see, from the
+// view, the plan and the outcome.
 func (p *pass) computeStatus() {
-	p.status = p.view.Status(&p.podPlan, p.stalled)
+	p.status = p.view.Status(&p.podPlan, &p.outcome)
 }
 
 // publish writes the status with server-side apply, unless it is what
@@ -192,13 +197,16 @@ func (p *pass) publish(ctx context.Context) error {
 	return nil
 }
 
-// record leaves the pass's traces: the pass in the debug log, the status
-// clients now see in the metrics, and the events of a stall (which recur
-// each pass while it lasts, as the stall's backoff spaces the passes) and
-// of the progress deadline passing (once).
+// record leaves the pass's traces, all from its plan, its outcome and its
+// status: the pass in the debug log, the events of what the writes did
+// (outcomeEvents), the status clients now see and the rollout's duration
+// in the metrics, and the events of a stall (which recur each pass while
+// it lasts, as the stall's backoff spaces the passes) and of the progress
+// deadline passing (once).
 func (p *pass) record(ctx context.Context, statusErr error) {
 	p.logPass(ctx, statusErr)
-	if s := p.stalled; s != nil {
+	p.r.outcomeEvents(p.ps, &p.podPlan, &p.outcome, p.view.Revs)
+	if s := p.outcome.Stall; s != nil {
 		action := "Create"
 		if s.Reason == podsetv1alpha1.InvalidTemplateReason {
 			action = "Validate"
@@ -212,7 +220,9 @@ func (p *pass) record(ctx context.Context, statusErr error) {
 	if p.deferred > 0 {
 		shown = p.ps.Status // clients still see the status they saw
 	}
-	p.r.memory.showStatus(p.ps, shown)
+	if started, done := p.r.memory.rolloutEnded(p.ps, shown); done {
+		p.r.metrics.rolloutDuration.WithLabelValues(p.ps.Namespace, p.ps.Name).Observe(p.r.Clock.Since(started).Seconds())
+	}
 	if deadlineExceeded(&p.status) && !deadlineExceeded(&p.ps.Status) {
 		c := meta.FindStatusCondition(p.status.Conditions, podsetv1alpha1.StalledCondition)
 		p.r.warn(p.ps, c.Reason, "Rollout", c.Message)

@@ -18,11 +18,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/internal/podset"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // FieldManager is the field manager of every write the operator makes: pod
@@ -84,8 +86,13 @@ type PodSetReconciler struct {
 	// Workers bounds the pod writes one pass sends at once, and the gates
 	// of new pods opening at once over all passes.
 	Workers int
+	// Registerer is where the reconciler's metrics are registered while
+	// its manager runs; controller-runtime's registry (the manager's
+	// metrics endpoint) when nil.
+	Registerer prometheus.Registerer
 
 	memory    *memory
+	metrics   *metrics
 	gateSlots chan struct{}
 }
 
@@ -105,10 +112,14 @@ func (r *PodSetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	if r.Workers < 1 {
 		r.Workers = DefaultWorkers
 	}
+	if r.Registerer == nil {
+		r.Registerer = ctrlmetrics.Registry
+	}
 	r.memory = newMemory(r.Clock)
+	r.metrics = newMetrics(r.memory)
 	r.gateSlots = make(chan struct{}, r.Workers)
-	if err := mgr.Add(podSetStatus.reporting(r.memory)); err != nil {
-		return fmt.Errorf("adding the status metrics: %w", err)
+	if err := mgr.Add(r.metrics.registered(r.Registerer)); err != nil {
+		return fmt.Errorf("adding the metrics: %w", err)
 	}
 	nameLabel := func(o client.Object) []string { return []string{o.GetLabels()[podsetv1alpha1.NameLabel]} }
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, byPodSet, nameLabel); err != nil {
@@ -147,7 +158,7 @@ func (r *PodSetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if statusErr != nil {
 		return ctrl.Result{}, errors.Join(writeErr, statusErr)
 	}
-	return ctrl.Result{RequeueAfter: p.requeue()}, errors.Join(writeErr, stallError(p.stalled))
+	return ctrl.Result{RequeueAfter: p.requeue()}, errors.Join(writeErr, stallError(p.outcome.Stall))
 }
 
 // deadlineExceeded reports whether a status shows the progress deadline
@@ -170,6 +181,13 @@ func stallError(s *podset.Stall) error {
 	default:
 		return fmt.Errorf("stalled, retrying with backoff: %s: %s", s.Reason, s.Message)
 	}
+}
+
+// forget drops everything the operator keeps of a PodSet that is gone:
+// its memory and its metric series.
+func (r *PodSetReconciler) forget(key types.NamespacedName) {
+	r.memory.forget(key)
+	r.metrics.forget(key)
 }
 
 // keyOf is the expectations key of a PodSet.

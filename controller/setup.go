@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Options are what may differ between two instances of the operator; the
@@ -29,6 +30,11 @@ type Options struct {
 	Workers int
 	// Clock is the time every pass reads; the real clock when nil.
 	Clock clock.PassiveClock
+	// Metrics is where the operator's metrics are registered while its
+	// manager runs: controller-runtime's registry, which the manager's
+	// metrics endpoint serves, when nil. Operators that run at once in one
+	// process (tests) each need their own.
+	Metrics prometheus.Registerer
 }
 
 // NewScheme is the operator's scheme: the core Kubernetes types and the
@@ -65,12 +71,13 @@ func NewManager(ctx context.Context, cfg *rest.Config, mo manager.Options, o Opt
 		return nil, err
 	}
 	r := &PodSetReconciler{
-		Client:    mgr.GetClient(),
-		Pods:      pods,
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder(FieldManager),
-		Clock:     o.Clock,
-		Workers:   o.Workers,
+		Client:     mgr.GetClient(),
+		Pods:       pods,
+		APIReader:  mgr.GetAPIReader(),
+		Recorder:   mgr.GetEventRecorder(FieldManager),
+		Clock:      o.Clock,
+		Workers:    o.Workers,
+		Registerer: o.Metrics,
 	}
 	if err := r.SetupWithManager(ctx, mgr, ControllerOptions(o.MaxConcurrentReconciles)); err != nil {
 		return nil, fmt.Errorf("setting up the PodSet controller: %w", err)

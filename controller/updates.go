@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 
@@ -25,14 +24,15 @@ import (
 // pod that sends nothing a running pod cannot change (podUpdate). Each is a
 // server-side apply with the operator's field manager and the pod's UID.
 
-// setGate applies the pod's InPlaceUpdateReady condition True through the
-// status subresource; expect is what the write leaves the pass expecting.
-// The message is applied empty: the write that closed the gate set one.
+// setGate applies the pod's InPlaceUpdateReady condition True
+// (podset.OpenGateCondition) through the status subresource; expect is
+// what the write leaves the pass expecting.
 func (r *PodSetReconciler) setGate(ctx context.Context, ps *podsetv1alpha1.PodSet, pod *corev1.Pod, now metav1.Time, expect expectWrite) error {
+	open := podset.OpenGateCondition(now)
 	cond := corev1ac.PodCondition().
-		WithType(podsetv1alpha1.InPlaceUpdateReadyCondition).
-		WithLastTransitionTime(now).
-		WithStatus(corev1.ConditionTrue).WithReason(podsetv1alpha1.GateOpenReason).WithMessage("")
+		WithType(open.Type).
+		WithLastTransitionTime(open.LastTransitionTime).
+		WithStatus(open.Status).WithReason(open.Reason).WithMessage(open.Message)
 	ac := corev1ac.Pod(pod.Name, pod.Namespace).WithUID(pod.UID).WithStatus(corev1ac.PodStatus().WithConditions(cond))
 	if err := r.sendPod(ctx, ps, writeGate, "status", ac, expect); err != nil {
 		return fmt.Errorf("setting the %s condition of pod %s: %w", podsetv1alpha1.InPlaceUpdateReadyCondition, pod.Name, err)
@@ -40,12 +40,8 @@ func (r *PodSetReconciler) setGate(ctx context.Context, ps *podsetv1alpha1.PodSe
 	return nil
 }
 
-// closeGate begins a pod's drain (podset's drain.go): one write to its
-// status sets its InPlaceUpdateReady condition False and its Ready
-// condition False, so the EndpointSlice controller drops the pod at once
-// rather than once the kubelet has seen the gate (a pod-worker sync that
-// waits for the next relist, about a second). The kubelet then reports
-// the pod not Ready itself, with its own reason.
+// closeGate begins a pod's drain (podset's gate.go): one write to its
+// status sets the conditions podset.CloseGateConditions says.
 //
 // It is a strategic merge patch, not an apply: the Ready condition is the
 // kubelet's, and an apply would keep owning it, so that the next apply of
@@ -55,25 +51,16 @@ func (r *PodSetReconciler) setGate(ctx context.Context, ps *podsetv1alpha1.PodSe
 // pod only (the API server refuses to change a UID).
 func (r *PodSetReconciler) closeGate(ctx context.Context, ps *podsetv1alpha1.PodSet, step podset.Step, now metav1.Time) error {
 	pod := step.Pod
-	reason := podsetv1alpha1.GateStoppingReason
-	message := "the pod is deleted once it has drained: " + step.Way.Why
-	if step.Way.InPlace {
-		reason = podsetv1alpha1.GateUpdatingReason
-		message = "its containers restart for revision " + podset.RevisionName(ps, podset.TemplateHash(ps)) + " once the pod has drained"
-	}
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"uid": pod.UID},
-		"status": map[string]any{"conditions": []corev1.PodCondition{
-			{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionFalse, Reason: reason, Message: message, LastTransitionTime: now},
-			{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: podsetv1alpha1.DrainingReason, Message: "the operator took the pod out of Service endpoints: " + message, LastTransitionTime: now},
-		}},
+		"status":   map[string]any{"conditions": podset.CloseGateConditions(ps, step, now)},
 	})
 	if err != nil {
 		return err
 	}
 	answer, err := r.Pods.Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch,
 		metav1.PatchOptions{FieldManager: FieldManager}, "status")
-	countPodWrite(ps, writeGate, err)
+	r.metrics.countPodWrite(ps, writeGate, err)
 	if err != nil {
 		return fmt.Errorf("closing the %s gate of pod %s: %w", podsetv1alpha1.InPlaceUpdateReadyCondition, pod.Name, err)
 	}
@@ -252,38 +239,5 @@ func keepResized(containers []corev1.Container, c *corev1ac.ContainerApplyConfig
 	}
 	if c.Resources.Limits != nil {
 		containers[i].Resources.Limits = *c.Resources.Limits
-	}
-}
-
-// drainEvents records the drains begun: one event for the pods that
-// restart in place, one per reason for those deleted once drained.
-func (r *PodSetReconciler) drainEvents(ps *podsetv1alpha1.PodSet, restart []string, stop map[string][]string, revs *podset.Revisions) {
-	if len(restart) > 0 {
-		r.note(ps, podsetv1alpha1.UpdatedInPlaceReason, "Drain",
-			"took pods %s out of Ready to restart their containers in place for revision %s", podset.Summarize(restart), podset.RevisionName(ps, revs.Update))
-	}
-	for _, why := range slices.Sorted(maps.Keys(stop)) {
-		reason := podsetv1alpha1.RollingOutReason
-		if why == podset.WhySurplus {
-			reason = podsetv1alpha1.ScalingDownReason
-		}
-		r.note(ps, reason, "Drain", "took pods %s out of Ready to delete them once drained: %s", podset.Summarize(stop[why]), why)
-	}
-}
-
-// recreateEvents records one event per reason pods of a rollout were
-// recreated rather than updated in place.
-func (r *PodSetReconciler) recreateEvents(ps *podsetv1alpha1.PodSet, deleted []string, why map[string]string) {
-	byWhy := map[string][]string{}
-	for _, name := range deleted {
-		w := why[name]
-		if w == "" {
-			w = podset.WhyPolicy
-		}
-		byWhy[w] = append(byWhy[w], name)
-	}
-	for _, w := range slices.Sorted(maps.Keys(byWhy)) {
-		r.note(ps, podsetv1alpha1.RollingOutReason, "Delete",
-			"deleted out-of-date pods %s to recreate them: %s", podset.Summarize(byWhy[w]), w)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -71,10 +69,10 @@ func (r *PodSetReconciler) send(ctx context.Context, ps *podsetv1alpha1.PodSet, 
 	}
 	switch kind {
 	case writeStatus:
-		countStatusWrite(ps, err)
+		r.metrics.countStatusWrite(ps, err)
 	case writeRevision, writeBudget:
 	default:
-		countPodWrite(ps, kind, err)
+		r.metrics.countPodWrite(ps, kind, err)
 	}
 	return err
 }
@@ -92,10 +90,10 @@ func (r *PodSetReconciler) sendPod(ctx context.Context, ps *podsetv1alpha1.PodSe
 	switch subresource {
 	case "":
 		answer, err = pods.Apply(ctx, ac, opts)
-		countPodWrite(ps, kind, err)
+		r.metrics.countPodWrite(ps, kind, err)
 	case "status":
 		answer, err = pods.ApplyStatus(ctx, ac, opts)
-		countPodWrite(ps, kind, err)
+		r.metrics.countPodWrite(ps, kind, err)
 	default:
 		// client-go has no typed apply of pods/resize; its JSON answer is
 		// decoded into ac, which the resize reads.
@@ -124,7 +122,7 @@ func (r *PodSetReconciler) sendPod(ctx context.Context, ps *podsetv1alpha1.PodSe
 // cache to show the pod gone. opts add to the deletion (forceDelete).
 func (r *PodSetReconciler) deletePod(ctx context.Context, ps *podsetv1alpha1.PodSet, pod *corev1.Pod, opts ...client.DeleteOption) error {
 	err := r.Client.Delete(ctx, pod, append([]client.DeleteOption{client.Preconditions{UID: &pod.UID}}, opts...)...)
-	countPodWrite(ps, writeDelete, err)
+	r.metrics.countPodWrite(ps, writeDelete, err)
 	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		r.memory.expectDeleted(keyOf(ps), pod.Name, pod.UID)
 	}
@@ -144,90 +142,49 @@ func (r *PodSetReconciler) deleteBudget(ctx context.Context, pdb *policyv1.PodDi
 }
 
 // execute sends the plan's writes: deletions with UID preconditions (those
-// of pods on lost nodes forced), then
+// of pods on lost nodes forced), then the rollout's writes, then
 // creations in slow-start batches (so a template the API server refuses
 // costs one request, not replicas of them), then repairs. It returns what
-// stalls the PodSet, if anything, and the errors worth a retry.
-func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSet, plan *podset.Plan, revs *podset.Revisions, now metav1.Time) (*podset.Stall, error) {
+// the writes did, for the status, the events and the metrics (record),
+// and the errors worth a retry.
+func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSet, plan *podset.Plan, revs *podset.Revisions, now metav1.Time) (podset.Outcome, error) {
 	var errs []error
-	if deleted := r.deletePods(ctx, ps, plan.Prune, &errs); len(deleted) > 0 {
-		r.note(ps, podsetv1alpha1.ScalingDownReason, "Delete", "deleted surplus pods %s", podset.Summarize(deleted))
-	}
-	if deleted := r.deletePods(ctx, ps, plan.ReplaceFinished, &errs); len(deleted) > 0 {
-		r.note(ps, podsetv1alpha1.ReplacingFinishedReason, "Delete", "deleted finished pods to replace them: %s", podset.Summarize(deleted))
-	}
-	r.replaceLost(ctx, ps, plan, &errs)
+	var done podset.Outcome
+	done.Pruned = r.deletePods(ctx, ps, plan.Prune, &errs)
+	done.ReplacedFinished = r.deletePods(ctx, ps, plan.ReplaceFinished, &errs)
+	done.ReplacedLost = r.replaceLost(ctx, ps, plan.ReplaceLost, &errs)
 
 	// The rollout: pods recreated, pods whose containers restart in place
 	// taken out of Ready first, pods updated where they run (a resize the
 	// API server refuses recreates its pod), and gates opened again.
-	r.recreateEvents(ps, r.deletePods(ctx, ps, plan.Rollout, &errs), plan.Why)
+	done.Recreating(r.deletePods(ctx, ps, plan.Rollout, &errs), func(name string) string { return plan.Why[name] })
 	updated, denied := r.updateInPlace(ctx, ps, plan.Update, revs, &errs)
-	for _, what := range slices.Sorted(maps.Keys(updated)) {
-		r.note(ps, podsetv1alpha1.UpdatedInPlaceReason, "Update",
-			"updated pods %s in place to revision %s: %s", podset.Summarize(updated[what]), podset.RevisionName(ps, revs.Update), what)
-	}
-	// A pod whose resize the API server refused is recreated: drained
-	// first if it is Ready (the next pass finds the resize refused again,
-	// and the pod not Ready), else deleted now.
-	why := map[string]string{}
-	var deny []*corev1.Pod
-	pause := plan.Pause
-	for _, pod := range denied {
-		if podset.DrainFirst(pod) {
-			pause = append(pause, podset.Step{Pod: pod, Way: podset.UpdateWay{Why: podset.WhyResizeDenied}})
-			continue
-		}
-		deny = append(deny, pod)
-		why[pod.Name] = podset.WhyResizeDenied
-	}
-	r.recreateEvents(ps, r.deletePods(ctx, ps, deny, &errs), why)
-	restart, stop := r.closeGates(ctx, ps, pause, now, &errs)
-	r.drainEvents(ps, restart, stop, revs)
+	done.Updated = updated
+	drain, deny := podset.ResizeDenied(denied)
+	done.Recreating(r.deletePods(ctx, ps, deny, &errs), func(string) string { return podset.WhyResizeDenied })
+	done.Restarting, done.Stopping = r.closeGates(ctx, ps, append(plan.Pause, drain...), now, &errs)
 	r.openGates(ctx, ps, plan.Resume, now, &errs)
 
-	conflicts := plan.Conflicts
-	var rejected error
 	created, taken, err := r.createPods(ctx, ps, plan, revs, now)
-	conflicts = append(conflicts, taken...)
-	if len(created) > 0 {
-		r.note(ps, podsetv1alpha1.ScalingUpReason, "Create", "created pods %s", podset.Summarize(created))
-	}
+	done.Created = created
+	done.Conflicts = append(plan.Conflicts, taken...)
 	if isRejection(err) {
-		rejected = err
+		done.Rejection = rejection(err)
 	} else if err != nil {
 		errs = append(errs, err)
 	}
 
-	var repaired []string
 	for _, pod := range plan.Repair {
 		hash := pod.Labels[podsetv1alpha1.TemplateHashLabel]
 		if err := r.applyExisting(ctx, ps, revs.Templates[hash], pod, hash); isRejection(err) {
-			rejected = err
+			done.Rejection = rejection(err)
 		} else if err != nil {
 			errs = append(errs, err)
 		} else {
-			repaired = append(repaired, pod.Name)
+			done.Repaired = append(done.Repaired, pod.Name)
 		}
 	}
-	if len(repaired) > 0 {
-		r.note(ps, podsetv1alpha1.RepairedReason, "Apply", "restored operator-owned fields of pods %s", podset.Summarize(repaired))
-	}
-
-	switch {
-	case len(conflicts) > 0:
-		s := podset.ConflictStall(conflicts)
-		return s, errors.Join(errs...)
-	case rejected != nil:
-		s := &podset.Stall{Reason: podsetv1alpha1.PodRejectedReason, Message: "the API server refused a pod made from the template: " + string(apierrors.ReasonForError(rejected)) + ": " + rejectionMessage(rejected)}
-		return s, errors.Join(errs...)
-	}
-	if len(plan.Strays) > 0 {
-		r.warn(ps, podsetv1alpha1.StrayPodsReason, "Observe", fmt.Sprintf(
-			"pods %s carry the label %s=%s but are not controlled by this PodSet; they are neither counted nor touched",
-			podset.Summarize(plan.Strays), podsetv1alpha1.NameLabel, ps.Name))
-	}
-	return nil, errors.Join(errs...)
+	return done, errors.Join(errs...)
 }
 
 // createPods creates the pods of the plan's ordinals, each from its
@@ -394,14 +351,16 @@ func isRejection(err error) bool {
 	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err)
 }
 
-// rejectionMessage is the API server's message, which names the pod and the
-// field; it is stable from pass to pass, so status does not churn.
-func rejectionMessage(err error) string {
+// rejection is the API server's refusal err as an outcome: its reason, and
+// its message, which names the pod and the field; it is stable from pass
+// to pass, so status does not churn.
+func rejection(err error) *podset.Rejection {
+	message := err.Error()
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		return status.Status().Message
+		message = status.Status().Message
 	}
-	return err.Error()
+	return &podset.Rejection{Reason: string(apierrors.ReasonForError(err)), Message: message}
 }
 
 // slowStart calls fn for 0..n-1 in batches of 1, 2, 4, ... (each batch at

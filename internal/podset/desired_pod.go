@@ -81,7 +81,7 @@ func PodFromTemplate(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, or
 	}
 	hardenPodSpec(spec)
 	// Every pod carries the gate, whatever the update policy: it is how
-	// the operator drains a pod before it stops it (drain.go).
+	// the operator drains a pod before it stops it (gate.go).
 	spec.WithReadinessGates(corev1ac.PodReadinessGate().WithConditionType(podsetv1alpha1.InPlaceUpdateReadyCondition))
 
 	pod := corev1ac.Pod(PodName(ps.Name, ordinal), ps.Namespace).

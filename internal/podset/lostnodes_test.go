@@ -212,7 +212,7 @@ func TestStatusCountsLostNodeReplacements(t *testing.T) {
 	v := NewView(ps, NewRevisions(ps, nil), pods, testNow)
 	v.Nodes = Nodes{Lost: map[string]time.Time{"gone": testNow.Add(-time.Hour)}, LostInCluster: 1, Total: 3}
 	plan := v.Plan(Input{InFlight: noneInFlight})
-	status := v.Status(&plan, nil)
+	status := v.Status(&plan, &Outcome{ReplacedLost: plan.ReplaceLost})
 	if status.LostNodeReplacements != 4 {
 		t.Errorf("status.lostNodeReplacements = %d, want 4 (3 before, 1 this pass)", status.LostNodeReplacements)
 	}
@@ -221,7 +221,7 @@ func TestStatusCountsLostNodeReplacements(t *testing.T) {
 	}
 	again := NewView(ps, NewRevisions(ps, nil), pods[:1], testNow)
 	plan = again.Plan(Input{InFlight: noneInFlight})
-	if got := again.Status(&plan, nil).LostNodeReplacements; got != 3 {
+	if got := again.Status(&plan, &Outcome{ReplacedLost: plan.ReplaceLost}).LostNodeReplacements; got != 3 {
 		t.Errorf("a pass without replacements: status.lostNodeReplacements = %d, want 3 carried over", got)
 	}
 }

@@ -13,76 +13,173 @@ import (
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
 
-// Plan is what one pass does to the pods. Every pod in it is controlled
-// by the PodSet; pods it does not control appear only by name, in conflicts
-// and strays.
+// Plan is what one pass does to the pods: the pass's decisions, one per
+// ordinal slot and surplus pod (Decisions), grouped by the write each
+// needs. Every pod in it is controlled by the PodSet; pods it does not
+// control appear only by name, in conflicts and strays.
 type Plan struct {
-	// create lists the ordinals that have no pod: apply a new one, from the
-	// current template unless revisions says otherwise.
+	// Decisions holds what the pass decided for each ordinal slot, in
+	// ordinal order, then for each surplus pod, highest ordinal first. The
+	// lists below group them; the preview reads them.
+	Decisions []Decision
+	// Create lists the ordinals that have no pod: apply a new one, from the
+	// current template unless Revisions says otherwise.
 	Create []int
-	// revisions holds, for ordinals to create that a partition holds back,
+	// Revisions holds, for ordinals to create that a partition holds back,
 	// the template hash of the revision to create them from.
 	Revisions map[int]string
-	// repair lists pods whose operator-owned fields drifted from their
+	// Repair lists pods whose operator-owned fields drifted from their
 	// revision: apply their desired pod again.
 	Repair []*corev1.Pod
-	// prune lists pods outside the wanted ordinals, highest first, to
+	// Prune lists pods outside the wanted ordinals, highest first, to
 	// delete now: drained, or not Ready (a Ready one is drained first, in
 	// Pause).
 	Prune []*corev1.Pod
-	// replaceFinished lists Failed or Succeeded pods, to delete and recreate.
+	// ReplaceFinished lists Failed or Succeeded pods, to delete and recreate.
 	ReplaceFinished []*corev1.Pod
-	// replaceLost lists pods whose node has been lost for
+	// ReplaceLost lists pods whose node has been lost for
 	// spec.lostNodeReplacement.afterSeconds, to force-delete (grace period
-	// 0) and recreate, within the budget (View.replaceLost); lostSince
+	// 0) and recreate, within the budget (View.replaceLost); LostSince
 	// holds, by node, since when each of their nodes is lost.
 	ReplaceLost []*corev1.Pod
 	LostSince   map[string]time.Time
-	// lostHeld lists the pods due for replacement that are not replaced
+	// LostHeld lists the pods due for replacement that are not replaced
 	// because too many of the cluster's nodes are lost
 	// (Nodes.Partitioned).
 	LostHeld []*corev1.Pod
-	// rollout lists out-of-date pods to delete and recreate from the current
+	// Rollout lists out-of-date pods to delete and recreate from the current
 	// template: unready ones first, then drained ones.
 	Rollout []*corev1.Pod
-	// why says, by pod name, why a pod of rollout (or one drained to join
-	// it, in pause) is recreated rather than updated in place.
+	// Why says, by pod name, why a pod of Rollout (or one drained to join
+	// it, in Pause) is recreated rather than updated in place.
 	Why map[string]string
-	// update lists out-of-date pods to bring to the current template where
+	// Update lists out-of-date pods to bring to the current template where
 	// they run: metadata at once, a resize, or new images once their gate is
 	// closed and the kubelet took them out of Ready.
 	Update []Step
-	// pause lists Ready pods whose readiness gate closes, so they drain
+	// Pause lists Ready pods whose readiness gate closes, so they drain
 	// before the operator stops them: a restart in place (Way.InPlace) or
 	// a recreation within maxUnavailable, or a surplus pod (Way.Why says
 	// why it is deleted).
 	Pause []Step
-	// resume lists pods whose readiness gate opens: new, or their
+	// Resume lists pods whose readiness gate opens: new, or their
 	// containers run the new images.
 	Resume []*corev1.Pod
-	// wake is how long until something a pass waits for is due (a deferred
+	// Wake is how long until something a pass waits for is due (a deferred
 	// resize counts as stuck, a drained pod may stop), or 0.
 	Wake time.Duration
-	// conflicts lists names this PodSet needs that pods it does not control
+	// Conflicts lists names this PodSet needs that pods it does not control
 	// hold. Those pods are never modified or deleted.
 	Conflicts []string
-	// strays lists pods that carry this PodSet's name label but are not
+	// Strays lists pods that carry this PodSet's name label but are not
 	// controlled by it. They are neither counted nor touched.
 	Strays []string
 }
 
-// deletions is every pod the plan deletes.
+// SlotState is where the pod of an ordinal slot, or a surplus pod, stands
+// against the PodSet's current revision, whatever a pass does about it.
+type SlotState int
+
+// The states of a slot's pod.
+const (
+	// StateMissing: no pod holds the slot's name.
+	StateMissing SlotState = iota
+	// StateConflict: a pod the PodSet does not control holds the name.
+	StateConflict
+	// StateTerminating: the slot's pod is being deleted.
+	StateTerminating
+	// StateFinished: the pod is Failed or Succeeded.
+	StateFinished
+	// StateCurrent: the pod runs the current revision.
+	StateCurrent
+	// StateHeldOnDelete: the pod is out of date, and under OnDelete only a
+	// user's deletion updates it.
+	StateHeldOnDelete
+	// StateHeldByPartition: the pod is out of date, below the partition.
+	StateHeldByPartition
+	// StateStale: the pod is out of date, and the strategy updates it
+	// (Decision.Way says how).
+	StateStale
+	// StateSurplus: the pod is outside the wanted ordinals.
+	StateSurplus
+)
+
+// Action is what one pass does to the pod of a slot.
+type Action int
+
+// The actions of a pass.
+const (
+	// ActionNone: nothing this pass. The pod needs nothing, or waits: for a
+	// write in flight, its drain, its termination, or the budget.
+	ActionNone Action = iota
+	// ActionCreate: apply a new pod at the slot (Decision.Revision).
+	ActionCreate
+	// ActionReplaceFinished: delete a finished pod, to recreate it.
+	ActionReplaceFinished
+	// ActionReplaceLost: the pod's node has been lost long enough; it is
+	// force-deleted within the budget (Plan.ReplaceLost), or held while
+	// the cluster looks partitioned (Plan.LostHeld).
+	ActionReplaceLost
+	// ActionUpdate: update the pod in place (Decision.Way).
+	ActionUpdate
+	// ActionDrain: close the pod's gate, to restart it in place or delete
+	// it once drained.
+	ActionDrain
+	// ActionRecreate: delete the pod, to recreate it from the current
+	// template (Decision.Way.Why says why).
+	ActionRecreate
+	// ActionPrune: delete a surplus pod.
+	ActionPrune
+)
+
+// Decision is what a pass decides for one ordinal slot or surplus pod:
+// where its pod stands, what the pass does to it, and why.
+type Decision struct {
+	// Name is the slot's pod name.
+	Name    string
+	Ordinal int
+	// Member is the pod there, or nil.
+	Member *Member
+	State  SlotState
+	Action Action
+	// Way is how a StateStale pod moves to the current revision; for any
+	// other pod the pass recreates or drains, only Way.Why is set.
+	Way UpdateWay
+	// Revision is the template hash a pod to create is made from.
+	Revision string
+	// Repair: the pod's operator-owned fields drifted from its revision.
+	Repair bool
+	// Resume: the pod's gate opens.
+	Resume bool
+	// stage is when the planner decided the action: it orders the plan's
+	// lists as the pass sends them.
+	stage stage
+}
+
+// stage is the step of the planner that decided a Decision's action.
+type stage int
+
+const (
+	// decided by classify, outside the budget.
+	stageAtOnce stage = iota
+	// an unready out-of-date pod, recreated first, outside the budget.
+	stageUnready
+	// taken by spend, within the budget.
+	stageSpent
+)
+
+// Deletions is every pod the plan deletes.
 func (p *Plan) Deletions() []*corev1.Pod {
 	return slices.Concat(p.Prune, p.ReplaceFinished, p.ReplaceLost, p.Rollout)
 }
 
-// empty reports whether the plan sends no write at all.
+// Empty reports whether the plan sends no write at all.
 func (p *Plan) Empty() bool {
 	return len(p.Create) == 0 && len(p.Repair) == 0 && len(p.Deletions()) == 0 &&
 		len(p.Update) == 0 && len(p.Pause) == 0 && len(p.Resume) == 0
 }
 
-// revisionOf is the template hash an ordinal to create is made from.
+// RevisionOf is the template hash an ordinal to create is made from.
 func (p *Plan) RevisionOf(ordinal int, revs *Revisions) string {
 	if h, ok := p.Revisions[ordinal]; ok {
 		return h
@@ -107,40 +204,46 @@ type Input struct {
 	Now time.Time
 }
 
-// Plan decides what a pass does: it classifies every ordinal slot
-// (classify), then spends the maxUnavailable budget on the out-of-date
-// pods that are available (spend).
+// Plan decides what a pass does: it decides for every ordinal slot
+// (classify) and surplus pod (prune), spends the maxUnavailable budget on
+// the out-of-date pods that are available (spend), and groups the
+// decisions by write (group).
 func (v *View) Plan(in Input) Plan {
 	var p Plan
-	now := cmp.Or(in.Now, v.Now)
-	for _, m := range v.Surplus {
-		if in.InFlight(m.Pod.Name) {
-			continue
-		}
-		switch stage, wait := drainFor(v.PodSet, m.Pod, in.Drains[m.Pod.UID], now, allPreStop(m.Pod, nil), true); stage {
-		case stopNow:
-			p.Prune = append(p.Prune, m.Pod)
-		case drainBegin:
-			p.Pause = append(p.Pause, Step{Pod: m.Pod, Way: UpdateWay{Why: WhySurplus}})
-		default:
-			p.wakeIn(wait)
-		}
-	}
 	p.Conflicts, p.Strays = v.Conflicts, v.Strays
 	c := v.classify(&p, in)
-	v.replaceLost(&p, c.lost)
+	v.prune(&p, in)
 	p.spend(c, maxUnavailable(v.PodSet)-c.unavailable)
+	v.group(&p)
 	return p
 }
 
-// classified is what classify leaves for spend: the out-of-date pods, and
-// how many desired pods are unavailable now.
+// prune decides for each surplus pod: deleted now, drained first, or
+// waited for.
+func (v *View) prune(p *Plan, in Input) {
+	now := cmp.Or(in.Now, v.Now)
+	for _, m := range v.Surplus {
+		d := Decision{Name: m.Pod.Name, Ordinal: m.Ordinal, Member: m, State: StateSurplus}
+		if !in.InFlight(m.Pod.Name) {
+			switch stage, wait := drainFor(v.PodSet, m.Pod, in.Drains[m.Pod.UID], now, allPreStop(m.Pod, nil), true); stage {
+			case stopNow:
+				d.Action = ActionPrune
+			case drainBegin:
+				d.Action, d.Way = ActionDrain, UpdateWay{Why: WhySurplus}
+			default:
+				p.wakeIn(wait)
+			}
+		}
+		p.Decisions = append(p.Decisions, d)
+	}
+}
+
+// classified is what classify leaves for spend: the out-of-date pods that
+// are available, by index into Plan.Decisions, and how many desired pods
+// are unavailable now.
 type classified struct {
-	staleReady   []Step
-	staleUnready []*corev1.Pod
-	unavailable  int
-	// lost lists the pods due for replacement on lost nodes.
-	lost []*corev1.Pod
+	staleReady  []int
+	unavailable int
 }
 
 // classify decides, slot by slot, what needs no budget: pods to create,
@@ -155,28 +258,29 @@ func (v *View) classify(p *Plan, in Input) classified {
 	ways := updateWays{}
 	for i, m := range v.Slots {
 		ordinal := v.Start + i
+		d := Decision{Name: PodName(ps.Name, ordinal), Ordinal: ordinal, Member: m, State: slotState(m, revs, ordinal, partition, onDelete)}
 		if m == nil {
-			if !in.InFlight(PodName(ps.Name, ordinal)) {
-				p.Create = append(p.Create, ordinal)
+			if !in.InFlight(d.Name) {
+				d.Action, d.Revision = ActionCreate, revs.Update
 				if ordinal < partition {
-					if h := heldRevision(ps, revs, in.Held, ordinal); h != revs.Update {
-						if p.Revisions == nil {
-							p.Revisions = map[int]string{}
-						}
-						p.Revisions[ordinal] = h
-					}
+					d.Revision = heldRevision(ps, revs, in.Held, ordinal)
 				}
 			}
 			c.unavailable++
+			p.Decisions = append(p.Decisions, d)
 			continue
 		}
 		pod := m.Pod
+		if d.State == StateStale {
+			d.Way = ways.of(ps, revs, pod)
+		}
 		if wait, lost := v.lostFor(m); lost && !in.InFlight(pod.Name) {
 			if wait <= 0 {
 				// Terminating or not: only a force deletion frees the
 				// name of a pod whose node does not answer.
-				c.lost = append(c.lost, pod)
+				d.Action = ActionReplaceLost
 				c.unavailable++
+				p.Decisions = append(p.Decisions, d)
 				continue
 			}
 			p.wakeIn(wait + time.Second) // a second late: the node's times are whole seconds
@@ -184,18 +288,18 @@ func (v *View) classify(p *Plan, in Input) classified {
 		switch {
 		case !m.Controlled || in.InFlight(pod.Name) || m.Terminating:
 			c.unavailable++
-		case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
-			p.ReplaceFinished = append(p.ReplaceFinished, pod)
+		case d.State == StateFinished:
+			d.Action = ActionReplaceFinished
 			c.unavailable++
-		case m.Hash != revs.Update && ordinal >= partition && !onDelete:
+		case d.State == StateStale:
 			// Out of date, and the strategy updates it: in place where it
 			// can, else by recreating it.
-			way := ways.of(ps, revs, pod)
+			way := d.Way
 			switch {
 			case way.metadataOnly():
 				// Nothing restarts: every such pod at once, outside the
 				// budget.
-				p.Update = append(p.Update, Step{Pod: pod, Way: way})
+				d.Action = ActionUpdate
 			case gateClosed(pod):
 				// Draining: once the kubelet has taken the pod out of
 				// Ready (and so out of endpoints), and the dataplane has
@@ -206,19 +310,17 @@ func (v *View) classify(p *Plan, in Input) classified {
 				case stage != stopNow:
 					p.wakeIn(wait)
 				case way.InPlace:
-					p.Update = append(p.Update, Step{Pod: pod, Way: way})
+					d.Action = ActionUpdate
 				default:
-					p.Rollout = append(p.Rollout, pod)
-					p.recreating(pod, way.Why)
+					d.Action = ActionRecreate
 				}
 			case way.InPlace && !m.Ready:
 				// Serves nothing: update it at once, without draining.
-				p.Update = append(p.Update, Step{Pod: pod, Way: way})
+				d.Action = ActionUpdate
 			case !m.Ready:
-				c.staleUnready = append(c.staleUnready, pod)
-				p.recreating(pod, way.Why)
+				d.Action, d.stage = ActionRecreate, stageUnready
 			case m.Available:
-				c.staleReady = append(c.staleReady, Step{Pod: pod, Way: way})
+				c.staleReady = append(c.staleReady, len(p.Decisions))
 			}
 			if !m.Available {
 				c.unavailable++
@@ -232,17 +334,16 @@ func (v *View) classify(p *Plan, in Input) classified {
 				c.unavailable++
 			}
 			tmpl, ok := revs.Templates[m.Hash]
-			if ok && drifted(ps, tmpl, pod, ordinal, m.Hash) {
-				p.Repair = append(p.Repair, pod)
-			}
+			d.Repair = ok && drifted(ps, tmpl, pod, ordinal, m.Hash)
 			why, wait := "", time.Duration(0)
 			if ok && resizeTowards(tmpl, pod) {
 				why, wait = resizeStuck(pod, deadline, now)
 			}
-			if g := gateCondition(pod); why == "" && hasGate(pod) && (g == nil || g.Status != corev1.ConditionTrue && restarted(pod) && resizeSettled(pod)) {
-				// New, or its containers restarted for its revision, or
-				// the stop its gate closed for is no longer wanted.
-				p.Resume = append(p.Resume, pod)
+			// New, or its containers restarted for its revision, or the
+			// stop its gate closed for is no longer wanted.
+			d.Resume = why == "" && GateOpens(pod)
+			if why != "" {
+				d.Way = UpdateWay{Why: why}
 			}
 			switch {
 			case wait > 0:
@@ -252,42 +353,162 @@ func (v *View) classify(p *Plan, in Input) classified {
 				if stage, wait := drainFor(ps, pod, in.Drains[pod.UID], cmp.Or(in.Now, now), allPreStop(pod, nil), true); stage != stopNow {
 					p.wakeIn(wait)
 				} else {
-					p.Rollout = append(p.Rollout, pod)
-					p.recreating(pod, why)
+					d.Action = ActionRecreate
 				}
 			case why != "" && m.Available:
-				c.staleReady = append(c.staleReady, Step{Pod: pod, Way: UpdateWay{Why: why}})
+				c.staleReady = append(c.staleReady, len(p.Decisions))
 			case why != "":
-				c.staleUnready = append(c.staleUnready, pod)
-				p.recreating(pod, why)
+				d.Action, d.stage = ActionRecreate, stageUnready
 			}
 		}
+		p.Decisions = append(p.Decisions, d)
 	}
 	return c
 }
 
+// slotState is where the pod of a slot stands (nil: none).
+func slotState(m *Member, revs *Revisions, ordinal, partition int, onDelete bool) SlotState {
+	switch {
+	case m == nil:
+		return StateMissing
+	case !m.Controlled:
+		return StateConflict
+	case m.Terminating:
+		return StateTerminating
+	case m.Pod.Status.Phase == corev1.PodFailed || m.Pod.Status.Phase == corev1.PodSucceeded:
+		return StateFinished
+	case m.Hash == revs.Update:
+		return StateCurrent
+	case onDelete:
+		return StateHeldOnDelete
+	case ordinal < partition:
+		return StateHeldByPartition
+	}
+	return StateStale
+}
+
 // spend plans the rollout. Unready out-of-date pods serve nothing:
 // replacing them costs no availability, and it is how a broken template is
-// fixed by a new one. Available ones go from the highest ordinal, as many
-// as the budget allows: a restart in place begins by closing the pod's
-// gate.
+// fixed by a new one (classify takes them all). Available ones go from the
+// highest ordinal, as many as the budget allows: a restart in place begins
+// by closing the pod's gate. RolloutOrder says the same order.
 func (p *Plan) spend(c classified, budget int) {
-	p.Rollout = append(c.staleUnready, p.Rollout...)
 	for i := len(c.staleReady) - 1; i >= 0 && budget > 0; i-- {
-		switch s := c.staleReady[i]; {
-		case s.Way.InPlace && s.Way.Restart() && hasGate(s.Pod):
-			p.Pause = append(p.Pause, s)
-		case s.Way.InPlace:
-			p.Update = append(p.Update, Step{Pod: s.Pod, Way: s.Way})
-		case hasGate(s.Pod) && !allPreStop(s.Pod, nil):
+		d := &p.Decisions[c.staleReady[i]]
+		switch pod := d.Member.Pod; {
+		case d.Way.InPlace && d.Way.Restart() && hasGate(pod):
+			d.Action = ActionDrain
+		case d.Way.InPlace:
+			d.Action = ActionUpdate
+		case hasGate(pod) && !allPreStop(pod, nil):
 			// Drained before it is deleted (drainFor).
-			p.Pause = append(p.Pause, s)
-			p.recreating(s.Pod, s.Way.Why)
+			d.Action = ActionDrain
 		default:
-			p.Rollout = append(p.Rollout, s.Pod)
-			p.recreating(s.Pod, s.Way.Why)
+			d.Action = ActionRecreate
 		}
+		d.stage = stageSpent
 		budget--
+	}
+}
+
+// RolloutOrder is the order in which the rollout takes the pods a pass
+// moves within it (updated in place beyond labels and annotations,
+// drained for the rollout, recreated), as spend takes them: unready pods
+// first, then from the highest ordinal.
+func (p *Plan) RolloutOrder() []*Decision {
+	var out []*Decision
+	for i := range p.Decisions {
+		switch d := &p.Decisions[i]; {
+		case d.Action == ActionUpdate && !d.Way.metadataOnly(),
+			d.Action == ActionDrain && d.State != StateSurplus,
+			d.Action == ActionRecreate:
+			out = append(out, d)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *Decision) int {
+		if a.Member.Ready != b.Member.Ready {
+			if !a.Member.Ready {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(b.Member.Ordinal, a.Member.Ordinal)
+	})
+	return out
+}
+
+// group sorts the decisions into the plan's lists, each in the order the
+// pass sends them: the surplus pods first, then the slots in ordinal
+// order, then what spend took, highest ordinal first; in the rollout,
+// unready pods before the drained ones.
+func (v *View) group(p *Plan) {
+	slots, surplus := p.Decisions[:len(v.Slots)], p.Decisions[len(v.Slots):]
+	step := func(d *Decision) Step { return Step{Pod: d.Member.Pod, Way: d.Way} }
+	for i := range surplus {
+		switch d := &surplus[i]; d.Action {
+		case ActionPrune:
+			p.Prune = append(p.Prune, d.Member.Pod)
+		case ActionDrain:
+			p.Pause = append(p.Pause, step(d))
+		}
+	}
+	var lost, drained []*corev1.Pod
+	for i := range slots {
+		d := &slots[i]
+		if d.Repair {
+			p.Repair = append(p.Repair, d.Member.Pod)
+		}
+		if d.Resume {
+			p.Resume = append(p.Resume, d.Member.Pod)
+		}
+		switch d.Action {
+		case ActionCreate:
+			p.Create = append(p.Create, d.Ordinal)
+			if d.Revision != v.Revs.Update {
+				if p.Revisions == nil {
+					p.Revisions = map[int]string{}
+				}
+				p.Revisions[d.Ordinal] = d.Revision
+			}
+		case ActionReplaceFinished:
+			p.ReplaceFinished = append(p.ReplaceFinished, d.Member.Pod)
+		case ActionReplaceLost:
+			lost = append(lost, d.Member.Pod)
+		}
+		if d.stage == stageSpent {
+			continue
+		}
+		switch d.Action {
+		case ActionUpdate:
+			p.Update = append(p.Update, step(d))
+		case ActionRecreate:
+			if d.stage == stageUnready {
+				p.Rollout = append(p.Rollout, d.Member.Pod)
+			} else {
+				drained = append(drained, d.Member.Pod)
+			}
+			p.recreating(d.Member.Pod, d.Way.Why)
+		}
+	}
+	p.Rollout = append(p.Rollout, drained...)
+	v.replaceLost(p, lost)
+	for i := len(slots) - 1; i >= 0; i-- {
+		d := &slots[i]
+		if d.stage != stageSpent {
+			continue
+		}
+		switch d.Action {
+		case ActionDrain:
+			p.Pause = append(p.Pause, step(d))
+			if !d.Way.InPlace {
+				p.recreating(d.Member.Pod, d.Way.Why)
+			}
+		case ActionUpdate:
+			p.Update = append(p.Update, step(d))
+		case ActionRecreate:
+			p.Rollout = append(p.Rollout, d.Member.Pod)
+			p.recreating(d.Member.Pod, d.Way.Why)
+		}
 	}
 }
 
@@ -471,21 +692,6 @@ func Partition(ps *podsetv1alpha1.PodSet) int {
 // replicas - partition pods to update, holds with any start.
 func UpdateFrom(ps *podsetv1alpha1.PodSet) int {
 	return Start(ps) + Partition(ps)
-}
-
-// podReady reports whether a pod is running and its Ready condition is
-// True, and the operator has not closed its readiness gate: from then on
-// the pod is on its way out of Ready, whatever the kubelet said last.
-func podReady(pod *corev1.Pod) bool {
-	if pod.Status.Phase != corev1.PodRunning || gateClosed(pod) {
-		return false
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // ordinalOf is a pod's ordinal, or MaxReplicas for a name that has none, so

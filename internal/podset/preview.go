@@ -1,7 +1,6 @@
 package podset
 
 import (
-	"cmp"
 	"encoding/json"
 	"reflect"
 	"slices"
@@ -19,10 +18,11 @@ import (
 // A preview says, before a new template is applied, what the rollout will
 // do to every pod and in which order: `kubectl podset rollout preview`
 // reads it off a View made from the PodSet as the API server would store
-// it (a dry run) and the pods and revisions there are. The way of each pod
-// is the one a pass would take (updateWayFor), and the order is the
-// planner's own: Preview runs View.Plan pass after pass, as if every pod
-// a pass touched were up to date and available before the next one.
+// it (a dry run) and the pods and revisions there are. What it says of
+// each pod is the planner's decision for it (Plan.Decisions), and the
+// order is the planner's own: Preview follows View.Plan pass after pass,
+// as if every pod a pass touched were up to date and available before the
+// next one.
 
 // Change is what a rollout does to one pod.
 type Change string
@@ -110,56 +110,54 @@ func (p *Preview) Changed() bool {
 }
 
 // Preview says what the view's PodSet does to its pods, pod by pod, and
-// the batches its rollout takes.
+// the batches its rollout takes: the planner's decisions for this pass
+// (Plan.Decisions), named for a user, and its order pass after pass.
 func (v *View) Preview() Preview {
-	p := Preview{MaxUnavailable: maxUnavailable(v.PodSet), Pods: v.podChanges()}
-	// A pod on the current revision that the planner recreates all the
-	// same: its resize is Infeasible, or deferred past the deadline.
-	why := v.Plan(Input{Held: Held(nil).Observe(v), InFlight: func(string) bool { return false }}).Why
-	for i := range p.Pods {
-		if c := &p.Pods[i]; c.Change == ChangeNone && why[c.Name] != "" {
-			c.Change, c.Why = ChangeRecreate, why[c.Name]
-		}
-	}
-	v.previewOrder(&p)
+	plan := v.Plan(Input{Held: Held(nil).Observe(v), InFlight: nothingInFlight})
+	p := Preview{MaxUnavailable: maxUnavailable(v.PodSet), Pods: v.podChanges(plan.Decisions)}
+	v.previewOrder(&p, plan)
 	return p
 }
 
-// podChanges decides, slot by slot, what the rollout does to each pod, in
-// the order classify weighs them.
-func (v *View) podChanges() []PodChange {
-	ps, revs := v.PodSet, v.Revs
-	partition := UpdateFrom(ps)
-	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
-	ways := updateWays{}
-	var out []PodChange
-	for i, m := range v.Slots {
-		ordinal := v.Start + i
-		c := PodChange{Name: PodName(ps.Name, ordinal), Ordinal: ordinal}
-		if m != nil {
+// nothingInFlight is the InFlight of a preview: no write is in flight.
+func nothingInFlight(string) bool { return false }
+
+// podChanges names what the rollout does to each pod, from the planner's
+// decision for it: where the pod stands, and, for a pod on the current
+// revision, whether the planner recreates it all the same (its resize is
+// Infeasible, or deferred past the deadline).
+func (v *View) podChanges(decisions []Decision) []PodChange {
+	revs := v.Revs
+	out := make([]PodChange, 0, len(decisions))
+	for _, d := range decisions {
+		c := PodChange{Name: d.Name, Ordinal: d.Ordinal}
+		if m := d.Member; m != nil {
 			c.Pod, c.Hash, c.Ready = m.Pod, m.Hash, m.Ready
 		}
-		switch {
-		case m == nil:
+		switch d.State {
+		case StateMissing:
 			c.Change = ChangeCreate
-		case !m.Controlled:
+		case StateConflict:
 			c.Change = ChangeConflict
-		case m.Terminating:
+		case StateTerminating:
 			c.Change, c.Why = ChangeCreate, "once its terminating pod is gone"
-		case m.Pod.Status.Phase == corev1.PodFailed || m.Pod.Status.Phase == corev1.PodSucceeded:
-			c.Change, c.Why = ChangeRecreate, "it has "+string(m.Pod.Status.Phase)
-		case m.Hash == revs.Update:
+		case StateFinished:
+			c.Change, c.Why = ChangeRecreate, "it has "+string(d.Member.Pod.Status.Phase)
+		case StateCurrent:
 			c.Change = ChangeNone
-		case onDelete:
+			if d.Action == ActionRecreate || d.Action == ActionDrain {
+				c.Change, c.Why = ChangeRecreate, d.Way.Why
+			}
+		case StateHeldOnDelete:
 			c.Change = ChangeHeldOnDelete
-		case ordinal < partition:
+		case StateHeldByPartition:
 			c.Change = ChangeHeldByPartition
-		default:
-			c.Way = ways.of(ps, revs, m.Pod)
+		case StateStale:
+			c.Way = d.Way
 			switch {
 			case !c.Way.InPlace:
 				c.Change, c.Why = ChangeRecreate, c.Way.Why
-				if from := revs.Templates[m.Hash]; from != nil && c.Way.Why == whyTemplate {
+				if from := revs.Templates[d.Member.Hash]; from != nil && c.Way.Why == whyTemplate {
 					c.Fields = RecreateFields(from, revs.Templates[revs.Update])
 				}
 			case c.Way.metadataOnly():
@@ -169,40 +167,34 @@ func (v *View) podChanges() []PodChange {
 			default:
 				c.Change = ChangeResize
 			}
+		case StateSurplus:
+			c.Change = ChangeDelete
 		}
 		out = append(out, c)
-	}
-	for _, m := range v.Surplus {
-		out = append(out, PodChange{Name: m.Pod.Name, Ordinal: m.Ordinal, Pod: m.Pod, Hash: m.Hash, Ready: m.Ready, Change: ChangeDelete})
 	}
 	return out
 }
 
-// previewOrder runs the planner pass after pass, each time on the pods as
-// the pass before left them, every pod it touched up to date and
-// available, until a pass has nothing more to do.
-func (v *View) previewOrder(p *Preview) {
+// previewOrder follows the planner pass after pass, from plan, the view's
+// first, each time on the pods as the pass before left them, every pod it
+// touched up to date and available, until a pass has nothing more to do.
+// Each pass's batch is in the planner's own order (Plan.RolloutOrder).
+func (v *View) previewOrder(p *Preview, plan Plan) {
 	ps, revs := v.PodSet, v.Revs
-	none := func(string) bool { return false }
 	held := Held(nil).Observe(v)
 	cur := v
 	seen := map[string]bool{}
-	for range len(v.Slots) + len(v.Surplus) + 2 {
-		plan := cur.Plan(Input{Held: held, InFlight: none})
+	for pass := range len(v.Slots) + len(v.Surplus) + 2 {
+		if pass > 0 {
+			plan = cur.Plan(Input{Held: held, InFlight: nothingInFlight})
+		}
 		touched := map[string]string{} // pod name: the hash it runs next
 		removed := map[string]bool{}
-		var batch []*Member
 		atOnce := func(name string) {
 			if !seen[name] {
 				seen[name] = true
 				p.AtOnce = append(p.AtOnce, name)
 			}
-		}
-		member := func(pod *corev1.Pod) *Member {
-			if o, ok := PodOrdinal(ps.Name, pod.Name); ok && o >= cur.Start && o-cur.Start < len(cur.Slots) && cur.Slots[o-cur.Start] != nil {
-				return cur.Slots[o-cur.Start]
-			}
-			return &Member{Pod: pod, Ordinal: ordinalOf(ps, pod)}
 		}
 		for _, o := range plan.Create {
 			name := PodName(ps.Name, o)
@@ -226,8 +218,6 @@ func (v *View) previewOrder(p *Preview) {
 			touched[s.Pod.Name] = revs.Update
 			if s.Way.metadataOnly() {
 				atOnce(s.Pod.Name)
-			} else {
-				batch = append(batch, member(s.Pod))
 			}
 		}
 		for _, s := range plan.Pause {
@@ -238,31 +228,18 @@ func (v *View) previewOrder(p *Preview) {
 				continue
 			}
 			touched[s.Pod.Name] = revs.Update
-			batch = append(batch, member(s.Pod))
 		}
 		for _, pod := range plan.Rollout {
 			touched[pod.Name] = revs.Update
-			batch = append(batch, member(pod))
 		}
 		if len(touched) == 0 && len(removed) == 0 {
 			break
 		}
-		// The planner's order: unready pods first, then from the highest
-		// ordinal.
-		slices.SortStableFunc(batch, func(a, b *Member) int {
-			if a.Ready != b.Ready {
-				if !a.Ready {
-					return -1
-				}
-				return 1
-			}
-			return cmp.Compare(b.Ordinal, a.Ordinal)
-		})
 		var names []string
-		for _, m := range batch {
-			if !seen[m.Pod.Name] {
-				seen[m.Pod.Name] = true
-				names = append(names, m.Pod.Name)
+		for _, d := range plan.RolloutOrder() {
+			if !seen[d.Name] {
+				seen[d.Name] = true
+				names = append(names, d.Name)
 			}
 		}
 		if len(names) > 0 {
@@ -347,25 +324,11 @@ func (v *View) upToDatePod(name string, uid types.UID, hash string) corev1.Pod {
 
 // RecreateFields names the fields of the pod template to that a running
 // pod made from the template from cannot take: what is left different once
-// every image, and every cpu and memory change a resize could make, is
-// taken from to. Paths read as kubectl explain's, with list items by name
+// the planner's templateDiff has taken from to every image, and every cpu
+// and memory change a resize could make (takeInPlace). Paths read as kubectl explain's, with list items by name
 // where they have one: spec.containers[app].env[DEBUG].
 func RecreateFields(from, to *corev1.PodTemplateSpec) []string {
-	patched := from.Spec.DeepCopy()
-	for list, pair := range [][2][]corev1.Container{{patched.Containers, to.Spec.Containers}, {patched.InitContainers, to.Spec.InitContainers}} {
-		for i := range pair[0] {
-			got := &pair[0][i]
-			j := slices.IndexFunc(pair[1], func(c corev1.Container) bool { return c.Name == got.Name })
-			if j < 0 {
-				continue
-			}
-			want := &pair[1][j]
-			got.Image = want.Image
-			if resizable(got, want, list == 1) {
-				got.Resources = want.Resources
-			}
-		}
-	}
+	patched := takeInPlace(&from.Spec, &to.Spec)
 	var a, b any
 	if toGeneric(patched, &a) != nil || toGeneric(&to.Spec, &b) != nil {
 		return []string{"spec"}

@@ -31,6 +31,17 @@ type revisionData struct {
 	} `json:"spec"`
 }
 
+// RevisionTemplate is the pod template a ControllerRevision of a PodSet
+// holds: the one definition of the revision format, which the operator
+// writes (newRevision) and reads, and the kubectl plugin reads.
+func RevisionTemplate(cr *appsv1.ControllerRevision) (*corev1.PodTemplateSpec, error) {
+	var data revisionData
+	if err := json.Unmarshal(cr.Data.Raw, &data); err != nil {
+		return nil, fmt.Errorf("decoding ControllerRevision %s: %w", cr.Name, err)
+	}
+	return &data.Spec.Template, nil
+}
+
 // RevisionName is the name of the ControllerRevision of a template hash.
 func RevisionName(ps *podsetv1alpha1.PodSet, hash string) string {
 	return ps.Name + "-" + hash
@@ -39,14 +50,14 @@ func RevisionName(ps *podsetv1alpha1.PodSet, hash string) string {
 // Revisions is what a pass knows of a PodSet's revisions: the current
 // template's and every one a ControllerRevision of the PodSet holds.
 type Revisions struct {
-	// update is the hash of the current template.
+	// Update is the hash of the current template.
 	Update string
-	// templates holds the template of every known revision, by hash.
+	// Templates holds the template of every known revision, by hash.
 	Templates map[string]*corev1.PodTemplateSpec
-	// numbers holds the revision number of every revision with a
+	// Numbers holds the revision number of every revision with a
 	// ControllerRevision, by hash. A larger number is a newer revision.
 	Numbers map[string]int64
-	// objects are the PodSet's ControllerRevisions, by hash.
+	// Objects are the PodSet's ControllerRevisions, by hash.
 	Objects map[string]*appsv1.ControllerRevision
 }
 
@@ -66,11 +77,11 @@ func NewRevisions(ps *podsetv1alpha1.PodSet, history []appsv1.ControllerRevision
 		if !metav1.IsControlledBy(cr, ps) || hash == "" || cr.Name != RevisionName(ps, hash) {
 			continue
 		}
-		var data revisionData
-		if err := json.Unmarshal(cr.Data.Raw, &data); err != nil {
+		tmpl, err := RevisionTemplate(cr)
+		if err != nil {
 			continue
 		}
-		revs.Templates[hash] = &data.Spec.Template
+		revs.Templates[hash] = tmpl
 		revs.Numbers[hash] = cr.Revision
 		revs.Objects[hash] = cr
 	}
@@ -79,7 +90,7 @@ func NewRevisions(ps *podsetv1alpha1.PodSet, history []appsv1.ControllerRevision
 	return revs
 }
 
-// latest is the highest revision number of any ControllerRevision.
+// Latest is the highest revision number of any ControllerRevision.
 func (r *Revisions) Latest() int64 {
 	var n int64
 	for _, v := range r.Numbers {
@@ -88,13 +99,13 @@ func (r *Revisions) Latest() int64 {
 	return n
 }
 
-// known reports whether the template of a revision is known.
+// Known reports whether the template of a revision is known.
 func (r *Revisions) Known(hash string) bool {
 	_, ok := r.Templates[hash]
 	return ok
 }
 
-// older reports whether revision a was introduced before revision b. The
+// Older reports whether revision a was introduced before revision b. The
 // current template's is the newest (a rollback makes an old revision the
 // newest again); a revision without a ControllerRevision (pods made before
 // the operator kept revisions) is older than every revision with one.

@@ -25,9 +25,10 @@ func PlanPods(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, in planArgs) Plan {
 	return NewView(ps, in.Revs, pods, in.Now).Plan(in.Input)
 }
 
-// ComputeStatus is the status a pass over pods writes.
+// ComputeStatus is the status a pass over pods writes, every write of the
+// plan through.
 func ComputeStatus(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, revs *Revisions, plan *Plan, stalled *Stall, now metav1.Time) podsetv1alpha1.PodSetStatus {
-	return NewView(ps, revs, pods, now.Time).Status(plan, stalled)
+	return NewView(ps, revs, pods, now.Time).Status(plan, &Outcome{ReplacedLost: plan.ReplaceLost, Stall: stalled})
 }
 
 // deadlineStall is the stall of a pass over pods past the deadline.

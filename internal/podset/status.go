@@ -22,13 +22,14 @@ type Stall struct {
 }
 
 // Status is the status the PodSet should have, given the view, the plan
-// of this pass and what, if anything, stalls it: the counts (counts),
-// then the conditions (conditions). A PodSet that is not Ready and made
-// no progress for progressDeadlineSeconds is stalled too
-// (ProgressDeadlineExceeded), though the operator goes on working on it.
-func (v *View) Status(plan *Plan, stalled *Stall) podsetv1alpha1.PodSetStatus {
-	status, c := v.counts(plan)
-	v.conditions(&status, c, plan, stalled)
+// of this pass and what its writes did (done: the pods replaced, and what,
+// if anything, stalls the PodSet): the counts (counts), then the
+// conditions (conditions). A PodSet that is not Ready and made no progress
+// for progressDeadlineSeconds is stalled too (ProgressDeadlineExceeded),
+// though the operator goes on working on it.
+func (v *View) Status(plan *Plan, done *Outcome) podsetv1alpha1.PodSetStatus {
+	status, c := v.counts(done)
+	v.conditions(&status, c, plan, done.Stall)
 	return status
 }
 
@@ -46,14 +47,14 @@ type podCounts struct {
 }
 
 // counts fills in the status's counts, revisions and pod names.
-func (v *View) counts(plan *Plan) (podsetv1alpha1.PodSetStatus, podCounts) {
+func (v *View) counts(done *Outcome) (podsetv1alpha1.PodSetStatus, podCounts) {
 	ps, revs := v.PodSet, v.Revs
 	status := podsetv1alpha1.PodSetStatus{
 		ObservedGeneration: ps.Generation,
 		Selector:           selectorString(ps),
 		UpdateRevision:     RevisionName(ps, revs.Update),
 		// A count over the PodSet's life, carried from status to status.
-		LostNodeReplacements: ps.Status.LostNodeReplacements + int32(len(plan.ReplaceLost)),
+		LostNodeReplacements: ps.Status.LostNodeReplacements + int32(len(done.ReplacedLost)),
 	}
 	partition := UpdateFrom(ps)
 	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType

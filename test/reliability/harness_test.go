@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -117,7 +119,9 @@ func startOperator(t *testing.T, ns string, o operatorOptions) *operator {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	op.cancel = cancel
-	mgr, err := controller.NewManager(ctx, cfg, opts, controller.Options{Namespaces: []string{ns}})
+	// Each instance registers its metrics with its own registry: the
+	// tests run several at once in this process.
+	mgr, err := controller.NewManager(ctx, cfg, opts, controller.Options{Namespaces: []string{ns}, Metrics: prometheus.NewRegistry()})
 	if err != nil {
 		cancel()
 		t.Fatal(err)

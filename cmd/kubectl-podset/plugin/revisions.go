@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/internal/podset"
 )
 
 // ChangeCauseAnnotation is the annotation kubectl's history shows as
@@ -43,7 +43,7 @@ func podSetAndRevisions(ctx context.Context, c client.Client, ns, name string) (
 
 // revisions reads a PodSet's revisions as the operator writes them:
 // ControllerRevisions labelled with the PodSet's name, controlled by it,
-// holding {"spec":{"template":…}}; oldest first.
+// holding a template (podset.RevisionTemplate); oldest first.
 func revisions(ctx context.Context, c client.Client, ps *podsetv1alpha1.PodSet) ([]revision, error) {
 	list := &appsv1.ControllerRevisionList{}
 	if err := c.List(ctx, list, client.InNamespace(ps.Namespace), client.MatchingLabels{podsetv1alpha1.NameLabel: ps.Name}); err != nil {
@@ -55,15 +55,11 @@ func revisions(ctx context.Context, c client.Client, ps *podsetv1alpha1.PodSet) 
 		if !metav1.IsControlledBy(cr, ps) {
 			continue
 		}
-		var data struct {
-			Spec struct {
-				Template corev1.PodTemplateSpec `json:"template"`
-			} `json:"spec"`
+		tmpl, err := podset.RevisionTemplate(cr)
+		if err != nil {
+			return nil, err
 		}
-		if err := json.Unmarshal(cr.Data.Raw, &data); err != nil {
-			return nil, fmt.Errorf("decoding ControllerRevision %s: %w", cr.Name, err)
-		}
-		revs = append(revs, revision{number: cr.Revision, name: cr.Name, template: data.Spec.Template})
+		revs = append(revs, revision{number: cr.Revision, name: cr.Name, template: *tmpl})
 	}
 	slices.SortFunc(revs, func(a, b revision) int { return int(a.number - b.number) })
 	return revs, nil

@@ -1,17 +1,21 @@
 package podset
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
 
-// The drain. Every pod the operator makes carries its readiness gate
+// The readiness gate, the drain and the restart record: every decision
+// about the gate is here; the controller only sends the writes
+// (controller/updates.go). Every pod the operator makes carries its readiness gate
 // (podset.dev/InPlaceUpdateReady), so before it stops a Ready pod's
 // containers, to delete the pod or to restart them in place, it can take
 // the pod out of Service endpoints:
@@ -25,7 +29,9 @@ import (
 //     writes can put the pod back into endpoints;
 //  3. wait spec.drainSeconds from the first pass that saw the pod not
 //     Ready, for the dataplane (kube-proxy, load balancers) to follow;
-//  4. delete the pod, or apply its new images.
+//  4. delete the pod, or apply its new images (with a restart record);
+//  5. open the gate again once the pod's containers restarted for its
+//     revision and its resize is carried out (GateOpens).
 //
 // A pod that is not Ready serves nothing and is stopped at once, as is a
 // pod without the gate (made by an operator that gave it only under
@@ -213,33 +219,6 @@ func EndpointsMove(old, cur *corev1.Pod) (left, back bool) {
 	return was && !is, !was && is
 }
 
-// kubeletReady reports whether the pod's Ready condition is True: after
-// the gate closes, the drain waits for it to go False.
-func kubeletReady(pod *corev1.Pod) bool {
-	c := podCondition(pod, corev1.PodReady)
-	return c != nil && c.Status == corev1.ConditionTrue
-}
-
-// kubeletNotReady reports whether the pod's kubelet itself reports it not
-// Ready: its Ready condition is False with a reason of its own, not the
-// operator's DrainingReason. Until then a kubelet that has not seen the
-// closed gate could still write the Ready it had, and put the pod back
-// into endpoints.
-func kubeletNotReady(pod *corev1.Pod) bool {
-	c := podCondition(pod, corev1.PodReady)
-	return c != nil && c.Status != corev1.ConditionTrue && c.Reason != podsetv1alpha1.DrainingReason
-}
-
-// podCondition is the pod's condition of a type, or nil.
-func podCondition(pod *corev1.Pod, typ corev1.PodConditionType) *corev1.PodCondition {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == typ {
-			return &pod.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
 // hasGate reports whether a pod carries the operator's readiness gate.
 // Gates are immutable: only pods made with it can be taken out of
 // endpoints by the operator.
@@ -265,4 +244,150 @@ func gateClosed(pod *corev1.Pod) bool {
 func gateOpen(pod *corev1.Pod) bool {
 	c := gateCondition(pod)
 	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+// restartRecord is what the operator writes on a pod, in the annotation
+// restartRecordAnnotation, with the apply that restarts its containers in
+// place: the revision it moves the pod to, and the restart count of each
+// container that restarts for it, as the pod's status showed them just
+// before. A kubelet counts every new container of a name as a restart,
+// whatever made it start, so a container has restarted for the update
+// once its count is above the one recorded. Neither the image a runtime
+// reports (containerd reports the first of all the tags that name the
+// same image, or its config digest for an image pulled by digest) nor the
+// image ID (the same for a new tag of the same image) can tell that.
+type restartRecord struct {
+	Revision      string           `json:"revision"`
+	RestartCounts map[string]int32 `json:"restartCounts"`
+}
+
+// RestartRecordAnnotation holds a pod's restartRecord.
+const RestartRecordAnnotation = "podset.dev/in-place-restart"
+
+// NewRestartRecord is the record of an update of pod to revision that
+// restarts the containers named.
+func NewRestartRecord(pod *corev1.Pod, revision string, containers []string) (string, error) {
+	rec := restartRecord{Revision: revision, RestartCounts: map[string]int32{}}
+	for _, name := range containers {
+		var count int32
+		for _, list := range [][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
+			if i := slices.IndexFunc(list, func(s corev1.ContainerStatus) bool { return s.Name == name }); i >= 0 {
+				count = list[i].RestartCount
+			}
+		}
+		rec.RestartCounts[name] = count
+	}
+	b, err := json.Marshal(rec)
+	return string(b), err
+}
+
+// podRestartRecord is the pod's restart record for the revision it is
+// labelled with, if it has one.
+func podRestartRecord(pod *corev1.Pod) (restartRecord, bool) {
+	var rec restartRecord
+	v, ok := pod.Annotations[RestartRecordAnnotation]
+	if !ok || json.Unmarshal([]byte(v), &rec) != nil || rec.Revision != pod.Labels[podsetv1alpha1.TemplateHashLabel] {
+		return restartRecord{}, false
+	}
+	return rec, true
+}
+
+// restarted reports whether the containers of a pod whose gate is closed
+// have restarted for the revision it is labelled with, so that the gate
+// may open: each container the pod's restart record names has restarted
+// since the update was applied, and every other container and sidecar
+// runs. A restarted container need not run yet: its restart count went
+// up, so the container that served before the update is gone, and the new
+// one makes the pod Ready only once it is ready itself. Opening the gate
+// then, rather than once it runs, lets a kubelet report the pod Ready in
+// the same status update as its container, instead of one round trip
+// later.
+//
+// A pod without a record for its revision had nothing restarted for it:
+// it was made from that revision, or last updated to it in place, and its
+// gate closed for a stop that did not happen (the template went back to
+// its revision before its images were applied, or a scale-down was undone
+// before the pod was deleted). Its containers run what its revision
+// names, so the gate opens once they run. Images are never compared: a
+// runtime reports the first of the tags naming the same image, or a
+// digest, not what the spec says.
+func restarted(pod *corev1.Pod) bool {
+	rec, _ := podRestartRecord(pod)
+	return everyRunningContainer(pod, func(c *corev1.Container, s *corev1.ContainerStatus) bool {
+		if s == nil {
+			return false
+		}
+		if before, restarts := rec.RestartCounts[c.Name]; restarts {
+			return s.RestartCount > before
+		}
+		return s.State.Running != nil
+	})
+}
+
+// podReady reports whether a pod is running and its Ready condition is
+// True, and the operator has not closed its readiness gate: from then on
+// the pod is on its way out of Ready, whatever the kubelet said last.
+func podReady(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodRunning || gateClosed(pod) {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// GateOpens reports whether a pass opens the gate of a pod kept on its
+// revision: the pod carries the gate and it was never set (a new pod), or
+// it is closed and the containers restarted for the pod's revision (or
+// the stop it closed for is no longer wanted) with its resize carried out.
+func GateOpens(pod *corev1.Pod) bool {
+	g := gateCondition(pod)
+	return hasGate(pod) && (g == nil || g.Status != corev1.ConditionTrue && restarted(pod) && resizeSettled(pod))
+}
+
+// OpenGateCondition is the InPlaceUpdateReady condition that opens a pod's
+// gate, set at now. Its message is empty: the write that closed the gate
+// set one.
+func OpenGateCondition(now metav1.Time) corev1.PodCondition {
+	return corev1.PodCondition{
+		Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionTrue,
+		Reason: podsetv1alpha1.GateOpenReason, LastTransitionTime: now,
+	}
+}
+
+// CloseGateConditions are the conditions the write that begins a pod's
+// drain sets, at now: its InPlaceUpdateReady condition False, and its
+// Ready condition False with DrainingReason, so the EndpointSlice
+// controller drops the pod at once rather than once the kubelet has seen
+// the gate. The reason says what follows the drain: a restart in place
+// for the PodSet's current revision, or the deletion step.Way.Why says.
+func CloseGateConditions(ps *podsetv1alpha1.PodSet, step Step, now metav1.Time) []corev1.PodCondition {
+	reason := podsetv1alpha1.GateStoppingReason
+	message := "the pod is deleted once it has drained: " + step.Way.Why
+	if step.Way.InPlace {
+		reason = podsetv1alpha1.GateUpdatingReason
+		message = "its containers restart for revision " + RevisionName(ps, TemplateHash(ps)) + " once the pod has drained"
+	}
+	return []corev1.PodCondition{
+		{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionFalse, Reason: reason, Message: message, LastTransitionTime: now},
+		{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: podsetv1alpha1.DrainingReason, Message: "the operator took the pod out of Service endpoints: " + message, LastTransitionTime: now},
+	}
+}
+
+// ResizeDenied splits the pods whose resize the API server refused, which
+// are recreated instead: those drained first (DrainFirst), as steps to
+// close their gates (the next pass finds the resize refused again, and
+// the pod not Ready), and those deleted now.
+func ResizeDenied(pods []*corev1.Pod) (drain []Step, recreate []*corev1.Pod) {
+	for _, pod := range pods {
+		if DrainFirst(pod) {
+			drain = append(drain, Step{Pod: pod, Way: UpdateWay{Why: WhyResizeDenied}})
+			continue
+		}
+		recreate = append(recreate, pod)
+	}
+	return drain, recreate
 }
