@@ -101,6 +101,8 @@ type Input struct {
 	InFlight func(name string) bool
 	// Drains is when the operator first saw pods drain (Drains.Observe).
 	Drains Drains
+	// Endpoints is what the EndpointSlices say of the pods.
+	Endpoints Endpoints
 	// Now is the time the pass began, to the nanosecond, which the drains
 	// are measured against (View.Now is in whole seconds, as conditions
 	// store it); zero means View.Now.
@@ -117,7 +119,7 @@ func (v *View) Plan(in Input) Plan {
 		if in.InFlight(m.Pod.Name) {
 			continue
 		}
-		switch stage, wait := drainFor(v.PodSet, m.Pod, in.Drains[m.Pod.UID], now, allPreStop(m.Pod, nil), true); stage {
+		switch stage, wait := drainFor(v.PodSet, m.Pod, in.Drains[m.Pod.UID], now, in.Endpoints[m.Pod.UID], allPreStop(m.Pod, nil), true); stage {
 		case stopNow:
 			p.Prune = append(p.Prune, m.Pod)
 		case drainBegin:
@@ -201,7 +203,7 @@ func (v *View) classify(p *Plan, in Input) classified {
 				// Ready (and so out of endpoints), and the dataplane has
 				// had drainSeconds to follow, its containers restart in
 				// place, or it is deleted to be recreated.
-				stage, wait := drainFor(ps, pod, in.Drains[pod.UID], cmp.Or(in.Now, now), stopsWithPreStop(pod, way), !way.InPlace)
+				stage, wait := drainFor(ps, pod, in.Drains[pod.UID], cmp.Or(in.Now, now), in.Endpoints[pod.UID], stopsWithPreStop(pod, way), !way.InPlace)
 				switch {
 				case stage != stopNow:
 					p.wakeIn(wait)
@@ -249,7 +251,7 @@ func (v *View) classify(p *Plan, in Input) classified {
 				p.wakeIn(wait)
 			case why != "" && gateClosed(pod):
 				// Draining, to be recreated.
-				if stage, wait := drainFor(ps, pod, in.Drains[pod.UID], cmp.Or(in.Now, now), allPreStop(pod, nil), true); stage != stopNow {
+				if stage, wait := drainFor(ps, pod, in.Drains[pod.UID], cmp.Or(in.Now, now), in.Endpoints[pod.UID], allPreStop(pod, nil), true); stage != stopNow {
 					p.wakeIn(wait)
 				} else {
 					p.Rollout = append(p.Rollout, pod)
