@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -46,6 +47,9 @@ func CacheOptions(namespaces []string) cache.Options {
 			// Every node, as little of each as tells whether it is lost
 			// (spec.lostNodeReplacement).
 			&corev1.Node{}: {Transform: podset.SlimNode},
+			// Every EndpointSlice, as little of each as tells which pods
+			// it lists as ready (the drain waits for them).
+			&discoveryv1.EndpointSlice{}: {Transform: SlimEndpointSlice},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}

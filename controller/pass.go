@@ -44,10 +44,12 @@ type pass struct {
 	nodes   podset.Nodes
 
 	// observe
-	view     *podset.View
-	held     podset.Held
-	drains   podset.Drains
-	inFlight func(name string) bool
+	view   *podset.View
+	held   podset.Held
+	drains podset.Drains
+	// endpoints is what the EndpointSlices say of the pods.
+	endpoints podset.Endpoints
+	inFlight  func(name string) bool
 
 	// plan
 	podPlan    podset.Plan
@@ -120,6 +122,11 @@ func (p *pass) observe() {
 	p.view.Nodes = p.nodes
 	p.held = m.observeHeld(p.key, p.view)
 	p.drains = m.observeDrains(p.key, p.view, p.began)
+	uids := make([]types.UID, len(p.pods))
+	for i := range p.pods {
+		uids[i] = p.pods[i].UID
+	}
+	p.endpoints = p.r.endpoints.state(uids)
 	p.inFlight = m.inFlight(p.key, p.pods)
 }
 
@@ -135,7 +142,7 @@ func (p *pass) plan() {
 		return
 	}
 	p.revPlan = p.view.PlanRevisions(p.held.Kept())
-	p.podPlan = p.view.Plan(podset.Input{Held: p.held, InFlight: p.inFlight, Drains: p.drains, Now: p.began})
+	p.podPlan = p.view.Plan(podset.Input{Held: p.held, InFlight: p.inFlight, Drains: p.drains, Endpoints: p.endpoints, Now: p.began})
 	p.budgetPlan = podset.PlanBudget(p.ps, p.budget)
 }
 

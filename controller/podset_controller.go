@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,7 +54,8 @@ const DefaultWorkers = 128
 // spec.disruptionBudget (watched from its cache, created and updated by
 // apply, deleted when the field goes, and read from the API server when a
 // create finds its name taken), records events, and watches nodes (from
-// its cache: spec.lostNodeReplacement).
+// its cache: spec.lostNodeReplacement) and EndpointSlices (from its cache:
+// the drain waits for them to drop a pod).
 // test/reliability proves the operator uses every one of them.
 //
 // +kubebuilder:rbac:groups=podset.dev,resources=podsets,verbs=list;watch
@@ -66,6 +68,7 @@ const DefaultWorkers = 128
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list;watch
 
 // PodSetReconciler keeps each PodSet's pods as its spec says.
 type PodSetReconciler struct {
@@ -93,6 +96,7 @@ type PodSetReconciler struct {
 
 	memory    *memory
 	metrics   *metrics
+	endpoints *endpoints
 	gateSlots chan struct{}
 }
 
@@ -104,7 +108,7 @@ var _ reconcile.Reconciler = (*PodSetReconciler)(nil)
 // PodDisruptionBudgets by the changes that matter (budgetChanged: not the
 // disruption controller's status updates), and nodes turning lost or
 // found, for the PodSets with spec.lostNodeReplacement that have pods on
-// them.
+// them, and EndpointSlices dropping or listing their pods (sliceEvents).
 func (r *PodSetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -117,6 +121,7 @@ func (r *PodSetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	}
 	r.memory = newMemory(r.Clock)
 	r.metrics = newMetrics(r.memory)
+	r.endpoints = newEndpoints()
 	r.gateSlots = make(chan struct{}, r.Workers)
 	if err := mgr.Add(r.metrics.registered(r.Registerer)); err != nil {
 		return fmt.Errorf("adding the metrics: %w", err)
@@ -137,6 +142,7 @@ func (r *PodSetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		Owns(&appsv1.ControllerRevision{}).
 		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(budgetChanged)).
 		Watches(&corev1.Node{}, r.podSetsOnNode(), builder.WithPredicates(nodeReachabilityChanged)).
+		Watches(&discoveryv1.EndpointSlice{}, r.sliceEvents()).
 		WithOptions(opts).
 		Complete(r)
 }

@@ -27,10 +27,15 @@ import (
 //     condition False with a reason that is not DrainingReason): from then
 //     on the kubelet computes Ready from the closed gate, and no status it
 //     writes can put the pod back into endpoints;
-//  3. wait spec.drainSeconds from the first pass that saw the pod not
-//     Ready, for the dataplane (kube-proxy, load balancers) to follow;
-//  4. delete the pod, or apply its new images (with a restart record);
-//  5. open the gate again once the pod's containers restarted for its
+//  3. wait for the EndpointSlices to drop the pod (Endpoints), for at
+//     most endpointsSilence: a kube-controller-manager that is down or
+//     not leading yet (after an API server outage) leaves a pod the
+//     kubelet reports not Ready in the slices that kube-proxy programs;
+//  4. wait spec.drainSeconds from the first pass that saw the pod not
+//     Ready, or from when the last slice dropped it, whichever is later,
+//     for the dataplane (kube-proxy, load balancers) to follow;
+//  5. delete the pod, or apply its new images (with a restart record);
+//  6. open the gate again once the pod's containers restarted for its
 //     revision and its resize is carried out (GateOpens).
 //
 // A pod that is not Ready serves nothing and is stopped at once, as is a
@@ -61,7 +66,9 @@ const (
 // to delete (deleting) then needs no gate either: a terminating pod
 // leaves endpoints while its hooks run. A container restarted in place
 // does not: the gate keeps traffic off it while it restarts.
-func drainFor(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, seen, now time.Time, preStop, deleting bool) (drainStage, time.Duration) {
+//
+// ep is what the EndpointSlices say of the pod (Endpoints).
+func drainFor(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, seen, now time.Time, ep EndpointState, preStop, deleting bool) (drainStage, time.Duration) {
 	switch {
 	case deleting && preStop && !gateClosed(pod):
 		return stopNow, 0
@@ -83,7 +90,20 @@ func drainFor(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, seen, now time.Time, p
 		if preStop {
 			return stopNow, 0
 		}
-		if left := drainLeft(ps, pod, seen, now); left > 0 {
+		if ep.Listed {
+			// Still in the slices kube-proxy programs. Their controller
+			// is waited for endpointsSilence from when the operator saw
+			// the pod not Ready, then the drain goes on without it: a
+			// pod is never held forever by a controller that is gone.
+			from := seen
+			if from.IsZero() {
+				from = now
+			}
+			if left := from.Add(endpointsSilence).Sub(now); left > 0 {
+				return draining, left
+			}
+		}
+		if left := max(drainLeft(ps, pod, seen, now), ep.drainLeft(ps, now)); left > 0 {
 			return draining, left
 		}
 		return stopNow, 0
@@ -98,6 +118,35 @@ func drainFor(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, seen, now time.Time, p
 // answers within a couple of seconds, and the node lifecycle controller
 // marks a node that stopped answering NotReady after 40 s or more.
 const kubeletSilence = 30 * time.Second
+
+// endpointsSilence is how long a drain waits for the EndpointSlices to
+// drop a pod its kubelet reports not Ready: their controller drops it
+// within a second or two when it runs, and a kube-controller-manager that
+// restarts after an API server outage leads again within about 20 s.
+const endpointsSilence = 60 * time.Second
+
+// Endpoints is what the EndpointSlices say of the pods that drain, by pod
+// UID: listed as ready by some slice, or when the last one dropped the
+// pod. A pod no slice listed since the operator started (no Service
+// selects it) has no entry.
+type Endpoints map[types.UID]EndpointState
+
+// EndpointState is what the EndpointSlices say of one pod: Listed, a slice
+// lists it as ready; otherwise Left, when the last slice that did stopped.
+type EndpointState struct {
+	Listed bool
+	Left   time.Time
+}
+
+// drainLeft is how long the pod must still stay out of endpoints counted
+// from when the last slice dropped it: DrainSeconds from Left (0 when no
+// slice ever listed it).
+func (s EndpointState) drainLeft(ps *podsetv1alpha1.PodSet, now time.Time) time.Duration {
+	if s.Listed || s.Left.IsZero() {
+		return 0
+	}
+	return s.Left.Add(DrainSeconds(ps)).Sub(now)
+}
 
 // DrainSeconds is how long a pod stays out of endpoints before its
 // containers stop: spec.drainSeconds, or the deprecated

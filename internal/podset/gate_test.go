@@ -249,10 +249,10 @@ func TestDrainForWaitsForASilentKubeletBeforeARestart(t *testing.T) {
 	now := time.Date(2026, 11, 25, 7, 0, 10, 0, time.UTC)
 	ps := makePodSet("web").obj()
 	pod := makePod("web-0").controlledBy(ps).ready().gated().draining(now.Add(-time.Hour)).obj()
-	if stage, wait := drainFor(ps, &pod, time.Time{}, now, false, false); stage != draining || wait != 0 {
+	if stage, wait := drainFor(ps, &pod, time.Time{}, now, EndpointState{}, false, false); stage != draining || wait != 0 {
 		t.Errorf("restart in place: drainFor() = %v, %v; want draining until an event", stage, wait)
 	}
-	if stage, _ := drainFor(ps, &pod, time.Time{}, now, false, true); stage != stopNow {
+	if stage, _ := drainFor(ps, &pod, time.Time{}, now, EndpointState{}, false, true); stage != stopNow {
 		t.Errorf("deletion: drainFor() = %v; want stopNow once the kubelet has been silent for %v", stage, kubeletSilence)
 	}
 }
@@ -306,18 +306,55 @@ func TestDrainForLeavesTheDrainToPreStopHooks(t *testing.T) {
 	ps := makePodSet("web").obj()
 	ps.Spec.DrainSeconds = ptr.To[int32](2)
 	open := makePod("web-0").controlledBy(ps).ready().gated().preStop().obj()
-	if stage, _ := drainFor(ps, &open, time.Time{}, now, allPreStop(&open, nil), true); stage != stopNow {
+	if stage, _ := drainFor(ps, &open, time.Time{}, now, EndpointState{}, allPreStop(&open, nil), true); stage != stopNow {
 		t.Errorf("a Ready pod to delete whose containers have preStop hooks: %v, want stopNow", stage)
 	}
-	if stage, _ := drainFor(ps, &open, time.Time{}, now, allPreStop(&open, []string{"app"}), false); stage != drainBegin {
+	if stage, _ := drainFor(ps, &open, time.Time{}, now, EndpointState{}, allPreStop(&open, []string{"app"}), false); stage != drainBegin {
 		t.Errorf("a Ready pod to restart in place whose containers have preStop hooks: %v, want its gate closed first", stage)
 	}
 	justConfirmed := makePod("web-0").controlledBy(ps).ready().gated().preStop().draining(now).kubeletNotReadySince(now).obj()
-	if stage, wait := drainFor(ps, &justConfirmed, now, now, allPreStop(&justConfirmed, []string{"app"}), false); stage != stopNow {
+	if stage, wait := drainFor(ps, &justConfirmed, now, now, EndpointState{}, allPreStop(&justConfirmed, []string{"app"}), false); stage != stopNow {
 		t.Errorf("restart in place, the kubelet reports it not Ready: %v (wait %v), want stopNow: the hook drains", stage, wait)
 	}
 	noHook := makePod("web-0").controlledBy(ps).ready().gated().draining(now).kubeletNotReadySince(now).obj()
-	if stage, wait := drainFor(ps, &noHook, now, now, allPreStop(&noHook, []string{"app"}), false); stage != draining || wait != 2*time.Second {
+	if stage, wait := drainFor(ps, &noHook, now, now, EndpointState{}, allPreStop(&noHook, []string{"app"}), false); stage != draining || wait != 2*time.Second {
 		t.Errorf("restart in place without a hook: %v, wait %v; want the drain, 2 s", stage, wait)
+	}
+}
+
+// TestDrainWaitsForTheEndpointSlices: a pod its kubelet reports not Ready
+// but that an EndpointSlice still lists as ready (its controller is down,
+// or not leading yet after an API server outage) keeps draining until the
+// slices drop it, for at most endpointsSilence from when the operator saw
+// it not Ready, and its drain counts from when the last slice dropped it.
+func TestDrainWaitsForTheEndpointSlices(t *testing.T) {
+	now := time.Date(2026, 11, 25, 7, 0, 10, 0, time.UTC)
+	ps := makePodSet("web").obj()
+	drain := DrainSeconds(ps)
+	pod := makePod("web-0").controlledBy(ps).ready().gated().
+		draining(now.Add(-time.Minute)).kubeletNotReadySince(now.Add(-time.Minute)).obj()
+	seen := now.Add(-10 * time.Second)
+	for _, deleting := range []bool{false, true} {
+		if stage, wait := drainFor(ps, &pod, seen, now, EndpointState{}, false, deleting); stage != stopNow {
+			t.Errorf("deleting %v, in no slice: drainFor() = %v, %v; want stopNow, the drain being over", deleting, stage, wait)
+		}
+		if stage, wait := drainFor(ps, &pod, seen, now, EndpointState{Listed: true}, false, deleting); stage != draining || wait != endpointsSilence-10*time.Second {
+			t.Errorf("deleting %v, still listed: drainFor() = %v, %v; want draining for %v", deleting, stage, wait, endpointsSilence-10*time.Second)
+		}
+		if stage, wait := drainFor(ps, &pod, now.Add(-endpointsSilence), now, EndpointState{Listed: true}, false, deleting); stage != stopNow {
+			t.Errorf("deleting %v, listed for %v: drainFor() = %v, %v; want stopNow", deleting, endpointsSilence, stage, wait)
+		}
+		left := now.Add(-time.Second)
+		if stage, wait := drainFor(ps, &pod, seen, now, EndpointState{Left: left}, false, deleting); stage != draining || wait != drain-time.Second {
+			t.Errorf("deleting %v, dropped a second ago: drainFor() = %v, %v; want draining for %v", deleting, stage, wait, drain-time.Second)
+		}
+		if stage, wait := drainFor(ps, &pod, seen, now, EndpointState{Left: now.Add(-drain)}, false, deleting); stage != stopNow {
+			t.Errorf("deleting %v, dropped %v ago: drainFor() = %v, %v; want stopNow", deleting, drain, stage, wait)
+		}
+	}
+	// A pod whose containers all have a preStop hook is deleted at once:
+	// the hook is its drain.
+	if stage, _ := drainFor(ps, &pod, seen, now, EndpointState{Listed: true}, true, true); stage != stopNow {
+		t.Errorf("preStop: drainFor() = %v; want stopNow", stage)
 	}
 }

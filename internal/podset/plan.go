@@ -198,6 +198,8 @@ type Input struct {
 	InFlight func(name string) bool
 	// Drains is when the operator first saw pods drain (Drains.Observe).
 	Drains Drains
+	// Endpoints is what the EndpointSlices say of the pods.
+	Endpoints Endpoints
 	// Now is the time the pass began, to the nanosecond, which the drains
 	// are measured against (View.Now is in whole seconds, as conditions
 	// store it); zero means View.Now.
@@ -225,7 +227,7 @@ func (v *View) prune(p *Plan, in Input) {
 	for _, m := range v.Surplus {
 		d := Decision{Name: m.Pod.Name, Ordinal: m.Ordinal, Member: m, State: StateSurplus}
 		if !in.InFlight(m.Pod.Name) {
-			switch stage, wait := drainFor(v.PodSet, m.Pod, in.Drains[m.Pod.UID], now, allPreStop(m.Pod, nil), true); stage {
+			switch stage, wait := drainFor(v.PodSet, m.Pod, in.Drains[m.Pod.UID], now, in.Endpoints[m.Pod.UID], allPreStop(m.Pod, nil), true); stage {
 			case stopNow:
 				d.Action = ActionPrune
 			case drainBegin:
@@ -305,7 +307,7 @@ func (v *View) classify(p *Plan, in Input) classified {
 				// Ready (and so out of endpoints), and the dataplane has
 				// had drainSeconds to follow, its containers restart in
 				// place, or it is deleted to be recreated.
-				stage, wait := drainFor(ps, pod, in.Drains[pod.UID], cmp.Or(in.Now, now), stopsWithPreStop(pod, way), !way.InPlace)
+				stage, wait := drainFor(ps, pod, in.Drains[pod.UID], cmp.Or(in.Now, now), in.Endpoints[pod.UID], stopsWithPreStop(pod, way), !way.InPlace)
 				switch {
 				case stage != stopNow:
 					p.wakeIn(wait)
@@ -350,7 +352,7 @@ func (v *View) classify(p *Plan, in Input) classified {
 				p.wakeIn(wait)
 			case why != "" && gateClosed(pod):
 				// Draining, to be recreated.
-				if stage, wait := drainFor(ps, pod, in.Drains[pod.UID], cmp.Or(in.Now, now), allPreStop(pod, nil), true); stage != stopNow {
+				if stage, wait := drainFor(ps, pod, in.Drains[pod.UID], cmp.Or(in.Now, now), in.Endpoints[pod.UID], allPreStop(pod, nil), true); stage != stopNow {
 					p.wakeIn(wait)
 				} else {
 					d.Action = ActionRecreate

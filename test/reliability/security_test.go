@@ -243,6 +243,7 @@ func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
 		{"apps", "controllerrevisions", "list"}:        "informers fall back to a LIST where the API server serves no streaming lists (watch-list, authorized as watch)",
 		{"policy", "poddisruptionbudgets", "list"}:     "informers fall back to a LIST where the API server serves no streaming lists (watch-list, authorized as watch)",
 		{"", "nodes", "list"}:                          "informers fall back to a LIST where the API server serves no streaming lists (watch-list, authorized as watch)",
+		{"discovery.k8s.io", "endpointslices", "list"}: "informers fall back to a LIST where the API server serves no streaming lists (watch-list, authorized as watch)",
 	}
 	pods := &corev1.PodList{}
 	if err := env.Client.List(t.Context(), pods, client.InNamespace(ns)); err != nil {
