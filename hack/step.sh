@@ -15,6 +15,8 @@
 set -euo pipefail
 
 file=${STEPS_FILE:-.steps}
+# The time in seconds; date, not bash 5's EPOCHSECONDS: macOS has bash 3.2.
+now=$(date +%s)
 
 # duration prints seconds as 1h02m03s, 2m03s or 3s.
 duration() {
@@ -29,19 +31,20 @@ duration() {
 }
 
 begin() {
-	printf 'begin\t%s\t%s\n' "$EPOCHSECONDS" "$1" >>"$file"
+	printf 'begin\t%s\t%s\n' "$now" "$1" >>"$file"
 	printf '\n==> %s\n' "$1"
 }
 
 # end records step $1 as ended with exit status $2.
 end() {
-	local start
+	local start now
+	now=$(date +%s)
 	start=$(awk -F '\t' -v name="$1" '$1 == "begin" && $3 == name {t = $2} END {print t}' "$file" 2>/dev/null)
-	printf 'end\t%s\t%s\t%s\n' "$EPOCHSECONDS" "$1" "$2" >>"$file"
+	printf 'end\t%s\t%s\t%s\n' "$now" "$1" "$2" >>"$file"
 	if (($2 == 0)); then
-		printf '<== %s: %s\n' "$1" "$(duration $((EPOCHSECONDS - ${start:-$EPOCHSECONDS})))"
+		printf '<== %s: %s\n' "$1" "$(duration $((now - ${start:-$now})))"
 	else
-		printf '<== %s: FAILED after %s\n' "$1" "$(duration $((EPOCHSECONDS - ${start:-$EPOCHSECONDS})))"
+		printf '<== %s: FAILED after %s\n' "$1" "$(duration $((now - ${start:-$now})))"
 	fi
 }
 
@@ -49,7 +52,6 @@ end() {
 # and whether they failed or did not end (a failed recipe of several lines).
 summary() {
 	[[ -f $file ]] || return 0
-	local now=$EPOCHSECONDS
 	printf '\n%-32s %9s %9s\n' step start duration
 	awk -F '\t' -v now="$now" '
 		$1 == "reset" { t0 = $2 }
@@ -80,7 +82,7 @@ run)
 	;;
 begin) begin "$2" ;;
 end) end "$2" 0 ;;
-reset) printf 'reset\t%s\n' "$EPOCHSECONDS" >"$file" ;;
+reset) printf 'reset\t%s\n' "$now" >"$file" ;;
 summary) summary ;;
 *)
 	echo "usage: hack/step.sh run NAME COMMAND... | begin NAME | end NAME | reset | summary" >&2
