@@ -21,16 +21,31 @@ export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 
 BIN := $(CURDIR)/bin
 
-# Versions. Kubernetes and etcd come from the tools modules' go.mod files, so
-# those files are the one place to bump them.
-K8S_VERSION  := $(shell awk '$$1 == "require" && $$2 == "k8s.io/kubernetes" {print $$3}' hack/controlplane/go.mod)
-ETCD_VERSION := $(shell awk '$$1 == "require" && $$2 == "go.etcd.io/etcd/server/v3" {print $$3}' hack/etcd/go.mod)
-CONTAINERD_VERSION := $(shell awk '$$1 == "require" && $$2 == "github.com/containerd/containerd/v2" {print $$3}' hack/containerd/go.mod)
-# kwok is built at the version go.mod requires, whose stages and
-# configuration types internal/localcluster compiles in.
-KWOK_VERSION := $(shell awk '$$1 == "sigs.k8s.io/kwok" {print $$2}' go.mod)
-CONTROLLER_TOOLS_VERSION := v0.23.0
-KUSTOMIZE_VERSION := v5.8.2# v5.8.3 needs Go 1.27
+# STEP prints a step's name (a test layer, a tool's build) when it starts
+# and its duration when it ends (hack/step.sh); `make test` prints a table
+# of them all at the end, from STEPS_FILE.
+STEP := $(CURDIR)/hack/step.sh
+export STEPS_FILE := $(CURDIR)/.steps
+# build runs the build of tool $(1) as a step, with TOOL_NICE in front:
+# make test builds tools beside test-e2e at a lower priority than the suite.
+build = $(TOOL_NICE) $(STEP) run "build $(1)"
+TOOL_NICE :=
+
+# Versions. Every tool is built from a tools module under hack/ (or, helm,
+# from go.mod's `tool` line), so the go.mod files are the one place to bump
+# them. The go.mod files require every shared module at one version (make
+# verify checks it: go run ./hack/modsync), so that no package is compiled
+# twice at two versions: run `go run ./hack/modsync -fix` after a bump.
+# go_mod_version is the version of module $(2) that go.mod file $(1) requires.
+go_mod_version = $(shell awk '$$1 == "require" {$$1 = ""; $$0 = $$0} $$1 == "$(2)" {print $$2; exit}' $(1))
+K8S_VERSION  := $(call go_mod_version,hack/controlplane/go.mod,k8s.io/kubernetes)
+ETCD_VERSION := $(call go_mod_version,hack/etcd/go.mod,go.etcd.io/etcd/server/v3)
+CONTAINERD_VERSION := $(call go_mod_version,hack/containerd/go.mod,github.com/containerd/containerd/v2)
+# kwok: the version whose stages and configuration types internal/localcluster
+# compiles in (go.mod requires the same; modsync checks it).
+KWOK_VERSION := $(call go_mod_version,hack/kwok/go.mod,sigs.k8s.io/kwok)
+CONTROLLER_TOOLS_VERSION := $(call go_mod_version,hack/tools/go.mod,sigs.k8s.io/controller-tools)
+KUSTOMIZE_VERSION := $(call go_mod_version,hack/tools/go.mod,sigs.k8s.io/kustomize/kustomize/v5)# v5.8.3 needs Go 1.27
 
 # The control plane: kube-apiserver and etcd are what envtest needs
 # (KUBEBUILDER_ASSETS); the rest is for the local kwok cluster.
@@ -82,9 +97,9 @@ CHART := charts/podset-operator
 # kubeconform validates every manifest the repository ships.
 SYFT_VERSION := v1.57.0
 SYFT := $(BIN)/syft-$(SYFT_VERSION)/syft
-ACTIONLINT_VERSION := v1.7.12
+ACTIONLINT_VERSION := $(call go_mod_version,hack/tools/go.mod,github.com/rhysd/actionlint)
 ACTIONLINT := $(BIN)/actionlint-$(ACTIONLINT_VERSION)/actionlint
-KUBECONFORM_VERSION := v0.8.0
+KUBECONFORM_VERSION := $(call go_mod_version,hack/tools/go.mod,github.com/yannh/kubeconform)
 KUBECONFORM := $(BIN)/kubeconform-$(KUBECONFORM_VERSION)/kubeconform
 # The linters of `make lint`: golangci-lint (configured in .golangci.yml)
 # built from its Go module, about 3 core-minutes cold; shellcheck from
@@ -107,7 +122,6 @@ K8S_MINOR = $(word 2,$(subst ., ,$(K8S_VERSION)))
 VERSION_LDFLAGS = $(foreach pkg,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
 	-X $(pkg).gitVersion=$(K8S_VERSION) -X $(pkg).gitMajor=1 -X $(pkg).gitMinor=$(K8S_MINOR) \
 	-X $(pkg).gitTreeState=clean -X $(pkg).buildDate=1970-01-01T00:00:00Z)
-GO_BUILD_TOOL = CGO_ENABLED=0 go build -trimpath
 comma := ,
 
 ##@ Help
@@ -151,16 +165,60 @@ build: ## Build the operator binary into bin/ (VERSION stamped in).
 plugin: ## Build the kubectl plugin into bin/kubectl-podset (VERSION stamped in).
 	go build -ldflags "$(PLUGIN_LDFLAGS)" -o $(BIN)/kubectl-podset ./cmd/kubectl-podset
 
+# make test runs the layers one after the other (TEST_SERIAL, TEST_E2E,
+# TEST_NODE), except that the tools of make verify and of the real node are
+# built beside test-e2e (make -j2, the builds niced), which mostly waits on
+# its local clusters. On a machine that cannot run the real node (NODE_CHECK_HOST
+# fails: not root, not Linux, no cgroups...), it skips test-node and the
+# node's tools, says so at the end, and fails only on CI.
+TEST_SERIAL := test-unit test-manifests
+TEST_E2E := test-e2e
+TEST_NODE := test-node
+TEST_GITOPS := test-gitops
+TEST_BESIDE_E2E := verify-tools flux
+NODE_TOOLS := node-bins $(NODE_IMAGES)
+NODE_CHECK_HOST := hack/node.sh check-host
+
 .PHONY: test
-test: test-unit test-manifests test-e2e test-gitops test-node ## Run all tests: unit and envtest suites, the manifests' validation, end-to-end and GitOps (Flux) on local kwok clusters, then the real-node suite.
+test: ## Run every test layer: unit and envtest suites, the manifests' validation, end-to-end and a tiny benchmark on local kwok clusters, the GitOps suite (Flux), then the real-node suite (skipped, loudly, where the machine cannot run it; CI=true: a failure).
+	@$(STEP) reset
+	@if why=$$($(NODE_CHECK_HOST) 2>&1); then node=1; else node=; echo "test-node will be skipped: this machine cannot run the real node (see the end)"; fi; \
+	rc=0; \
+	$(MAKE) --no-print-directory $(TEST_SERIAL) && \
+	$(MAKE) --no-print-directory -j2 TOOL_NICE="nice -n 10" $(TEST_E2E) $(TEST_BESIDE_E2E) $${node:+$(NODE_TOOLS)} && \
+	$(MAKE) --no-print-directory $(TEST_GITOPS) && \
+	if [[ -n $$node ]]; then $(MAKE) --no-print-directory $(TEST_NODE); fi || rc=$$?; \
+	$(STEP) summary; \
+	if [[ -z $$node ]]; then \
+		printf '%s\n' "" "$(LOUD_LINE)" \
+			"test-node SKIPPED: the real-node suite did not run." "$$why" "" \
+			"Every other layer ran. The node suite needs Linux with cgroup v2, root and Debian's" \
+			"packages (make node-deps); run it there with:  sudo make test-node" \
+			"$(if $(filter true,$(CI)),CI=true: a skipped node suite fails the run.,On CI (CI=true) a skipped node suite fails the run.)" \
+			"$(LOUD_LINE)"; \
+		$(if $(filter true,$(CI)),[[ $$rc != 0 ]] || rc=1;) \
+	fi; \
+	exit $$rc
+
+LOUD_LINE := $(subst _,=,________________________________________________________________________________)
+
+.PHONY: verify-tools
+verify-tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(ACTIONLINT) $(GOLANGCI_LINT) ## Build the tools of make verify.
+
+# make verify checks too that the go.mod files agree.
+verify: verify-modules
+
+.PHONY: verify-modules
+verify-modules: ## Fail when two go.mod files (go.mod, hack/*/go.mod) require one module at two versions: its packages would compile once per version.
+	go run ./hack/modsync
 
 .PHONY: test-unit
 test-unit: $(KUBE_APISERVER) $(ETCD) ## Run the unit and envtest suites (they need only kube-apiserver and etcd).
-	go test ./... -count=1 $(TESTFLAGS)
+	$(STEP) run test-unit go test ./... -count=1 $(TESTFLAGS)
 
 .PHONY: test-core
 test-core: ## Run the pure core's and the reconciler's unit tests: no control plane, seconds.
-	go test ./internal/... ./controller/ -count=1 $(TESTFLAGS)
+	$(STEP) run test-core go test ./internal/... ./controller/ -count=1 $(TESTFLAGS)
 
 # KUBE_SCHEMAS are the JSON schemas kubeconform validates with, made by
 # hack/kubeschemas from the OpenAPI document of the k8s.io/kubernetes
@@ -181,6 +239,7 @@ MODULE_DIR = go mod download -json $(1) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)"
 
 .PHONY: test-manifests
 test-manifests: $(KUBECONFORM) $(KUSTOMIZE) $(HELM) ## Validate every manifest of config/ and of the chart (defaults, every option) with kubeconform, strictly, against Kubernetes' schemas, the PodSet CRD and the Prometheus Operator's and cert-manager's CRDs, offline.
+	@$(STEP) begin test-manifests
 	swagger=$$(cd hack/controlplane && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/api/openapi-spec/swagger.json; \
 	prometheus=$$($(call MODULE_DIR,github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION))); \
 	certmanager=$$($(call MODULE_DIR,github.com/cert-manager/cert-manager@$(CERT_MANAGER_VERSION))); \
@@ -196,17 +255,18 @@ test-manifests: $(KUBECONFORM) $(KUSTOMIZE) $(HELM) ## Validate every manifest o
 	$(KUBECONFORM) -strict -summary \
 		-schema-location '$(KUBE_SCHEMAS)/{{ .ResourceKind }}{{ .KindSuffix }}.json' .manifests/*.yaml
 	rm -rf .manifests
+	@$(STEP) end test-manifests
 
 .PHONY: test-e2e
 test-e2e: controlplane $(KUSTOMIZE) $(HELM) ## Run the end-to-end suite (with the Helm chart's checks) and a tiny benchmark (correctness only) on local kwok clusters.
-	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) KUSTOMIZE=$(KUSTOMIZE) HELM=$(HELM) go test -tags e2e ./test/e2e/ -count=1 -v -timeout 30m $(TESTFLAGS)
-	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) go run ./test/bench -size tiny
+	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) KUSTOMIZE=$(KUSTOMIZE) HELM=$(HELM) $(STEP) run "test-e2e (suite)" go test -tags e2e ./test/e2e/ -count=1 -v -timeout 30m $(TESTFLAGS)
+	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) $(STEP) run "test-e2e (tiny bench)" go run ./test/bench -size tiny
 
 # test-gitops: see test/gitops/doc.go. The first run builds the
 # kustomize-controller (hack/flux); later runs reuse it from bin/.
 .PHONY: test-gitops
 test-gitops: controlplane flux ## Run the GitOps suite: Flux's kustomize-controller applies, waits on, rolls, corrects and prunes a PodSet on a local kwok cluster.
-	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) FLUX_DIR=$(FLUX_DIR) go test -tags gitops ./test/gitops/ -count=1 -v -timeout 20m $(TESTFLAGS)
+	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) FLUX_DIR=$(FLUX_DIR) $(STEP) run test-gitops go test -tags gitops ./test/gitops/ -count=1 -v -timeout 20m $(TESTFLAGS)
 
 NODE_ENV = CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) CONTAINERD_DIR=$(CONTAINERD_DIR) RUNC=$(RUNC) NODE_IMAGES=$(NODE_IMAGES)
 
@@ -215,7 +275,7 @@ test-node: node-host node-deps node-bins $(NODE_IMAGES) $(HELM) ## Run the real-
 	@$(NODE_ENV) hack/node.sh check
 	@# The suite stops the node itself; a timeout kills it before it can,
 	@# so the node is stopped here too, whatever the suite did.
-	rc=0; $(NODE_ENV) HELM=$(HELM) go test -tags node ./test/node/ -count=1 -v -timeout 30m $(TESTFLAGS) || rc=$$?; \
+	rc=0; $(NODE_ENV) HELM=$(HELM) $(STEP) run test-node go test -tags node ./test/node/ -count=1 -v -timeout 30m $(TESTFLAGS) || rc=$$?; \
 	$(NODE_ENV) hack/node.sh down; exit $$rc
 
 .PHONY: bench
@@ -404,22 +464,22 @@ envtest-assets: $(KUBE_APISERVER) $(ETCD) ## Build only what envtest needs.
 	@echo "KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS)"
 
 $(CONTROLPLANE)/kube-%:
-	cd hack/controlplane && $(GO_BUILD_TOOL) -ldflags "-s -w $(VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-$*
+	$(call build,kube-$*) go -C hack/controlplane build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-$*
 
 $(KUBECTL):
-	cd hack/controlplane && $(GO_BUILD_TOOL) -ldflags "-s -w $(VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
+	$(call build,kubectl) go -C hack/controlplane build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
 
 $(KUBELET):
-	cd hack/controlplane && $(GO_BUILD_TOOL) -ldflags "-s -w $(VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubelet
+	$(call build,kubelet) go -C hack/controlplane build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubelet
 
 .PHONY: node-bins
 node-bins: controlplane $(KUBELET) $(KUBE_PROXY) $(CONTAINERD_DIR)/containerd $(CONTAINERD_DIR)/containerd-shim-runc-v2 $(CONTAINERD_DIR)/ctr $(RUNC) ## Build the real node's kubelet, kube-proxy, containerd and runc into bin/.
 
 $(RUNC): | node-deps
-	GOBIN=$(dir $@) CGO_ENABLED=1 go install -trimpath -tags seccomp -ldflags "-X main.version=$(RUNC_VERSION:v%=%)" github.com/opencontainers/runc@$(RUNC_VERSION)
+	GOBIN=$(dir $@) CGO_ENABLED=1 $(call build,runc) go install -trimpath -tags seccomp -ldflags "-X main.version=$(RUNC_VERSION:v%=%)" github.com/opencontainers/runc@$(RUNC_VERSION)
 
 $(CONTAINERD_DIR)/%:
-	cd hack/containerd && $(GO_BUILD_TOOL) -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)" -o $@ github.com/containerd/containerd/v2/cmd/$*
+	$(call build,$*) go -C hack/containerd build -trimpath -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)" -o $@ github.com/containerd/containerd/v2/cmd/$*
 
 .PHONY: node-host
 node-host: ## Fail at once, naming what is missing, on a machine that cannot run the real node (not root, no cgroups, a kernel without overlay or netfilter).
@@ -445,13 +505,13 @@ lint-deps: ## Install shellcheck (Debian's package) when missing.
 # The test images of the real node, built from the test app's static
 # binary without a registry (test/node/images).
 $(NODE_IMAGES): $(wildcard test/node/app/*.go test/node/pause/*.go test/node/images/*.go)
-	go run ./test/node/images -out $(dir $@)
+	$(call build,node images) go run ./test/node/images -out $(dir $@)
 
 $(ETCD):
-	cd hack/etcd && $(GO_BUILD_TOOL) -ldflags "-s -w" -o $@ go.etcd.io/etcd/server/v3
+	$(call build,etcd) go -C hack/etcd build -trimpath -ldflags "-s -w" -o $@ go.etcd.io/etcd/server/v3
 
 $(KWOK_DIR)/%:
-	GOBIN=$(KWOK_DIR) CGO_ENABLED=0 go install sigs.k8s.io/kwok/cmd/$*@$(KWOK_VERSION)
+	$(call build,$*) go -C hack/kwok build -trimpath -o $@ sigs.k8s.io/kwok/cmd/$*
 
 .PHONY: kruise
 kruise: $(KRUISE_DIR)/manager ## Build OpenKruise's kruise-manager for the benchmark (about 10 minutes; hack/kruise.sh).
@@ -465,7 +525,7 @@ FLUX_BINS := $(FLUX_DIR)/kustomize-controller $(FLUX_DIR)/crds.yaml
 flux: $(FLUX_BINS) ## Build Flux's kustomize-controller and gather Flux's CRDs into bin/ for the GitOps suite.
 
 $(FLUX_DIR)/kustomize-controller:
-	cd hack/flux && $(GO_BUILD_TOOL) -ldflags "-s -w" -o $@ github.com/fluxcd/kustomize-controller
+	$(call build,kustomize-controller) go -C hack/flux build -trimpath -ldflags "-s -w" -o $@ github.com/fluxcd/kustomize-controller
 
 $(FLUX_DIR)/crds.yaml:
 	kc=$$($(call MODULE_DIR,github.com/fluxcd/kustomize-controller@$(FLUX_VERSION))); \
@@ -476,22 +536,24 @@ $(FLUX_DIR)/crds.yaml:
 	mv $@.new $@
 
 $(KUSTOMIZE):
-	GOBIN=$(dir $@) CGO_ENABLED=0 go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+	$(call build,kustomize) go -C hack/tools build -trimpath -o $@ sigs.k8s.io/kustomize/kustomize/v5
 
 $(HELM):
-	go build -ldflags "-X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)" -o $@ helm.sh/helm/v4/cmd/helm
+	$(call build,helm) go build -ldflags "-X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)" -o $@ helm.sh/helm/v4/cmd/helm
 
 $(SYFT):
 	GOBIN=$(dir $@) CGO_ENABLED=0 go install github.com/anchore/syft/cmd/syft@$(SYFT_VERSION)
 
 $(ACTIONLINT):
-	GOBIN=$(dir $@) CGO_ENABLED=0 go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+	$(call build,actionlint) go -C hack/tools build -trimpath -ldflags "-X github.com/rhysd/actionlint.version=$(ACTIONLINT_VERSION)" -o $@ github.com/rhysd/actionlint/cmd/actionlint
 
 $(KUBECONFORM):
-	GOBIN=$(dir $@) CGO_ENABLED=0 go install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION)
+	$(call build,kubeconform) go -C hack/tools build -trimpath -o $@ github.com/yannh/kubeconform/cmd/kubeconform
 
 $(GOLANGCI_LINT):
-	GOBIN=$(dir $@) CGO_ENABLED=0 go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	$(call build,golangci-lint) env GOBIN=$(dir $@) CGO_ENABLED=0 go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
+# controller-gen writes its version into the CRD it generates: built in
+# hack/tools, its module's version is not the main module's, so it is set.
 $(CONTROLLER_GEN):
-	GOBIN=$(dir $@) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+	$(call build,controller-gen) go -C hack/tools build -trimpath -ldflags "-X sigs.k8s.io/controller-tools/pkg/version.version=$(CONTROLLER_TOOLS_VERSION)" -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
