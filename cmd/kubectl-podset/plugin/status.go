@@ -53,17 +53,17 @@ func rolloutStatus(ctx context.Context, c client.WithWatch, ns, name string, wat
 	if err != nil {
 		return err
 	}
-	last := ""
+	p, last := &printer{w: out}, ""
 	report := func(ps *podsetv1alpha1.PodSet) (bool, error) {
 		msg, done, err := statusMessage(ps)
 		if err != nil {
 			return false, err
 		}
 		if msg != last {
-			fmt.Fprint(out, msg)
+			p.printf("%s", msg)
 			last = msg
 		}
-		return done, nil
+		return done, p.err
 	}
 	done, err := report(ps)
 	if err != nil || done || !watchFlag {
