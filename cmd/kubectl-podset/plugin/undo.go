@@ -100,7 +100,7 @@ func templateManagers(entries []metav1.ManagedFieldsEntry) []string {
 			continue
 		}
 		var fields map[string]any
-		if json.Unmarshal(e.FieldsV1.Raw, &fields) != nil {
+		if json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields) != nil {
 			continue
 		}
 		spec, _ := fields["f:spec"].(map[string]any)
