@@ -70,9 +70,9 @@ func CacheOptions(namespaces []string) cache.Options {
 // writes down; docs/benchmarks.md ("More workers") has the measurements.
 const DefaultMaxConcurrentReconciles = 4
 
-// ControllerOptions is the PodSet controller's configuration: concurrency,
+// ReconcileOptions is the PodSet controller's configuration: concurrency,
 // and per-PodSet exponential backoff from 5ms to MaxBackoff.
-func ControllerOptions(maxConcurrentReconciles int) controller.Options {
+func ReconcileOptions(maxConcurrentReconciles int) controller.Options {
 	return controller.Options{
 		MaxConcurrentReconciles: maxConcurrentReconciles,
 		RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, MaxBackoff),

@@ -79,7 +79,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, mo manager.Options, o Opt
 		Workers:    o.Workers,
 		Registerer: o.Metrics,
 	}
-	if err := r.SetupWithManager(ctx, mgr, ControllerOptions(o.MaxConcurrentReconciles)); err != nil {
+	if err := r.SetupWithManager(ctx, mgr, ReconcileOptions(o.MaxConcurrentReconciles)); err != nil {
 		return nil, fmt.Errorf("setting up the PodSet controller: %w", err)
 	}
 	return mgr, nil

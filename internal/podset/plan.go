@@ -156,14 +156,13 @@ type Decision struct {
 	stage stage
 }
 
-// stage is the step of the planner that decided a Decision's action.
+// stage is the step of the planner that decided a Decision's action. The
+// zero stage is classify's: decided at once, outside the budget.
 type stage int
 
 const (
-	// decided by classify, outside the budget.
-	stageAtOnce stage = iota
 	// an unready out-of-date pod, recreated first, outside the budget.
-	stageUnready
+	stageUnready stage = iota + 1
 	// taken by spend, within the budget.
 	stageSpent
 )

@@ -145,7 +145,7 @@ func (v *View) conditions(status *podsetv1alpha1.PodSetStatus, c podCounts, plan
 		set(podsetv1alpha1.ReconcilingCondition, metav1.ConditionFalse, stalled.Reason, stalled.Message)
 		set(podsetv1alpha1.StalledCondition, metav1.ConditionTrue, stalled.Reason, stalled.Message)
 	default:
-		reason := reconcilingReason(ps, int(c.live), c.terminating, c.outdated, plan)
+		reason := reconcilingReason(ps, int(c.live), c.outdated, plan)
 		set(podsetv1alpha1.ReadyCondition, metav1.ConditionFalse, podsetv1alpha1.NotReadyReason, progress)
 		set(podsetv1alpha1.ReconcilingCondition, metav1.ConditionTrue, reason, progress)
 		set(podsetv1alpha1.StalledCondition, metav1.ConditionFalse, reason, progress)
@@ -162,7 +162,7 @@ func pluralPods(n int32, one, many string) string {
 }
 
 // reconcilingReason names what a converging PodSet is doing.
-func reconcilingReason(ps *podsetv1alpha1.PodSet, live int, terminating, outdated int32, plan *Plan) string {
+func reconcilingReason(ps *podsetv1alpha1.PodSet, live int, outdated int32, plan *Plan) string {
 	desired := int(Replicas(ps))
 	switch {
 	case live < desired || len(plan.Create) > 0:

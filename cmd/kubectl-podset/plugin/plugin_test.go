@@ -380,7 +380,7 @@ func TestHistoryAndUndo(t *testing.T) {
 func templateManagersIncluding(entries []metav1.ManagedFieldsEntry) string {
 	var out []string
 	for _, e := range entries {
-		if strings.Contains(string(e.FieldsV1.Raw), `"f:template"`) {
+		if strings.Contains(e.FieldsV1.GetRawString(), `"f:template"`) {
 			out = append(out, e.Manager+"/"+string(e.Operation))
 		}
 	}

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -126,8 +125,9 @@ would, as 'kubectl diff'; 2 or more on an error.`,
 	cmd.Flags().StringVar(&mode.fieldManager, "field-manager", "kubectl", "The field manager of the server-side apply (with --server-side).")
 	cmd.Flags().BoolVar(&mode.forceConflicts, "force-conflicts", false, "With --server-side, take fields other managers own instead of failing on a conflict.")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		// wrapErrors prints only what RunE returns.
-		fmt.Fprintf(o.streams.ErrOut, "error: %v\n", err)
+		// wrapErrors prints only what RunE returns. As there, the exit
+		// code reports the error whether or not this line gets out.
+		_, _ = fmt.Fprintf(o.streams.ErrOut, "error: %v\n", err)
 		return previewError(err)
 	})
 	return cmd
@@ -207,7 +207,8 @@ func readPodSet(filename string, stdin io.Reader) (*unstructured.Unstructured, e
 		if err != nil {
 			return nil, err
 		}
-		defer f.Close()
+		// Closing a file only read from loses nothing, whatever it says.
+		defer func() { _ = f.Close() }()
 		r = f
 	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
@@ -288,51 +289,49 @@ func dryRun(ctx context.Context, c client.Client, obj *unstructured.Unstructured
 }
 
 // printPreview prints the preview as a table and the rollout's order.
-func printPreview(out io.Writer, ps, live *podsetv1alpha1.PodSet, revs *podset.Revisions, p *podset.Preview) error {
+func printPreview(w io.Writer, ps, live *podsetv1alpha1.PodSet, revs *podset.Revisions, p *podset.Preview) error {
+	out := &printer{w: w}
 	newRev := podset.RevisionName(ps, revs.Update)
 	switch {
 	case live == nil:
-		fmt.Fprintf(out, "podset.podset.dev/%s does not exist yet: every pod will be created (%d, revision %s)\n",
+		out.printf("podset.podset.dev/%s does not exist yet: every pod will be created (%d, revision %s)\n",
 			ps.Name, podset.Replicas(ps), newRev)
 	case podset.TemplateHash(live) == revs.Update:
-		fmt.Fprintf(out, "podset.podset.dev/%s: template unchanged (revision %s); %s\n", ps.Name, newRev, strategy(ps, p))
+		out.printf("podset.podset.dev/%s: template unchanged (revision %s); %s\n", ps.Name, newRev, strategy(ps, p))
 	default:
-		fmt.Fprintf(out, "podset.podset.dev/%s: revision %s -> %s; %s\n",
+		out.printf("podset.podset.dev/%s: revision %s -> %s; %s\n",
 			ps.Name, podset.RevisionName(live, podset.TemplateHash(live)), newRev, strategy(ps, p))
 	}
 	if len(p.Pods) > 0 {
-		w := printers.GetNewTabWriter(out)
-		fmt.Fprintln(w, "POD\tREVISION\tREADY\tCHANGE\tDETAIL")
+		rows := [][]string{{"POD", "REVISION", "READY", "CHANGE", "DETAIL"}}
 		for i := range p.Pods {
 			c := &p.Pods[i]
 			rev, ready := "-", "-"
 			if c.Pod != nil {
 				rev, ready = podset.RevisionName(ps, c.Hash), fmt.Sprint(c.Ready)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", c.Name, rev, ready, c.Change, detail(ps, revs, c))
+			rows = append(rows, []string{c.Name, rev, ready, string(c.Change), detail(ps, revs, c)})
 		}
-		if err := w.Flush(); err != nil {
-			return err
-		}
+		out.table(rows)
 	}
 	if len(p.AtOnce) == 0 && len(p.Batches) == 0 && len(p.Waiting) == 0 {
-		fmt.Fprintln(out, "No pod changes.")
-		return nil
+		out.printf("No pod changes.\n")
+		return out.err
 	}
-	fmt.Fprintf(out, "Rollout, maxUnavailable %d: a rolling window, unready pods first, then from the highest ordinal; the next pod starts as soon as one before it is available again:\n", p.MaxUnavailable)
+	out.printf("Rollout, maxUnavailable %d: a rolling window, unready pods first, then from the highest ordinal; the next pod starts as soon as one before it is available again:\n", p.MaxUnavailable)
 	if len(p.AtOnce) > 0 {
-		fmt.Fprintf(out, "  at once (outside maxUnavailable): %s\n", strings.Join(p.AtOnce, ", "))
+		out.printf("  at once (outside maxUnavailable): %s\n", strings.Join(p.AtOnce, ", "))
 	}
 	if len(p.Batches) > 0 {
-		fmt.Fprintf(out, "  first: %s\n", strings.Join(p.Batches[0], ", "))
+		out.printf("  first: %s\n", strings.Join(p.Batches[0], ", "))
 	}
 	if len(p.Batches) > 1 {
-		fmt.Fprintf(out, "  then, in order: %s\n", strings.Join(slices.Concat(p.Batches[1:]...), ", "))
+		out.printf("  then, in order: %s\n", strings.Join(slices.Concat(p.Batches[1:]...), ", "))
 	}
 	if len(p.Waiting) > 0 {
-		fmt.Fprintf(out, "  waiting until the pods unavailable now are available again (maxUnavailable is spent): %s\n", strings.Join(p.Waiting, ", "))
+		out.printf("  waiting until the pods unavailable now are available again (maxUnavailable is spent): %s\n", strings.Join(p.Waiting, ", "))
 	}
-	return nil
+	return out.err
 }
 
 // strategy says how the PodSet rolls out.

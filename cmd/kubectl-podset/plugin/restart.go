@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -44,8 +43,9 @@ starts another rollout.`,
 			if err := c.Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 				return err
 			}
-			fmt.Fprintf(o.streams.Out, "podset.podset.dev/%s restarted (%s=%s); pods are recreated as a rollout\n", name, RestartedAtAnnotation, now)
-			return nil
+			out := &printer{w: o.streams.Out}
+			out.printf("podset.podset.dev/%s restarted (%s=%s); pods are recreated as a rollout\n", name, RestartedAtAnnotation, now)
+			return out.err
 		}),
 	}
 }

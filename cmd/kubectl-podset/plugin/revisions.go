@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -89,20 +90,23 @@ that revision's pod template.`,
 			if err != nil {
 				return err
 			}
+			out := &printer{w: o.streams.Out}
 			if number != 0 {
 				i := slices.IndexFunc(revs, func(r revision) bool { return r.number == number })
 				if i < 0 {
 					return fmt.Errorf("unable to find the specified revision %d", number)
 				}
-				fmt.Fprintf(o.streams.Out, "podset.podset.dev/%s with revision #%d (%s)\n", ps.Name, number, revs[i].name)
+				out.printf("podset.podset.dev/%s with revision #%d (%s)\n", ps.Name, number, revs[i].name)
+				if out.err != nil {
+					return out.err
+				}
 				tpl := &corev1.PodTemplate{Template: revs[i].template}
 				tpl.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodTemplate"))
 				tpl.Name = revs[i].name
 				return (&printers.YAMLPrinter{}).PrintObj(tpl, o.streams.Out)
 			}
-			fmt.Fprintf(o.streams.Out, "podset.podset.dev/%s\n", ps.Name)
-			w := printers.GetNewTabWriter(o.streams.Out)
-			fmt.Fprintln(w, "REVISION\tNAME\tCHANGE-CAUSE\tIMAGES")
+			out.printf("podset.podset.dev/%s\n", ps.Name)
+			rows := [][]string{{"REVISION", "NAME", "CHANGE-CAUSE", "IMAGES"}}
 			for _, r := range revs {
 				cause := r.template.Annotations[ChangeCauseAnnotation]
 				if cause == "" {
@@ -112,9 +116,10 @@ that revision's pod template.`,
 				if r.name == ps.Status.UpdateRevision {
 					current = " (current)"
 				}
-				fmt.Fprintf(w, "%d\t%s%s\t%s\t%s\n", r.number, r.name, current, cause, images(&r.template))
+				rows = append(rows, []string{strconv.FormatInt(r.number, 10), r.name + current, cause, images(&r.template)})
 			}
-			return w.Flush()
+			out.table(rows)
+			return out.err
 		}),
 	}
 	cmd.Flags().Int64Var(&number, "revision", 0, "See the details, including the pod template, of the revision specified")

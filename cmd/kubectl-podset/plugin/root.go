@@ -103,7 +103,10 @@ func wrapErrors(cmd *cobra.Command, streams genericiooptions.IOStreams) {
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		err := run(c, args)
 		if err != nil && !errors.Is(err, errChanges) {
-			fmt.Fprintf(streams.ErrOut, "error: %v\n", err)
+			// The exit code reports err whether or not this line gets
+			// out; if standard error itself fails, there is nowhere left
+			// to say so.
+			_, _ = fmt.Fprintf(streams.ErrOut, "error: %v\n", err)
 		}
 		return err
 	}

@@ -53,17 +53,17 @@ func rolloutStatus(ctx context.Context, c client.WithWatch, ns, name string, wat
 	if err != nil {
 		return err
 	}
-	last := ""
+	p, last := &printer{w: out}, ""
 	report := func(ps *podsetv1alpha1.PodSet) (bool, error) {
 		msg, done, err := statusMessage(ps)
 		if err != nil {
 			return false, err
 		}
 		if msg != last {
-			fmt.Fprint(out, msg)
+			p.printf("%s", msg)
 			last = msg
 		}
-		return done, nil
+		return done, p.err
 	}
 	done, err := report(ps)
 	if err != nil || done || !watchFlag {
@@ -79,7 +79,7 @@ func rolloutStatus(ctx context.Context, c client.WithWatch, ns, name string, wat
 		if err != nil {
 			return timeoutOr(ctx, err)
 		}
-		done, rv, err = follow(ctx, w, rv, report)
+		done, err = follow(ctx, w, report)
 		w.Stop()
 		if err != nil || done {
 			return err
@@ -97,29 +97,29 @@ func rolloutStatus(ctx context.Context, c client.WithWatch, ns, name string, wat
 }
 
 // follow reports every change a watch delivers until the rollout is done,
-// fails, or the watch ends; it returns the last resource version seen.
-func follow(ctx context.Context, w watch.Interface, rv string, report func(*podsetv1alpha1.PodSet) (bool, error)) (bool, string, error) {
+// fails, or the watch ends. When the watch ends, the caller reads the
+// PodSet again and watches from there.
+func follow(ctx context.Context, w watch.Interface, report func(*podsetv1alpha1.PodSet) (bool, error)) (bool, error) {
 	for {
 		select {
 		case <-ctx.Done():
-			return false, rv, timeoutOr(ctx, ctx.Err())
+			return false, timeoutOr(ctx, ctx.Err())
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return false, rv, nil
+				return false, nil
 			}
 			switch ev.Type {
 			case watch.Deleted:
-				return false, rv, errors.New("the PodSet was deleted while waiting for its rollout")
+				return false, errors.New("the PodSet was deleted while waiting for its rollout")
 			case watch.Error:
-				return false, rv, nil
+				return false, nil
 			}
 			ps, ok := ev.Object.(*podsetv1alpha1.PodSet)
 			if !ok {
 				continue
 			}
-			rv = ps.ResourceVersion
 			if done, err := report(ps); err != nil || done {
-				return done, rv, err
+				return done, err
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -41,22 +42,23 @@ template back on its next sync unless its source (Git) changes too.`,
 			if err != nil {
 				return err
 			}
+			out, errOut := &printer{w: o.streams.Out}, &printer{w: o.streams.ErrOut}
 			if equality.Semantic.DeepEqual(target.template, ps.Spec.Template) {
-				fmt.Fprintf(o.streams.Out, "podset.podset.dev/%s skipped rollback (current template already matches revision %d)\n", ps.Name, target.number)
-				return nil
+				out.printf("podset.podset.dev/%s skipped rollback (current template already matches revision %d)\n", ps.Name, target.number)
+				return out.err
 			}
 			others := templateManagers(ps.ManagedFields)
 			ps.Spec.Template = target.template
 			if err := c.Update(ctx, ps, client.FieldOwner(FieldManager)); err != nil {
 				return err
 			}
-			fmt.Fprintf(o.streams.Out, "podset.podset.dev/%s rolled back to revision %d (%s); spec.template written by field manager %s\n",
+			out.printf("podset.podset.dev/%s rolled back to revision %d (%s); spec.template written by field manager %s\n",
 				ps.Name, target.number, target.name, FieldManager)
 			if len(others) > 0 {
-				fmt.Fprintf(o.streams.ErrOut, "Warning: spec.template is also managed by %s; if that is a GitOps tool (Argo CD, Flux), "+
+				errOut.printf("Warning: spec.template is also managed by %s; if that is a GitOps tool (Argo CD, Flux), "+
 					"it will revert this rollback on its next sync unless the template in Git changes too\n", strings.Join(others, ", "))
 			}
-			return nil
+			return cmp.Or(out.err, errOut.err)
 		}),
 	}
 	cmd.Flags().Int64Var(&toRevision, "to-revision", 0, "The revision to rollback to. Default to 0 (last revision).")
@@ -98,7 +100,7 @@ func templateManagers(entries []metav1.ManagedFieldsEntry) []string {
 			continue
 		}
 		var fields map[string]any
-		if json.Unmarshal(e.FieldsV1.Raw, &fields) != nil {
+		if json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields) != nil {
 			continue
 		}
 		spec, _ := fields["f:spec"].(map[string]any)
