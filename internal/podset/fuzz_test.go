@@ -432,6 +432,26 @@ func FuzzPlanPods(f *testing.F) {
 			return v.Plan(in.Input)
 		}
 		plan := planOf(pods)
+		// drainWaits reports whether a controlled pod the plan means to
+		// stop waits, its gate closed, for its own kubelet to report it not
+		// Ready (gate.go, step 2): a restart in place waits for it as long
+		// as it takes (only that kubelet can carry the restart out), a
+		// deletion for kubeletSilence from when the gate closed. Fuzzed pods
+		// have no preStop hooks, no EndpointSlices and no Drains, and their
+		// Ready conditions' times are zero or an hour ago: no other wait of
+		// the drain holds one.
+		drainWaits := func(p *corev1.Pod, deleting bool) bool {
+			if !gateClosed(p) || kubeletNotReady(p) {
+				return false
+			}
+			return !deleting || testNow.Before(gateCondition(p).LastTransitionTime.Add(kubeletSilence))
+		}
+		// inPlace reports whether an out-of-date pod is updated in place:
+		// made from fuzzOld, which differs only in what a running pod can
+		// take, with the gate, under InPlaceIfPossible.
+		inPlace := func(p *corev1.Pod) bool {
+			return InPlacePolicy(ps) && p.Labels[podsetv1alpha1.TemplateHashLabel] == fuzzOld && hasGate(p)
+		}
 		// lostDue reports a desired pod due for replacement: controlled,
 		// settled, on the lost node, with the field on.
 		lostDue := func(p *corev1.Pod) bool {
@@ -540,10 +560,31 @@ func FuzzPlanPods(f *testing.F) {
 				t.Errorf("prune order %s before %s: not highest first", plan.Prune[i-1].Name, p.Name)
 			}
 		}
+		// A Ready surplus pod with the gate is drained first: its gate
+		// closes (pause), and it is pruned once drained; one that waits for
+		// its kubelet is left alone.
+		surplusPaused := map[string]bool{}
+		for _, step := range plan.Pause {
+			if step.Way.Why == WhySurplus {
+				surplusPaused[step.Pod.Name] = true
+			}
+		}
 		for _, fp := range fuzzed {
-			p := fp.pod
+			p := &fp.pod
 			o, ok := PodOrdinal("web", p.Name)
-			if fp.controlled && !fp.inFlight && p.DeletionTimestamp == nil && (!ok || !wanted(o)) && writtenIn[p.Name] != "prune" {
+			if !fp.controlled || fp.inFlight || p.DeletionTimestamp != nil || ok && wanted(o) {
+				continue
+			}
+			switch {
+			case DrainFirst(p):
+				if !surplusPaused[p.Name] {
+					t.Errorf("surplus pod %s, Ready with the gate, is not drained first (in %q)", p.Name, writtenIn[p.Name])
+				}
+			case drainWaits(p, true):
+				if list, ok := writtenIn[p.Name]; ok {
+					t.Errorf("surplus pod %s waits for its kubelet, but is in %s", p.Name, list)
+				}
+			case writtenIn[p.Name] != "prune":
 				t.Errorf("surplus pod %s is not pruned", p.Name)
 			}
 		}
@@ -653,7 +694,7 @@ func FuzzPlanPods(f *testing.F) {
 				if fp.controlled && !fp.inFlight && p.DeletionTimestamp == nil && ok && wanted(o) && o >= partitionN &&
 					p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded &&
 					p.Labels[podsetv1alpha1.TemplateHashLabel] != hash && !podReady(p) && writtenIn[p.Name] != "rollout" && writtenIn[p.Name] != "update" &&
-					!(gateClosed(p) && kubeletReady(p)) && !lostDue(p) {
+					!drainWaits(p, !inPlace(p)) && !lostDue(p) {
 					t.Errorf("the unready out-of-date pod %s is neither recreated nor updated in place", p.Name)
 				}
 			}
@@ -742,8 +783,10 @@ func FuzzPlanPods(f *testing.F) {
 // runs with and sends exactly the readiness gates it has, and otherwise
 // differs from the pod's own revision's desired pod in images at most; a
 // resize sends only cpu and memory, changing only what the template did; containers
-// restart for a new image only once the kubelet has taken the pod out of
-// Ready; only pods with the gate have it closed.
+// restart for a new image only once the pod is out of Ready by its
+// kubelet's own word (it never reported the pod Ready, as for a Pending
+// pod it has not started, or it reported it not Ready since: a gate the
+// operator closed is not enough); only pods with the gate have it closed.
 func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *Revisions, plan Plan) {
 	t.Helper()
 	check := func(list string, pod *corev1.Pod, hash string) {
@@ -842,7 +885,7 @@ func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *Revisi
 		if step.Way.Resize {
 			checkResize(step.Pod)
 		}
-		if step.Way.Restart() && !kubeletNotReady(step.Pod) {
+		if step.Way.Restart() && (kubeletReady(step.Pod) || gateClosed(step.Pod) && !kubeletNotReady(step.Pod)) {
 			t.Errorf("update restarts the containers of %s before its kubelet reports it not Ready", step.Pod.Name)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -236,6 +237,52 @@ func TestPlanReopensAGateWhenTheImageGoesBack(t *testing.T) {
 			got := drainNamesOf(v.Plan(Input{InFlight: noneInFlight, Drains: Drains{types.UID("web-0-uid"): now.Add(-time.Second)}, Now: now}))
 			if diff := cmp.Diff(drainNames{Resume: []string{"web-0"}}, got); diff != "" {
 				t.Errorf("plan after the revert (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPlanInPlaceWaitsOnlyForAKubeletThatMayReportReady: an unready pod
+// to restart in place is updated at once when its kubelet never reported
+// it Ready (a Pending pod it has not started; FuzzPlanPods'
+// 0db5d096a0def292) or reported it not Ready; one whose gate is closed
+// waits for its kubelet's own not-Ready, even with no Ready condition at
+// all (2bce87540c68137f).
+func TestPlanInPlaceWaitsOnlyForAKubeletThatMayReportReady(t *testing.T) {
+	now := time.Date(2026, 11, 25, 7, 0, 10, 0, time.UTC)
+	v1 := makePodSet("web").obj()
+	v2 := v1.DeepCopy()
+	v2.Spec.Template.Spec.Containers[0].Image = "busybox:1.37"
+	revs := NewRevisions(v2, []appsv1.ControllerRevision{storedRevision(v1, 1), storedRevision(v2, 2)})
+	stale := func() *podBuilder {
+		return makePod("web-0").controlledBy(v1).hash(TemplateHash(v1)).gated().on("node-a")
+	}
+	closedGate := corev1.PodCondition{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}
+	cases := map[string]struct {
+		pod  *podBuilder
+		want drainNames
+	}{
+		"Pending, never reported by its kubelet: updated at once": {
+			pod:  stale(),
+			want: drainNames{Update: []string{"web-0"}},
+		},
+		"Running, reported not Ready by its kubelet: updated at once": {
+			pod:  stale().running(),
+			want: drainNames{Update: []string{"web-0"}},
+		},
+		"Pending, its gate closed, no Ready condition: waits for its kubelet": {
+			pod: func() *podBuilder { b := stale(); b.setCondition(closedGate); return b }(),
+		},
+		"its gate closed by the operator's write, the kubelet silent for an hour: waits for it": {
+			pod: stale().ready().gated().draining(now.Add(-time.Hour)),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			v := NewView(v2, revs, []corev1.Pod{tc.pod.obj()}, now.Truncate(time.Second))
+			got := drainNamesOf(v.Plan(Input{InFlight: noneInFlight, Now: now}))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
 			}
 		})
 	}
