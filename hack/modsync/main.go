@@ -313,7 +313,7 @@ func countDuplicates(mods, at []string) error {
 			}
 			key[path] = "" // an import cycle is impossible; this ends one anyway
 			h := sha256.New()
-			fmt.Fprintf(h, "%s %s@%s\n", p.ImportPath, p.Module.Path, p.Module.Version)
+			_, _ = fmt.Fprintf(h, "%s %s@%s\n", p.ImportPath, p.Module.Path, p.Module.Version) // a hash.Hash never fails a write
 			var deps []string
 			for _, imp := range p.Imports {
 				if k := keyOf(imp); k != "" {
@@ -321,7 +321,7 @@ func countDuplicates(mods, at []string) error {
 				}
 			}
 			slices.Sort(deps)
-			fmt.Fprintln(h, strings.Join(deps, " "))
+			_, _ = fmt.Fprintln(h, strings.Join(deps, " "))
 			k := fmt.Sprintf("%x", h.Sum(nil))
 			key[path] = k
 			if keys[path] == nil {
