@@ -32,6 +32,14 @@ import (
 type fault struct {
 	what   string
 	inject func(t *testing.T)
+	// outageCounted: requests that fail while the component is down are
+	// counted and logged, not failures of the test (issue 31: the kubelet's
+	// and the runtime's outages are "counted and explained"). Nothing the
+	// operator does can stop a container then: a restart in place needs
+	// the kubelet and the runtime, and a pod to delete waits 30 s for its
+	// silent kubelet. A request that fails once the component is back,
+	// when the operator's drains go on, fails the test.
+	outageCounted bool
 }
 
 // TestFaultsMidRollout: during an in-place rollout and during a
@@ -42,7 +50,9 @@ type fault struct {
 // kube-apiserver stops for 10 s. After each: every pod exists once under
 // its name, none was recreated, lost or duplicated (the pods are watched
 // for the whole test), the rollout completes, no readiness gate opened on
-// the container it closed on, and no request failed.
+// the container it closed on, and no request failed (during the kubelet's
+// and containerd's own outages failed requests are counted and logged:
+// outageCounted).
 //
 // None fails because none of these stops what serves: containers run on
 // without their kubelet and, through their shims, without containerd;
@@ -82,8 +92,8 @@ func TestFaultsMidRollout(t *testing.T) {
 	url := serve(t, ps)
 
 	faults := []fault{
-		{"the kubelet stopped for 20 s", func(t *testing.T) { pauseComponent(t, "kubelet", 20*time.Second) }},
-		{"containerd stopped for 10 s", func(t *testing.T) { pauseComponent(t, "containerd", 10*time.Second) }},
+		{"the kubelet stopped for 20 s", func(t *testing.T) { pauseComponent(t, "kubelet", 20*time.Second) }, true},
+		{"containerd stopped for 10 s", func(t *testing.T) { pauseComponent(t, "containerd", 10*time.Second) }, true},
 		{"the operator killed", func(t *testing.T) {
 			suite.stopOperator(syscall.SIGKILL)
 			suite.stopOperator = func(syscall.Signal) {}
@@ -92,8 +102,8 @@ func TestFaultsMidRollout(t *testing.T) {
 				t.Fatalf("starting the operator again: %v", err)
 			}
 			suite.stopOperator = stop
-		}},
-		{"kube-apiserver stopped for 10 s", func(t *testing.T) { pauseComponent(t, "kube-apiserver", 10*time.Second) }},
+		}, false},
+		{"kube-apiserver stopped for 10 s", func(t *testing.T) { pauseComponent(t, "kube-apiserver", 10*time.Second) }, false},
 	}
 	image := "v1"
 	for _, f := range faults {
@@ -139,7 +149,11 @@ func TestFaultsMidRollout(t *testing.T) {
 					faultAt.Sub(began).Round(time.Millisecond), backAt.Sub(faultAt).Round(time.Millisecond),
 					load.answers, left, entered)
 				if len(load.failures) > 0 {
-					t.Errorf("%d of %d requests failed (fault at %s, back at %s), the last %v after it was back; first ones:\n%s",
+					report := t.Errorf
+					if last := load.failedAt[len(load.failedAt)-1]; f.outageCounted && last.Before(backAt) {
+						report = t.Logf // during the outage: counted, see outageCounted
+					}
+					report("%d of %d requests failed (fault at %s, back at %s), the last %v after it was back; first ones:\n%s",
 						len(load.failures), load.total, faultAt.Format("15:04:05.000"), backAt.Format("15:04:05.000"),
 						load.failedAt[len(load.failedAt)-1].Sub(backAt).Round(time.Millisecond), load.firstFailures())
 				}
