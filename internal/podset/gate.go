@@ -93,11 +93,12 @@ func drainFor(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, seen, now time.Time, e
 		if ep.Listed {
 			// Still in the slices kube-proxy programs. Their controller
 			// is waited for endpointsSilence from when the operator saw
-			// the pod not Ready, then the drain goes on without it: a
-			// pod is never held forever by a controller that is gone.
+			// the pod not Ready (else from its Ready condition's time),
+			// then the drain goes on without it: a pod is never held
+			// forever by a controller that is gone.
 			from := seen
-			if from.IsZero() {
-				from = now
+			if c := podCondition(pod, corev1.PodReady); from.IsZero() && c != nil {
+				from = c.LastTransitionTime.Time
 			}
 			if left := from.Add(endpointsSilence).Sub(now); left > 0 {
 				return draining, left

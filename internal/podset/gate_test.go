@@ -399,6 +399,11 @@ func TestDrainWaitsForTheEndpointSlices(t *testing.T) {
 			t.Errorf("deleting %v, dropped %v ago: drainFor() = %v, %v; want stopNow", deleting, drain, stage, wait)
 		}
 	}
+	// Without a pass's first sight of it, the silence counts from the
+	// kubelet's not-Ready: a minute ago here, so it is over.
+	if stage, wait := drainFor(ps, &pod, time.Time{}, now, EndpointState{Listed: true}, false, true); stage != stopNow {
+		t.Errorf("never seen, listed, not Ready for a minute: drainFor() = %v, %v; want stopNow", stage, wait)
+	}
 	// A pod whose containers all have a preStop hook is deleted at once:
 	// the hook is its drain.
 	if stage, _ := drainFor(ps, &pod, seen, now, EndpointState{Listed: true}, true, true); stage != stopNow {
