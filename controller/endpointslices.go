@@ -40,6 +40,9 @@ type endpoints struct {
 	// left is when each pod stopped being listed, kept for
 	// endpointsMemory.
 	left map[types.UID]time.Time
+	// pruned is when left was last swept of what it need not keep: at
+	// most once a minute, not on every slice event.
+	pruned time.Time
 }
 
 // endpointsMemory is how long endpoints remembers when a pod left the
@@ -92,9 +95,12 @@ func (e *endpoints) set(slice types.NamespacedName, ready []podRef, now time.Tim
 	} else {
 		e.slices[slice] = ready
 	}
-	for uid, at := range e.left {
-		if now.Sub(at) > endpointsMemory {
-			delete(e.left, uid)
+	if now.Sub(e.pruned) >= time.Minute {
+		e.pruned = now
+		for uid, at := range e.left {
+			if now.Sub(at) > endpointsMemory {
+				delete(e.left, uid)
+			}
 		}
 	}
 	return changed
