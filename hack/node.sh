@@ -391,7 +391,9 @@ nodePortAddresses: ["$NODE_IP/32"]
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 iptables: {localhostNodePorts: false}
 YAML
-	start kube-proxy "$CONTROLPLANE/kube-proxy" --config "$dir/kube-proxy.yaml"
+	# --v=4: each sync, its endpoints and how long it took, to line a failed
+	# request of the suites up with (about 150 kB a suite).
+	start kube-proxy "$CONTROLPLANE/kube-proxy" --config "$dir/kube-proxy.yaml" --v=4
 	wait_for 60 kube-proxy.log curl -sf http://127.0.0.1:10256/healthz
 }
 

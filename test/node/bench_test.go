@@ -249,7 +249,7 @@ func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
 		}
 		url := benchService(t, ns)
 		eventually(t, c.name+": every pod runs v1 and is Ready", allRun(ns, n, app("v1")))
-		eventually(t, c.name+": the Service answers", func(context.Context) error { _, err := get(url); return err })
+		waitAnswers(t, c.name+": the Service", url)
 		before := map[string]bool{}
 		for _, p := range listPods(t, ns) {
 			before[p.Status.PodIP] = true
@@ -621,7 +621,7 @@ func TestDrainSweep(t *testing.T) {
 			create(t, ps)
 			url := benchService(t, ns)
 			waitReady(t, ps)
-			eventually(t, "the Service answers", func(context.Context) error { _, err := get(url); return err })
+			waitAnswers(t, "the Service", url)
 			for _, step := range []struct {
 				into *tally
 				do   func()

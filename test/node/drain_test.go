@@ -38,6 +38,14 @@ type endpointLog struct {
 	left, entered map[string]int
 	firstLeft     map[string]time.Time
 	leaves        map[string][]time.Time
+	// history is every ready set the slices showed, in order.
+	history []readySet
+}
+
+// readySet is the pods among a Service's ready endpoints from a time on.
+type readySet struct {
+	from time.Time
+	pods []string
 }
 
 // watchEndpoints starts an endpointLog of the Service svc in ns, stopped
@@ -132,6 +140,20 @@ func (l *endpointLog) observe(typ watch.EventType, es *discoveryv1.EndpointSlice
 		}
 	}
 	l.ready = now
+	l.history = append(l.history, readySet{from: time.Now(), pods: slices.Sorted(maps.Keys(now))})
+}
+
+// readyAt describes the ready endpoints at a time: the pods, and since
+// when the slices showed them.
+func (l *endpointLog) readyAt(at time.Time) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.history) - 1; i >= 0; i-- {
+		if h := l.history[i]; !h.from.After(at) {
+			return fmt.Sprintf("%v since %s", h.pods, h.from.Format("15:04:05.000"))
+		}
+	}
+	return "unknown"
 }
 
 // reset starts counting anew.
@@ -189,7 +211,7 @@ func serve(t *testing.T, ps *podsetv1alpha1.PodSet) string {
 		t.Fatal(err)
 	}
 	url := "http://" + svc.Spec.ClusterIP + "/"
-	eventually(t, "the Service answers", func(context.Context) error { _, err := get(url); return err })
+	waitAnswers(t, "the Service", url)
 	return url
 }
 
@@ -197,7 +219,7 @@ func serve(t *testing.T, ps *podsetv1alpha1.PodSet) string {
 type load struct {
 	total    int
 	failures []string
-	// failedAt is when each failure came.
+	// failedAt is when each failed request was sent.
 	failedAt []time.Time
 	answers  map[string]int
 	// took is how long the rollout took.
@@ -221,9 +243,14 @@ func underLoad(t *testing.T, ps *podsetv1alpha1.PodSet, url string, do func()) l
 	return load{total: total, failures: failures, failedAt: tr.failedAt, answers: answers, took: took}
 }
 
-// firstFailures lists the first ten failed requests.
-func (l load) firstFailures() string {
-	return strings.Join(l.failures[:min(len(l.failures), 10)], "\n")
+// firstFailures lists the first ten failed requests, each with the
+// Service's ready endpoints when it failed.
+func (l load) firstFailures(endpoints *endpointLog) string {
+	var b strings.Builder
+	for i := range min(len(l.failures), 10) {
+		fmt.Fprintf(&b, "%s; ready endpoints when sent: %s\n", l.failures[i], endpoints.readyAt(l.failedAt[i]))
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // checkOnly fails unless every answer is one of versions, the last of
@@ -295,7 +322,7 @@ func TestZeroDroppedRequests(t *testing.T) {
 			load := underLoad(t, ps, url, step.do)
 			t.Logf("%s: %d requests, rollout %v, %d failed, answers %v", step.what, load.total, load.took.Round(time.Millisecond), len(load.failures), load.answers)
 			if len(load.failures) > 0 {
-				t.Errorf("%d of %d requests failed during %s; first ones:\n%s", len(load.failures), load.total, step.what, load.firstFailures())
+				t.Errorf("%d of %d requests failed during %s; first ones:\n%s", len(load.failures), load.total, step.what, load.firstFailures(endpoints))
 			}
 			load.checkOnly(t, step.versions...)
 			if step.inPlace {

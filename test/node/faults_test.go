@@ -155,7 +155,7 @@ func TestFaultsMidRollout(t *testing.T) {
 					}
 					report("%d of %d requests failed (fault at %s, back at %s), the last %v after it was back; first ones:\n%s",
 						len(load.failures), load.total, faultAt.Format("15:04:05.000"), backAt.Format("15:04:05.000"),
-						load.failedAt[len(load.failedAt)-1].Sub(backAt).Round(time.Millisecond), load.firstFailures())
+						load.failedAt[len(load.failedAt)-1].Sub(backAt).Round(time.Millisecond), load.firstFailures(endpoints))
 				}
 				load.checkOnly(t, versions...)
 				events := history.since(from)

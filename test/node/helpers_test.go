@@ -6,10 +6,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptrace"
+	"os"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -256,12 +262,138 @@ func checkAnswers(t *testing.T, ps *podsetv1alpha1.PodSet, version string) {
 // a Service does: the dataplane routes each connection by the rules it has
 // when the connection opens.
 var httpClient = &http.Client{
-	Timeout:   2 * time.Second,
-	Transport: &http.Transport{DisableKeepAlives: true},
+	Timeout: 2 * time.Second,
+	Transport: &http.Transport{
+		DisableKeepAlives: true,
+		DialContext:       (&net.Dialer{ControlContext: bindFirst}).DialContext,
+	},
+}
+
+// dialKey is the context key of a request's *dialed: getTraced's, to learn
+// the local port its connection used, whether it opened or not.
+type dialKey struct{}
+
+type dialed struct {
+	mu   sync.Mutex
+	port int
+}
+
+// bindFirst binds a request's socket to an ephemeral port before it
+// connects, and records the port: connect would pick one too, but too
+// late to read when the connection never opens.
+func bindFirst(ctx context.Context, network, _ string, c syscall.RawConn) error {
+	d, _ := ctx.Value(dialKey{}).(*dialed)
+	if d == nil || network != "tcp4" {
+		return nil
+	}
+	var err error
+	if cerr := c.Control(func(fd uintptr) {
+		if err = syscall.Bind(int(fd), &syscall.SockaddrInet4{}); err != nil {
+			return
+		}
+		var sa syscall.Sockaddr
+		if sa, err = syscall.Getsockname(int(fd)); err == nil {
+			if in4, ok := sa.(*syscall.SockaddrInet4); ok {
+				d.mu.Lock()
+				d.port = in4.Port
+				d.mu.Unlock()
+			}
+		}
+	}); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 func get(url string) (string, error) {
-	resp, err := httpClient.Get(url)
+	body, _, err := getTraced(url)
+	return body, err
+}
+
+// getTraced is get that, when the request fails, also says how far it got
+// and where the dataplane sent it: whether the connection opened, from
+// which local port, whether the request was written, and the kernel's
+// conntrack entries of that connection then (their reply source is the
+// backend kube-proxy chose; none: no packet of it was tracked, or the
+// entry is gone).
+func getTraced(url string) (string, string, error) {
+	var (
+		mu        sync.Mutex
+		local     string
+		remote    string
+		connected bool
+		wrote     bool
+	)
+	trace := &httptrace.ClientTrace{
+		ConnectStart: func(_, addr string) {
+			mu.Lock()
+			defer mu.Unlock()
+			remote = addr
+		},
+		GotConn: func(info httptrace.GotConnInfo) {
+			mu.Lock()
+			defer mu.Unlock()
+			connected = true
+			local = info.Conn.LocalAddr().String()
+		},
+		WroteRequest: func(httptrace.WroteRequestInfo) {
+			mu.Lock()
+			defer mu.Unlock()
+			wrote = true
+		},
+	}
+	d := &dialed{}
+	body, err := fetch(httptrace.WithClientTrace(context.WithValue(context.Background(), dialKey{}, d), trace), url)
+	if err == nil {
+		return body, "", nil
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	d.mu.Lock()
+	port := strconv.Itoa(d.port)
+	d.mu.Unlock()
+	entries := conntrack(func(fields map[string]string, _ string) bool {
+		return fields["sport"] == port && fields["dst"]+":"+fields["dport"] == remote
+	})
+	if !connected {
+		return "", fmt.Sprintf("no connection opened from port %s; conntrack: %s", port, entries), err
+	}
+	return "", fmt.Sprintf("connected from %s, request written %v; conntrack: %s", local, wrote, entries), err
+}
+
+// conntrack returns the kernel's connection-tracking entries that match,
+// each with the fields of its original direction, or why it cannot.
+func conntrack(match func(fields map[string]string, line string) bool) string {
+	raw, err := os.ReadFile("/proc/net/nf_conntrack")
+	if err != nil {
+		return err.Error()
+	}
+	var found []string
+	for line := range strings.Lines(string(raw)) {
+		fields := map[string]string{}
+		for _, f := range strings.Fields(line) {
+			if k, v, ok := strings.Cut(f, "="); ok {
+				if _, seen := fields[k]; !seen { // the original direction's fields come first
+					fields[k] = v
+				}
+			}
+		}
+		if match(fields, line) {
+			found = append(found, strings.Join(strings.Fields(line)[2:], " "))
+		}
+	}
+	if len(found) == 0 {
+		return "none"
+	}
+	return strings.Join(found, " | ")
+}
+
+func fetch(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		return "", err
 	}
@@ -276,13 +408,36 @@ func get(url string) (string, error) {
 	return strings.TrimSpace(string(body)), nil
 }
 
+// waitAnswers waits until the Service at url (http://CLUSTER-IP/) answers,
+// sending its first request only once kube-proxy routes the cluster IP. A
+// connection opened before that is not translated, and the kernel keeps
+// its untranslated conntrack entry for 120 s (kubernetes/kubernetes#48719):
+// a later connection from the same local port (the traffic of the tests
+// opens 100 a second) follows that entry to nowhere and times out. Every
+// client timeout of this suite came from there until it waited.
+func waitAnswers(t *testing.T, what, url string) {
+	t.Helper()
+	ip := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/")
+	eventually(t, "kube-proxy routes "+ip, func(ctx context.Context) error {
+		out, err := exec.CommandContext(ctx, "iptables-save", "-t", "nat").Output()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(out), "-A KUBE-SERVICES -d "+ip+"/32 ") {
+			return fmt.Errorf("no rule for %s in the nat table's KUBE-SERVICES yet", ip)
+		}
+		return nil
+	})
+	eventually(t, what+" answers", func(context.Context) error { _, err := get(url); return err })
+}
+
 // traffic sends requests to a URL one after the other until stopped, at
 // most maxRequests, and counts the answers by body and the failures.
 type traffic struct {
 	mu       sync.Mutex
 	answers  map[string]int
 	failures []string
-	// failedAt is when each failure came.
+	// failedAt is when each failed request was sent.
 	failedAt []time.Time
 	total    int
 	stop     chan struct{}
@@ -301,13 +456,14 @@ func startTraffic(url string) *traffic {
 				return
 			case <-time.After(10 * time.Millisecond):
 			}
-			body, err := get(url)
+			sent := time.Now()
+			body, how, err := getTraced(url)
 			tr.mu.Lock()
 			tr.total++
 			if err != nil {
-				now := time.Now()
-				tr.failures = append(tr.failures, fmt.Sprintf("%s: %v", now.Format("15:04:05.000"), err))
-				tr.failedAt = append(tr.failedAt, now)
+				tr.failures = append(tr.failures, fmt.Sprintf("sent %s, failed %v later: %v (%s)",
+					sent.Format("15:04:05.000"), time.Since(sent).Round(time.Millisecond), err, how))
+				tr.failedAt = append(tr.failedAt, sent)
 			} else {
 				tr.answers[body]++
 			}
