@@ -166,30 +166,50 @@ build: ## Build the operator binary into bin/ (VERSION stamped in).
 plugin: ## Build the kubectl plugin into bin/kubectl-podset (VERSION stamped in).
 	go build -ldflags "$(PLUGIN_LDFLAGS)" -o $(BIN)/kubectl-podset ./cmd/kubectl-podset
 
-# make test runs the layers one after the other (TEST_SERIAL, TEST_E2E,
-# TEST_NODE), except that the tools of make verify and of the real node are
-# built beside test-e2e (make -j2, the builds niced), which mostly waits on
-# its local clusters. On a machine that cannot run the real node (NODE_CHECK_HOST
-# fails: not root, not Linux, no cgroups...), it skips test-node and the
-# node's tools, says so at the end, and fails only on CI.
-TEST_SERIAL := test-unit test-manifests
-TEST_E2E := test-e2e
-TEST_NODE := test-node
-TEST_GITOPS := test-gitops
-TEST_BESIDE_E2E := verify-tools flux
-NODE_TOOLS := node-bins $(NODE_IMAGES)
+# make test runs in two phases, each step's output in .logs/ (printed in
+# full when the step fails), its start and duration on the terminal:
+#  1. kube-apiserver and etcd, which every layer needs;
+#  2. one make -j4 of everything else, each layer started as soon as its
+#     tools are built: test-unit; test-node; the kwok lane (test-manifests,
+#     test-e2e, then test-gitops, in that order); and the builds of those
+#     tools, then of Flux and of make verify's tools.
+# The layers mostly wait (on envtest's API servers, on kwok clusters, on
+# the kubelet), so the builds run in their idle time. Priorities keep the
+# real node's timing (probes, drains, kube-proxy) first: its suite runs at
+# the normal one, the other layers at nice 5 (SUITE_NICE), the builds at
+# nice 15 (TOOL_NICE). On a machine that cannot run the real node
+# (NODE_CHECK_HOST fails: not root, not Linux, no cgroups...), test-node
+# and the node's tools are left out; make test says so at the end, and
+# fails only on CI.
+# Phase 2's steps, in the order make starts them when a job slot is free:
+# the real node's suite is the longest layer, so its tools come first.
+TEST_NODE := node-tools test-node
+TEST_KWOK := kwok-lane-tools test-manifests test-e2e test-gitops
+TEST_LAST := flux verify-tools
 NODE_CHECK_HOST := hack/node.sh check-host
+LAYER_LOGS := $(CURDIR)/.logs
+PHASE = STEP_LOGS=$(LAYER_LOGS) $(MAKE) --no-print-directory TOOL_NICE="nice -n 15"
+
+# In phase 2 (KWOK_LANE set), the kwok lane's layers run one after the
+# other.
+test-e2e: | $(if $(KWOK_LANE),test-manifests)
+test-gitops: | $(if $(KWOK_LANE),test-e2e)
+SUITE_NICE :=
+
+.PHONY: kwok-lane-tools node-tools
+kwok-lane-tools: controlplane $(HELM) $(KUBECONFORM) $(KUSTOMIZE)
+node-tools: node-bins $(NODE_IMAGES)
 
 .PHONY: test
-test: ## Run every test layer: unit and envtest suites, the manifests' validation, end-to-end and a tiny benchmark on local kwok clusters, the GitOps suite (Flux), then the real-node suite (skipped, loudly, where the machine cannot run it; CI=true: a failure).
+test: ## Run every test layer: unit and envtest suites, the manifests' validation, end-to-end and a tiny benchmark on local kwok clusters, the GitOps suite (Flux), and the real-node suite (skipped, loudly, where the machine cannot run it; CI=true: a failure).
 	@$(STEP) reset
+	@rm -rf $(LAYER_LOGS)
 	@if why=$$($(NODE_CHECK_HOST) 2>&1); then node=1; else node=; echo "test-node will be skipped: this machine cannot run the real node (see the end)"; fi; \
 	rc=0; \
-	$(MAKE) --no-print-directory $(TEST_SERIAL) && \
-	$(MAKE) --no-print-directory -j2 TOOL_NICE="nice -n 10" $(TEST_E2E) $(TEST_BESIDE_E2E) $${node:+$(NODE_TOOLS)} && \
-	$(MAKE) --no-print-directory $(TEST_GITOPS) && \
-	if [[ -n $$node ]]; then $(MAKE) --no-print-directory $(TEST_NODE); fi || rc=$$?; \
+	$(PHASE) envtest-assets && \
+	$(PHASE) -j4 -k KWOK_LANE=1 SUITE_NICE="nice -n 5" test-unit $${node:+$(TEST_NODE)} $(TEST_KWOK) $(TEST_LAST) || rc=$$?; \
 	$(STEP) summary; \
+	echo "each step's output: $(LAYER_LOGS)/"; \
 	if [[ -z $$node ]]; then \
 		printf '%s\n' "" "$(LOUD_LINE)" \
 			"test-node SKIPPED: the real-node suite did not run." "$$why" "" \
@@ -215,7 +235,7 @@ verify-modules: ## Fail when two go.mod files (go.mod, hack/*/go.mod) require on
 
 .PHONY: test-unit
 test-unit: $(KUBE_APISERVER) $(ETCD) ## Run the unit and envtest suites (they need only kube-apiserver and etcd).
-	$(STEP) run test-unit go test ./... -count=1 $(TESTFLAGS)
+	@$(SUITE_NICE) $(STEP) run test-unit go test ./... -count=1 $(TESTFLAGS)
 
 .PHONY: test-core
 test-core: ## Run the pure core's and the reconciler's unit tests: no control plane, seconds.
@@ -240,7 +260,11 @@ MODULE_DIR = go mod download -json $(1) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)"
 
 .PHONY: test-manifests
 test-manifests: $(KUBECONFORM) $(KUSTOMIZE) $(HELM) ## Validate every manifest of config/ and of the chart (defaults, every option) with kubeconform, strictly, against Kubernetes' schemas, the PodSet CRD and the Prometheus Operator's and cert-manager's CRDs, offline.
-	@$(STEP) begin test-manifests
+	@$(SUITE_NICE) $(STEP) run test-manifests $(MAKE) --no-print-directory validate-manifests
+
+# validate-manifests is test-manifests' work.
+.PHONY: validate-manifests
+validate-manifests:
 	swagger=$$(cd hack/controlplane && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/api/openapi-spec/swagger.json; \
 	prometheus=$$($(call MODULE_DIR,github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION))); \
 	certmanager=$$($(call MODULE_DIR,github.com/cert-manager/cert-manager@$(CERT_MANAGER_VERSION))); \
@@ -256,18 +280,17 @@ test-manifests: $(KUBECONFORM) $(KUSTOMIZE) $(HELM) ## Validate every manifest o
 	$(KUBECONFORM) -strict -summary \
 		-schema-location '$(KUBE_SCHEMAS)/{{ .ResourceKind }}{{ .KindSuffix }}.json' .manifests/*.yaml
 	rm -rf .manifests
-	@$(STEP) end test-manifests
 
 .PHONY: test-e2e
 test-e2e: controlplane $(KUSTOMIZE) $(HELM) ## Run the end-to-end suite (with the Helm chart's checks) and a tiny benchmark (correctness only) on local kwok clusters.
-	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) KUSTOMIZE=$(KUSTOMIZE) HELM=$(HELM) $(STEP) run "test-e2e (suite)" go test -tags e2e ./test/e2e/ -count=1 -v -timeout 30m $(TESTFLAGS)
-	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) $(STEP) run "test-e2e (tiny bench)" go run ./test/bench -size tiny
+	@CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) KUSTOMIZE=$(KUSTOMIZE) HELM=$(HELM) $(SUITE_NICE) $(STEP) run "test-e2e (suite)" go test -tags e2e ./test/e2e/ -count=1 -v -timeout 30m $(TESTFLAGS)
+	@CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) $(SUITE_NICE) $(STEP) run "test-e2e (tiny bench)" go run ./test/bench -size tiny
 
 # test-gitops: see test/gitops/doc.go. The first run builds the
 # kustomize-controller (hack/flux); later runs reuse it from bin/.
 .PHONY: test-gitops
 test-gitops: controlplane flux ## Run the GitOps suite: Flux's kustomize-controller applies, waits on, rolls, corrects and prunes a PodSet on a local kwok cluster.
-	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) FLUX_DIR=$(FLUX_DIR) $(STEP) run test-gitops go test -tags gitops ./test/gitops/ -count=1 -v -timeout 20m $(TESTFLAGS)
+	@CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) FLUX_DIR=$(FLUX_DIR) $(SUITE_NICE) $(STEP) run test-gitops go test -tags gitops ./test/gitops/ -count=1 -v -timeout 20m $(TESTFLAGS)
 
 NODE_ENV = CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) CONTAINERD_DIR=$(CONTAINERD_DIR) RUNC=$(RUNC) NODE_IMAGES=$(NODE_IMAGES)
 
@@ -276,7 +299,7 @@ test-node: node-host node-deps node-bins $(NODE_IMAGES) $(HELM) ## Run the real-
 	@$(NODE_ENV) hack/node.sh check
 	@# The suite stops the node itself; a timeout kills it before it can,
 	@# so the node is stopped here too, whatever the suite did.
-	rc=0; $(NODE_ENV) HELM=$(HELM) $(STEP) run test-node go test -tags node ./test/node/ -count=1 -v -timeout 30m $(TESTFLAGS) || rc=$$?; \
+	@rc=0; $(NODE_ENV) HELM=$(HELM) $(STEP) run test-node go test -tags node ./test/node/ -count=1 -v -timeout 30m $(TESTFLAGS) || rc=$$?; \
 	$(NODE_ENV) hack/node.sh down; exit $$rc
 
 .PHONY: bench
@@ -464,14 +487,20 @@ controlplane: $(KUBE_APISERVER) $(ETCD) $(KUBE_CONTROLLER_MANAGER) $(KUBE_SCHEDU
 envtest-assets: $(KUBE_APISERVER) $(ETCD) ## Build only what envtest needs.
 	@echo "KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS)"
 
-$(CONTROLPLANE)/kube-%:
-	$(call build,kube-$*) go -C hack/controlplane build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-$*
+# Binaries that share most of their packages are built by one go build
+# (grouped targets, &:), which compiles each package once; two go builds
+# side by side (make -j) would each compile them. The node's pair waits for
+# the first group and reuses its packages from the build cache.
+$(KUBE_APISERVER):
+	$(call build,kube-apiserver) go -C hack/controlplane build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
 
-$(KUBECTL):
-	$(call build,kubectl) go -C hack/controlplane build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
+$(KUBE_CONTROLLER_MANAGER) $(KUBE_SCHEDULER) $(KUBECTL) &:
+	$(call build,kube-controller-manager kube-scheduler kubectl) go -C hack/controlplane build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $(CONTROLPLANE)/ \
+		k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 
-$(KUBELET):
-	$(call build,kubelet) go -C hack/controlplane build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubelet
+$(KUBELET) $(KUBE_PROXY) &: | $(KUBE_CONTROLLER_MANAGER)
+	$(call build,kubelet kube-proxy) go -C hack/controlplane build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" -o $(CONTROLPLANE)/ \
+		k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
 
 .PHONY: node-bins
 node-bins: controlplane $(KUBELET) $(KUBE_PROXY) $(CONTAINERD_DIR)/containerd $(CONTAINERD_DIR)/containerd-shim-runc-v2 $(CONTAINERD_DIR)/ctr $(RUNC) ## Build the real node's kubelet, kube-proxy, containerd and runc into bin/.
@@ -479,8 +508,9 @@ node-bins: controlplane $(KUBELET) $(KUBE_PROXY) $(CONTAINERD_DIR)/containerd $(
 $(RUNC): | node-deps
 	GOBIN=$(dir $@) CGO_ENABLED=1 $(call build,runc) go install -trimpath -tags seccomp -ldflags "-X main.version=$(RUNC_VERSION:v%=%)" github.com/opencontainers/runc@$(RUNC_VERSION)
 
-$(CONTAINERD_DIR)/%:
-	$(call build,$*) go -C hack/containerd build -trimpath -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)" -o $@ github.com/containerd/containerd/v2/cmd/$*
+$(CONTAINERD_DIR)/containerd $(CONTAINERD_DIR)/containerd-shim-runc-v2 $(CONTAINERD_DIR)/ctr &:
+	$(call build,containerd containerd-shim-runc-v2 ctr) go -C hack/containerd build -trimpath -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)" -o $(CONTAINERD_DIR)/ \
+		github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/ctr
 
 .PHONY: node-host
 node-host: ## Fail at once, naming what is missing, on a machine that cannot run the real node (not root, no cgroups, a kernel without overlay or netfilter).
@@ -511,8 +541,8 @@ $(NODE_IMAGES): $(wildcard test/node/app/*.go test/node/pause/*.go test/node/ima
 $(ETCD):
 	$(call build,etcd) go -C hack/etcd build -trimpath -ldflags "-s -w" -o $@ go.etcd.io/etcd/server/v3
 
-$(KWOK_DIR)/%:
-	$(call build,$*) go -C hack/kwok build -trimpath -o $@ sigs.k8s.io/kwok/cmd/$*
+$(KWOK) $(KWOKCTL) &:
+	$(call build,kwok kwokctl) go -C hack/kwok build -trimpath -o $(KWOK_DIR)/ sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl
 
 .PHONY: kruise
 kruise: $(KRUISE_DIR)/manager ## Build OpenKruise's kruise-manager for the benchmark (about 10 minutes; hack/kruise.sh).

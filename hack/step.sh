@@ -12,6 +12,9 @@
 #
 # The steps are recorded in STEPS_FILE (default .steps): one line per
 # start and end, so that steps run by parallel makes (make -j) add up.
+# With STEP_LOGS set to a folder (make test sets it: its layers run side by
+# side), `run` writes each step's output to its own file there instead of
+# the terminal, and prints that file when the step fails.
 set -euo pipefail
 
 file=${STEPS_FILE:-.steps}
@@ -30,9 +33,10 @@ duration() {
 	fi
 }
 
+# begin records step $1 as started; $2, if any, is where its output goes.
 begin() {
 	printf 'begin\t%s\t%s\n' "$now" "$1" >>"$file"
-	printf '\n==> %s\n' "$1"
+	printf '\n==> %s%s\n' "$1" "${2:+ (output: $2)}"
 }
 
 # end records step $1 as ended with exit status $2.
@@ -74,10 +78,23 @@ case ${1:-} in
 run)
 	name=$2
 	shift 2
-	begin "$name"
 	rc=0
-	"$@" || rc=$?
-	end "$name" "$rc"
+	if [[ -n ${STEP_LOGS:-} ]]; then
+		mkdir -p "$STEP_LOGS"
+		log=$STEP_LOGS/$(tr -c 'a-zA-Z0-9_.\n-' - <<<"$name" | tr -s - | sed 's/-$//').log
+		begin "$name" "$log"
+		"$@" >"$log" 2>&1 || rc=$?
+		end "$name" "$rc"
+		if ((rc != 0)); then
+			printf '\n---- %s failed; its output (%s):\n' "$name" "$log"
+			cat "$log"
+			printf -- '---- end of the output of %s\n' "$name"
+		fi
+	else
+		begin "$name"
+		"$@" || rc=$?
+		end "$name" "$rc"
+	fi
 	exit "$rc"
 	;;
 begin) begin "$2" ;;

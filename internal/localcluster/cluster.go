@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -200,8 +201,19 @@ func (c Cluster) validate(full bool) error {
 }
 
 // create makes the cluster from its configuration file and waits up to two
-// minutes for it.
+// minutes for it. One process at a time creates a cluster in WorkDir:
+// kwokctl picks each component's port by probing down from 32767 afresh in
+// every process, so two clusters created at once (make test runs the real
+// node's suite beside the end-to-end one) would be given the same ports.
 func (c Cluster) create(ctx context.Context) error {
+	lock, err := os.OpenFile(filepath.Join(c.WorkDir(), "create.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = lock.Close() }() // closing it releases the lock
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("locking %s: %w", lock.Name(), err)
+	}
 	return c.run(c.kwokctl(ctx, "create", "cluster", "--config", c.configPath(), "--kubeconfig", c.Kubeconfig(), "--wait", "2m"))
 }
 
