@@ -26,9 +26,10 @@ BIN := $(CURDIR)/bin
 # of them all at the end, from STEPS_FILE.
 STEP := $(CURDIR)/hack/step.sh
 export STEPS_FILE := $(CURDIR)/.steps
-# build runs the build of tool $(1) as a step, with TOOL_NICE in front:
-# make test builds tools beside test-e2e at a lower priority than the suite.
-build = $(TOOL_NICE) $(STEP) run "build $(1)"
+# build runs the build of tool $(1) as a step (its command not echoed: the
+# step prints its name), with TOOL_NICE in front: make test builds tools
+# beside its layers at a lower priority than theirs.
+build = @$(TOOL_NICE) $(STEP) run "build $(1)"
 TOOL_NICE :=
 
 # Versions. Every tool is built from a tools module under hack/ (or, helm,
@@ -200,6 +201,29 @@ SUITE_NICE :=
 kwok-lane-tools: controlplane $(HELM) $(KUBECONFORM) $(KUSTOMIZE)
 node-tools: node-bins $(NODE_IMAGES)
 
+# In phase 2 (SERIAL_BUILDS set), the tools build one at a time, those the
+# layers wait for first (NODE set: the real node's too): two go builds side
+# by side each compile the packages they share, and a build of verify's
+# tools would slow the one the node's suite waits for.
+ifneq ($(SERIAL_BUILDS),)
+$(KWOK) $(KWOKCTL): | $(KUBECTL)
+$(HELM): | $(KWOKCTL)
+ifneq ($(NODE),)
+$(KUBELET) $(KUBE_PROXY): | $(HELM)
+$(CONTAINERD_DIR)/containerd $(CONTAINERD_DIR)/containerd-shim-runc-v2 $(CONTAINERD_DIR)/ctr: | $(KUBE_PROXY)
+$(RUNC): | $(CONTAINERD_DIR)/ctr
+$(NODE_IMAGES): | $(RUNC)
+$(KUBECONFORM): | $(NODE_IMAGES)
+else
+$(KUBECONFORM): | $(HELM)
+endif
+$(KUSTOMIZE): | $(KUBECONFORM)
+$(FLUX_DIR)/kustomize-controller: | $(KUSTOMIZE)
+$(CONTROLLER_GEN): | $(FLUX_DIR)/kustomize-controller
+$(ACTIONLINT): | $(CONTROLLER_GEN)
+$(GOLANGCI_LINT): | $(ACTIONLINT)
+endif
+
 .PHONY: test
 test: ## Run every test layer: unit and envtest suites, the manifests' validation, end-to-end and a tiny benchmark on local kwok clusters, the GitOps suite (Flux), and the real-node suite (skipped, loudly, where the machine cannot run it; CI=true: a failure).
 	@$(STEP) reset
@@ -207,7 +231,7 @@ test: ## Run every test layer: unit and envtest suites, the manifests' validatio
 	@if why=$$($(NODE_CHECK_HOST) 2>&1); then node=1; else node=; echo "test-node will be skipped: this machine cannot run the real node (see the end)"; fi; \
 	rc=0; \
 	$(PHASE) envtest-assets && \
-	$(PHASE) -j4 -k KWOK_LANE=1 SUITE_NICE="nice -n 5" test-unit $${node:+$(TEST_NODE)} $(TEST_KWOK) $(TEST_LAST) || rc=$$?; \
+	$(PHASE) -j4 -k KWOK_LANE=1 SERIAL_BUILDS=1 NODE=$$node SUITE_NICE="nice -n 5" test-unit $${node:+$(TEST_NODE)} $(TEST_KWOK) $(TEST_LAST) || rc=$$?; \
 	$(STEP) summary; \
 	echo "each step's output: $(LAYER_LOGS)/"; \
 	if [[ -z $$node ]]; then \
@@ -506,7 +530,7 @@ $(KUBELET) $(KUBE_PROXY) &: | $(KUBE_CONTROLLER_MANAGER)
 node-bins: controlplane $(KUBELET) $(KUBE_PROXY) $(CONTAINERD_DIR)/containerd $(CONTAINERD_DIR)/containerd-shim-runc-v2 $(CONTAINERD_DIR)/ctr $(RUNC) ## Build the real node's kubelet, kube-proxy, containerd and runc into bin/.
 
 $(RUNC): | node-deps
-	GOBIN=$(dir $@) CGO_ENABLED=1 $(call build,runc) go install -trimpath -tags seccomp -ldflags "-X main.version=$(RUNC_VERSION:v%=%)" github.com/opencontainers/runc@$(RUNC_VERSION)
+	$(call build,runc) env GOBIN=$(dir $@) CGO_ENABLED=1 go install -trimpath -tags seccomp -ldflags "-X main.version=$(RUNC_VERSION:v%=%)" github.com/opencontainers/runc@$(RUNC_VERSION)
 
 $(CONTAINERD_DIR)/containerd $(CONTAINERD_DIR)/containerd-shim-runc-v2 $(CONTAINERD_DIR)/ctr &:
 	$(call build,containerd containerd-shim-runc-v2 ctr) go -C hack/containerd build -trimpath -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)" -o $(CONTAINERD_DIR)/ \
