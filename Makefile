@@ -76,11 +76,10 @@ KRUISE_DIR := $(BIN)/kruise-$(KRUISE_VERSION)
 # Flux's kustomize-controller, the GitOps suite's controller (test/gitops),
 # built from the tools module hack/flux, and Flux's CRDs from the same
 # release's modules: the Kustomization from kustomize-controller's, the
-# sources from source-controller's at the API version it pins. Cold, in
-# make test's -j2 window beside golangci-lint's build, on a quiet 2-core
-# machine: 1m58s (its modules share the main module's versions, so most of
-# its packages are compiled already); from the Go build cache it links in
-# about 15 s.
+# sources from source-controller's at the API version it pins. Cold, alone
+# on a quiet 2-core machine: about 2 minutes (its modules share the main
+# module's versions, so most of its packages are compiled already); from
+# the Go build cache it links in about 15 s.
 FLUX_VERSION := $(shell awk '$$1 == "require" && $$2 == "github.com/fluxcd/kustomize-controller" {print $$3}' hack/flux/go.mod)
 FLUX_SOURCE_VERSION := $(shell awk '$$1 == "github.com/fluxcd/source-controller/api" {print $$2}' hack/flux/go.mod)
 FLUX_DIR := $(BIN)/flux-$(FLUX_VERSION)
