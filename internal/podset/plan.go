@@ -22,6 +22,9 @@ type Plan struct {
 	// ordinal order, then for each surplus pod, highest ordinal first. The
 	// lists below group them; the preview reads them.
 	Decisions []Decision
+	// rollout is the decisions the rollout moves this pass, by index into
+	// Decisions, in the order spend takes them (RolloutOrder).
+	rollout []int
 	// Create lists the ordinals that have no pod: apply a new one, from the
 	// current template unless Revisions says otherwise.
 	Create []int
@@ -243,6 +246,9 @@ func (v *View) prune(p *Plan, in Input) {
 // are available, by index into Plan.Decisions, and how many desired pods
 // are unavailable now.
 type classified struct {
+	// unready are the out-of-date pods classify restarts or recreates at
+	// once, without budget: they serve nothing.
+	unready     []int
 	staleReady  []int
 	unavailable int
 }
@@ -362,6 +368,9 @@ func (v *View) classify(p *Plan, in Input) classified {
 				d.Action, d.stage = ActionRecreate, stageUnready
 			}
 		}
+		if d.moves() {
+			c.unready = append(c.unready, len(p.Decisions))
+		}
 		p.Decisions = append(p.Decisions, d)
 	}
 	return c
@@ -388,12 +397,16 @@ func slotState(m *Member, revs *Revisions, ordinal, partition int, onDelete bool
 	return StateStale
 }
 
-// spend plans the rollout. Unready out-of-date pods serve nothing:
-// replacing them costs no availability, and it is how a broken template is
-// fixed by a new one (classify takes them all). Available ones go from the
-// highest ordinal, as many as the budget allows: a restart in place begins
-// by closing the pod's gate. RolloutOrder says the same order.
+// spend plans the rollout and records its order. Unready out-of-date pods
+// serve nothing: replacing them costs no availability, and it is how a
+// broken template is fixed by a new one (classify takes them all, and
+// spend puts them first, from the highest ordinal). Available ones go from
+// the highest ordinal, as many as the budget allows: a restart in place
+// begins by closing the pod's gate.
 func (p *Plan) spend(c classified, budget int) {
+	for i := len(c.unready) - 1; i >= 0; i-- {
+		p.rollout = append(p.rollout, c.unready[i])
+	}
 	for i := len(c.staleReady) - 1; i >= 0 && budget > 0; i-- {
 		d := &p.Decisions[c.staleReady[i]]
 		switch pod := d.Member.Pod; {
@@ -408,33 +421,32 @@ func (p *Plan) spend(c classified, budget int) {
 			d.Action = ActionRecreate
 		}
 		d.stage = stageSpent
+		p.rollout = append(p.rollout, c.staleReady[i])
 		budget--
 	}
 }
 
-// RolloutOrder is the order in which the rollout takes the pods a pass
-// moves within it (updated in place beyond labels and annotations,
-// drained for the rollout, recreated), as spend takes them: unready pods
-// first, then from the highest ordinal.
-func (p *Plan) RolloutOrder() []*Decision {
-	var out []*Decision
-	for i := range p.Decisions {
-		switch d := &p.Decisions[i]; {
-		case d.Action == ActionUpdate && !d.Way.metadataOnly(),
-			d.Action == ActionDrain && d.State != StateSurplus,
-			d.Action == ActionRecreate:
-			out = append(out, d)
-		}
+// moves reports whether the decision moves its pod within the rollout:
+// updated in place beyond labels and annotations, drained for the
+// rollout, or recreated.
+func (d *Decision) moves() bool {
+	switch {
+	case d.Action == ActionUpdate && !d.Way.metadataOnly(),
+		d.Action == ActionDrain && d.State != StateSurplus,
+		d.Action == ActionRecreate:
+		return true
 	}
-	slices.SortStableFunc(out, func(a, b *Decision) int {
-		if a.Member.Ready != b.Member.Ready {
-			if !a.Member.Ready {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Compare(b.Member.Ordinal, a.Member.Ordinal)
-	})
+	return false
+}
+
+// RolloutOrder is the order in which the rollout takes the pods a pass
+// moves within it, as spend took them: unready pods first, then from the
+// highest ordinal.
+func (p *Plan) RolloutOrder() []*Decision {
+	out := make([]*Decision, 0, len(p.rollout))
+	for _, i := range p.rollout {
+		out = append(out, &p.Decisions[i])
+	}
 	return out
 }
 
