@@ -201,20 +201,36 @@ func (c Cluster) validate(full bool) error {
 }
 
 // create makes the cluster from its configuration file and waits up to two
-// minutes for it. One process at a time creates a cluster in WorkDir:
-// kwokctl picks each component's port by probing down from 32767 afresh in
-// every process, so two clusters created at once (make test runs the real
-// node's suite beside the end-to-end one) would be given the same ports.
+// minutes for it, holding LockCreation.
 func (c Cluster) create(ctx context.Context) error {
-	lock, err := os.OpenFile(filepath.Join(c.WorkDir(), "create.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	unlock, err := c.LockCreation()
 	if err != nil {
 		return err
 	}
-	defer func() { _ = lock.Close() }() // closing it releases the lock
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("locking %s: %w", lock.Name(), err)
-	}
+	defer unlock()
 	return c.run(c.kwokctl(ctx, "create", "cluster", "--config", c.configPath(), "--kubeconfig", c.Kubeconfig(), "--wait", "2m"))
+}
+
+// LockCreation waits until no process is creating a cluster in WorkDir,
+// and keeps any from starting until unlock is called. kwokctl gives a new
+// cluster the ports it finds free, probing down from 32767 afresh in every
+// process: two clusters created at once (make test runs the real node's
+// suite beside the end-to-end one) would be given the same ports, and a
+// cluster created while a component of another is stopped would take that
+// component's port. Only Root is needed.
+func (c Cluster) LockCreation() (unlock func(), err error) {
+	if err := os.MkdirAll(c.WorkDir(), 0o755); err != nil {
+		return nil, err
+	}
+	lock, err := os.OpenFile(filepath.Join(c.WorkDir(), "create.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		_ = lock.Close()
+		return nil, fmt.Errorf("locking %s: %w", lock.Name(), err)
+	}
+	return func() { _ = lock.Close() }, nil // closing it releases the lock
 }
 
 // waitControllers waits up to a minute for the kube-controller-manager to

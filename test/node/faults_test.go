@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/internal/localcluster"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -40,6 +40,13 @@ type fault struct {
 	// silent kubelet. A request that fails once the component is back,
 	// when the operator's drains go on, fails the test.
 	outageCounted bool
+	// stopsPorts: the fault stops servers of the kwok cluster (kube-apiserver,
+	// and on its return kube-controller-manager and kube-scheduler), whose
+	// ports a cluster created meanwhile would be given: make test runs the
+	// end-to-end and GitOps suites beside this one. No cluster is created
+	// during the whole case (localcluster's creation lock), taken before the
+	// rollout begins so that the fault still comes as soon as a gate closes.
+	stopsPorts bool
 }
 
 // TestFaultsMidRollout: during an in-place rollout and during a
@@ -92,8 +99,8 @@ func TestFaultsMidRollout(t *testing.T) {
 	url := serve(t, ps)
 
 	faults := []fault{
-		{"the kubelet stopped for 20 s", func(t *testing.T) { pauseComponent(t, "kubelet", 20*time.Second) }, true},
-		{"containerd stopped for 10 s", func(t *testing.T) { pauseComponent(t, "containerd", 10*time.Second) }, true},
+		{"the kubelet stopped for 20 s", func(t *testing.T) { pauseComponent(t, "kubelet", 20*time.Second) }, true, false},
+		{"containerd stopped for 10 s", func(t *testing.T) { pauseComponent(t, "containerd", 10*time.Second) }, true, false},
 		{"the operator killed", func(t *testing.T) {
 			suite.stopOperator(syscall.SIGKILL)
 			suite.stopOperator = func(syscall.Signal) {}
@@ -102,8 +109,8 @@ func TestFaultsMidRollout(t *testing.T) {
 				t.Fatalf("starting the operator again: %v", err)
 			}
 			suite.stopOperator = stop
-		}, false},
-		{"kube-apiserver stopped for 10 s", func(t *testing.T) { pauseComponent(t, "kube-apiserver", 10*time.Second) }, false},
+		}, false, false},
+		{"kube-apiserver stopped for 10 s", func(t *testing.T) { pauseComponent(t, "kube-apiserver", 10*time.Second) }, false, true},
 	}
 	image := "v1"
 	for _, f := range faults {
@@ -113,6 +120,13 @@ func TestFaultsMidRollout(t *testing.T) {
 				rollout = "a scale-down 4 -> 2"
 			}
 			t.Run(f.what+" during "+rollout, func(t *testing.T) {
+				if f.stopsPorts {
+					unlock, err := localcluster.Cluster{Root: suite.root}.LockCreation()
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer unlock()
+				}
 				stay, gone := map[string]string{}, map[string]string{}
 				for name, p := range pods(t, ps) {
 					stay[name] = string(p.UID)
@@ -189,12 +203,7 @@ func pauseComponent(t *testing.T, what string, d time.Duration) {
 		t.Fatal(err)
 	}
 	stopped := time.Since(stop)
-	release := func() {}
-	if what == "kube-apiserver" {
-		release = holdPort(t, apiServerAddress(t))
-	}
 	time.Sleep(d - stopped)
-	release()
 	start := time.Now()
 	out, err := nodeScript("resume", what)
 	if err != nil {
@@ -202,33 +211,6 @@ func pauseComponent(t *testing.T, what string, d time.Duration) {
 	}
 	t.Logf("%s: exited %v after SIGTERM, started again %v after it, served %v later; %s", what, stopped.Round(time.Millisecond),
 		start.Sub(stop).Round(time.Millisecond), time.Since(start).Round(time.Millisecond), strings.ReplaceAll(strings.TrimSpace(out), "\n", ", "))
-}
-
-// holdPort listens on addr, the port of a stopped server, until release
-// is called, and resets every connection it accepts, as a closed port
-// does: on this shared machine, another kwokctl picking free ports for a
-// new cluster took kube-apiserver's while it was stopped.
-func holdPort(t *testing.T, addr string) (release func()) {
-	t.Helper()
-	var l net.Listener
-	testenv.Waiter{Timeout: 10 * time.Second, Interval: 100 * time.Millisecond}.Eventually(t, "holding "+addr, func(context.Context) error {
-		var err error
-		l, err = net.Listen("tcp", addr)
-		return err
-	})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.(*net.TCPConn).SetLinger(0)
-			_ = c.Close() // the reset is the point: an error closing it changes nothing
-		}
-	}()
-	return func() { _ = l.Close(); <-done }
 }
 
 // apiServerAddress is the host and port of the cluster's kube-apiserver.
