@@ -198,7 +198,9 @@ SUITE_NICE :=
 
 .PHONY: kwok-lane-tools node-tools
 kwok-lane-tools: controlplane $(HELM) $(KUBECONFORM) $(KUSTOMIZE)
+	@: # a recipe, so that make says nothing when all is built
 node-tools: node-bins $(NODE_IMAGES)
+	@: # a recipe, so that make says nothing when all is built
 
 # In phase 2 (SERIAL_BUILDS set), the tools build one at a time, those the
 # layers wait for first (NODE set: the real node's too): two go builds side
@@ -236,7 +238,7 @@ test: ## Run every test layer: unit and envtest suites, the manifests' validatio
 	if [[ -z $$node ]]; then \
 		printf '%s\n' "" "$(LOUD_LINE)" \
 			"test-node SKIPPED: the real-node suite did not run." "$$why" "" \
-			"Every other layer ran. The node suite needs Linux with cgroup v2, root and Debian's" \
+			"Every other layer ran. The node suite needs Linux with cgroups, root and Debian's" \
 			"packages (make node-deps); run it there with:  sudo make test-node" \
 			"$(if $(filter true,$(CI)),CI=true: a skipped node suite fails the run.,On CI (CI=true) a skipped node suite fails the run.)" \
 			"$(LOUD_LINE)"; \
@@ -248,6 +250,7 @@ LOUD_LINE := $(subst _,=,_______________________________________________________
 
 .PHONY: verify-tools
 verify-tools: $(CONTROLLER_GEN) $(KUSTOMIZE) $(ACTIONLINT) $(GOLANGCI_LINT) ## Build the tools of make verify.
+	@: # a recipe, so that make says nothing when all is built
 
 # make verify checks too that the go.mod files agree.
 verify: verify-modules
@@ -577,6 +580,7 @@ FLUX_BINS := $(FLUX_DIR)/kustomize-controller $(FLUX_DIR)/crds.yaml
 
 .PHONY: flux
 flux: $(FLUX_BINS) ## Build Flux's kustomize-controller and gather Flux's CRDs into bin/ for the GitOps suite.
+	@: # a recipe, so that make says nothing when all is built
 
 $(FLUX_DIR)/kustomize-controller:
 	$(call build,kustomize-controller) go -C hack/flux build -trimpath -ldflags "-s -w" -o $@ github.com/fluxcd/kustomize-controller
