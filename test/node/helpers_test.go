@@ -269,21 +269,25 @@ var httpClient = &http.Client{
 	},
 }
 
-// dialKey is the context key of a request's *dialed: getTraced's, to learn
-// the local port its connection used, whether it opened or not.
-type dialKey struct{}
+// attemptKey is the context key of a request's *attempt.
+type attemptKey struct{}
 
-type dialed struct {
-	mu   sync.Mutex
-	port int
+// attempt is how far one request of getTraced got: what its dial and the
+// httptrace hooks saw, from whichever goroutine the transport ran them on.
+type attempt struct {
+	mu        sync.Mutex
+	port      int    // the local port, bound before the connect
+	remote    string // the address it connected to
+	connected bool
+	wrote     bool
 }
 
 // bindFirst binds a request's socket to an ephemeral port before it
 // connects, and records the port: connect would pick one too, but too
 // late to read when the connection never opens.
 func bindFirst(ctx context.Context, network, _ string, c syscall.RawConn) error {
-	d, _ := ctx.Value(dialKey{}).(*dialed)
-	if d == nil || network != "tcp4" {
+	a, _ := ctx.Value(attemptKey{}).(*attempt)
+	if a == nil || network != "tcp4" {
 		return nil
 	}
 	var err error
@@ -294,9 +298,9 @@ func bindFirst(ctx context.Context, network, _ string, c syscall.RawConn) error 
 		var sa syscall.Sockaddr
 		if sa, err = syscall.Getsockname(int(fd)); err == nil {
 			if in4, ok := sa.(*syscall.SockaddrInet4); ok {
-				d.mu.Lock()
-				d.port = in4.Port
-				d.mu.Unlock()
+				a.mu.Lock()
+				a.port = in4.Port
+				a.mu.Unlock()
 			}
 		}
 	}); cerr != nil {
@@ -317,53 +321,30 @@ func get(url string) (string, error) {
 // backend kube-proxy chose; none: no packet of it was tracked, or the
 // entry is gone).
 func getTraced(url string) (string, string, error) {
-	var (
-		mu        sync.Mutex
-		local     string
-		remote    string
-		connected bool
-		wrote     bool
-	)
+	a := &attempt{}
+	set := func(f func()) { a.mu.Lock(); defer a.mu.Unlock(); f() }
 	trace := &httptrace.ClientTrace{
-		ConnectStart: func(_, addr string) {
-			mu.Lock()
-			defer mu.Unlock()
-			remote = addr
-		},
-		GotConn: func(info httptrace.GotConnInfo) {
-			mu.Lock()
-			defer mu.Unlock()
-			connected = true
-			local = info.Conn.LocalAddr().String()
-		},
-		WroteRequest: func(httptrace.WroteRequestInfo) {
-			mu.Lock()
-			defer mu.Unlock()
-			wrote = true
-		},
+		ConnectStart: func(_, addr string) { set(func() { a.remote = addr }) },
+		GotConn:      func(httptrace.GotConnInfo) { set(func() { a.connected = true }) },
+		WroteRequest: func(httptrace.WroteRequestInfo) { set(func() { a.wrote = true }) },
 	}
-	d := &dialed{}
-	body, err := fetch(httptrace.WithClientTrace(context.WithValue(context.Background(), dialKey{}, d), trace), url)
+	body, err := fetch(httptrace.WithClientTrace(context.WithValue(context.Background(), attemptKey{}, a), trace), url)
 	if err == nil {
 		return body, "", nil
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	d.mu.Lock()
-	port := strconv.Itoa(d.port)
-	d.mu.Unlock()
-	entries := conntrack(func(fields map[string]string, _ string) bool {
-		return fields["sport"] == port && fields["dst"]+":"+fields["dport"] == remote
-	})
-	if !connected {
-		return "", fmt.Sprintf("no connection opened from port %s; conntrack: %s", port, entries), err
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	entries := conntrack(strconv.Itoa(a.port), a.remote)
+	if !a.connected {
+		return "", fmt.Sprintf("no connection opened from port %d; conntrack: %s", a.port, entries), err
 	}
-	return "", fmt.Sprintf("connected from %s, request written %v; conntrack: %s", local, wrote, entries), err
+	return "", fmt.Sprintf("connected from port %d, request written %v; conntrack: %s", a.port, a.wrote, entries), err
 }
 
-// conntrack returns the kernel's connection-tracking entries that match,
-// each with the fields of its original direction, or why it cannot.
-func conntrack(match func(fields map[string]string, line string) bool) string {
+// conntrack returns the kernel's connection-tracking entries whose
+// original direction goes from local port sport to dst (host:port), or
+// why it cannot.
+func conntrack(sport, dst string) string {
 	raw, err := os.ReadFile("/proc/net/nf_conntrack")
 	if err != nil {
 		return err.Error()
@@ -378,7 +359,7 @@ func conntrack(match func(fields map[string]string, line string) bool) string {
 				}
 			}
 		}
-		if match(fields, line) {
+		if fields["sport"] == sport && fields["dst"]+":"+fields["dport"] == dst {
 			found = append(found, strings.Join(strings.Fields(line)[2:], " "))
 		}
 	}
