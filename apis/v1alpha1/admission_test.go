@@ -281,6 +281,21 @@ func TestAdmissionRefusals(t *testing.T) {
 			},
 			wantField: "spec.drainSeconds",
 		},
+		"drainSeconds longer than the pod's termination grace period": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.DrainSeconds = ptr.To[int32](10)
+				ps.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](5)
+			},
+			wantField: "spec.drainSeconds",
+		},
+		"drainSeconds longer than the default termination grace period": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.DrainSeconds = ptr.To[int32](31) },
+			wantField: "spec.drainSeconds",
+		},
+		"the default drainSeconds beside a grace period of 0": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0) },
+			wantField: "spec.drainSeconds",
+		},
 		"the deprecated inPlaceDrainSeconds, longer than drainSeconds": {
 			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.UpdateStrategy.InPlaceDrainSeconds = ptr.To[int32](5) },
 			wantField: "spec.updateStrategy.inPlaceDrainSeconds",
@@ -474,8 +489,17 @@ func TestAdmissionAcceptsOrdinalsAndBudgetsAtTheirBounds(t *testing.T) {
 		"the deprecated inPlaceDrainSeconds at its old default, 2, drainSeconds unset": func(ps *podsetv1alpha1.PodSet) {
 			ps.Spec.UpdateStrategy.InPlaceDrainSeconds = ptr.To[int32](2)
 		},
+		"drainSeconds as long as the termination grace period": func(ps *podsetv1alpha1.PodSet) {
+			ps.Spec.DrainSeconds = ptr.To[int32](20)
+			ps.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](20)
+		},
+		"drainSeconds 0 beside a grace period of 0": func(ps *podsetv1alpha1.PodSet) {
+			ps.Spec.DrainSeconds = ptr.To[int32](0)
+			ps.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
+		},
 		"drainSeconds just under the progress deadline": func(ps *podsetv1alpha1.PodSet) {
 			ps.Spec.DrainSeconds, ps.Spec.ProgressDeadlineSeconds = ptr.To[int32](59), ptr.To[int32](60)
+			ps.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](90)
 		},
 		"maxUnavailable 0": func(ps *podsetv1alpha1.PodSet) {
 			ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MaxUnavailable: ptr.To(intstr.FromInt32(0))}

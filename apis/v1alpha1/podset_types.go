@@ -119,6 +119,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.ordinals) || !has(self.ordinals.start) || (has(self.replicas) ? self.replicas : 1) + self.ordinals.start <= 10000",message="spec.ordinals.start: start + replicas must be at most 10000, so that the highest ordinal has at most four digits and pod names <name>-<ordinal> stay valid DNS labels",fieldPath=".ordinals.start"
 // +kubebuilder:validation:XValidation:rule="!has(self.progressDeadlineSeconds) || !has(self.minReadySeconds) || self.progressDeadlineSeconds > self.minReadySeconds",message="spec.progressDeadlineSeconds: must be greater than spec.minReadySeconds",fieldPath=".progressDeadlineSeconds"
 // +kubebuilder:validation:XValidation:rule="!has(self.progressDeadlineSeconds) || !has(self.drainSeconds) || self.progressDeadlineSeconds > self.drainSeconds",message="spec.drainSeconds: must be less than spec.progressDeadlineSeconds, or every pod the operator stops would count as a stalled rollout",fieldPath=".drainSeconds"
+// +kubebuilder:validation:XValidation:rule="!has(self.drainSeconds) || self.drainSeconds <= (has(self.template.spec) && has(self.template.spec.terminationGracePeriodSeconds) ? self.template.spec.terminationGracePeriodSeconds : 30)",message="spec.drainSeconds: must be at most spec.template.spec.terminationGracePeriodSeconds (30 when unset): every container without a preStop hook of its own sleeps drainSeconds in a preStop hook when its pod stops, within the pod's termination grace period; raise terminationGracePeriodSeconds or lower drainSeconds",fieldPath=".drainSeconds"
 // +kubebuilder:validation:XValidation:rule="!has(self.updateStrategy) || !has(self.updateStrategy.inPlaceDrainSeconds) || self.updateStrategy.inPlaceDrainSeconds <= (has(self.drainSeconds) ? self.drainSeconds : 3)",message="spec.updateStrategy.inPlaceDrainSeconds is replaced by spec.drainSeconds, which drains every pod the operator stops (scale-down and recreation as well as in-place restarts): write spec.drainSeconds with this value and remove inPlaceDrainSeconds",fieldPath=".updateStrategy.inPlaceDrainSeconds"
 type PodSetSpec struct {
 	// replicas is the number of pods to keep running, named
@@ -173,21 +174,32 @@ type PodSetSpec struct {
 	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
 
 	// drainSeconds is how long a pod stays out of Service endpoints before
-	// the operator stops its containers: before it deletes a Ready pod (a
-	// scale-down, a surplus pod, a pod recreated by a rollout or a
-	// restart) and before it restarts a pod's containers in place. The
+	// its containers stop, whoever stops it. Dataplanes program an
+	// EndpointSlice change later than it is written (kube-proxy within
+	// about a second, external load balancers and service meshes often
+	// later): new connections routed to the pod meanwhile would meet a
+	// stopped container.
+	//
+	// Every container and sidecar without a preStop hook of its own gets a
+	// preStop sleep of drainSeconds, so a pod that is evicted (kubectl
+	// drain, the cluster autoscaler, Karpenter), deleted (kubectl delete
+	// pod) or stopped by its node's graceful shutdown keeps serving the
+	// requests it has while the EndpointSlice controller lists it as
+	// terminating, and its containers get SIGTERM drainSeconds later,
+	// whether the operator runs or not. An app's own preStop hook is kept
+	// as it is. Before it restarts a pod's containers in place, and before
+	// it deletes a Ready pod whose containers do not all sleep that long
+	// (made by an earlier release, or before drainSeconds grew), the
 	// operator closes the pod's readiness gate (podset.dev/InPlaceUpdateReady)
-	// and marks it not Ready in the same write, so the pod leaves
-	// EndpointSlices at once; it waits for the kubelet to report the pod
-	// not Ready too, and for drainSeconds from its own write, then deletes
-	// or restarts it. Dataplanes program an EndpointSlice change later than
-	// it is written (kube-proxy within about a second, external load
-	// balancers and service meshes often later): new connections routed to
-	// the pod meanwhile would meet a stopped container. A pod that is not
-	// Ready is stopped at once, and an app needs no preStop sleep. Raise it
-	// for slower dataplanes; 0 stops a pod as soon as the kubelet reports
-	// it not Ready. It must be less than progressDeadlineSeconds. Defaults
-	// to 3.
+	// so the pod leaves EndpointSlices first, and waits for the kubelet to
+	// report it not Ready (and, without the hooks, drainSeconds more). An
+	// app needs no preStop sleep of its own. A pod made before drainSeconds
+	// changed keeps the sleep it was made with until it is recreated.
+	// Raise it for slower dataplanes; 0 gives no hook and stops a pod as
+	// soon as it has left its Services. It must be less than
+	// progressDeadlineSeconds and at most the template's
+	// terminationGracePeriodSeconds, within which the kubelet runs the
+	// hook. Defaults to 3.
 	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=300

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -73,13 +74,15 @@ func DesiredPod(ps *podsetv1alpha1.PodSet, ordinal int) (*corev1ac.PodApplyConfi
 // template of one of its revisions (hash): because the pod is written with
 // server-side apply, every field the operator owns must be in it, every
 // time. It is the template plus the operator's labels, the controller owner
-// reference and the hardening of hardenPodSpec.
+// reference, the hardening of hardenPodSpec and the drain hooks of
+// addDrainHooks.
 func PodFromTemplate(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, ordinal int, hash string) (*corev1ac.PodApplyConfiguration, error) {
 	spec := &corev1ac.PodSpecApplyConfiguration{}
 	if err := Convert(tmpl.Spec, spec); err != nil {
 		return nil, fmt.Errorf("converting the pod template: %w", err)
 	}
 	hardenPodSpec(spec)
+	addDrainHooks(spec, DrainHookSeconds(ps, tmpl))
 	// Every pod carries the gate, whatever the update policy: it is how
 	// the operator drains a pod before it stops it (gate.go).
 	spec.WithReadinessGates(corev1ac.PodReadinessGate().WithConditionType(podsetv1alpha1.InPlaceUpdateReadyCondition))
@@ -92,6 +95,51 @@ func PodFromTemplate(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, or
 	}
 	pod.Spec = spec
 	return pod, nil
+}
+
+// DrainHookSeconds is how long the preStop sleep that the operator gives a
+// pod's containers (addDrainHooks) holds each of them when the pod
+// stops: spec.drainSeconds, at most the template's termination grace
+// period, which the API server refuses a longer sleep than (admission
+// refuses such a PodSet; one stored before that rule is capped). 0: no
+// hook.
+func DrainHookSeconds(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec) int64 {
+	grace := ptr.Deref(tmpl.Spec.TerminationGracePeriodSeconds, corev1.DefaultTerminationGracePeriodSeconds)
+	return max(0, min(int64(DrainSeconds(ps)/time.Second), grace))
+}
+
+// addDrainHooks gives every container and sidecar that has no preStop hook
+// of its own a preStop sleep of seconds: whoever stops the pod (an
+// eviction by kubectl drain, the cluster autoscaler or Karpenter, a
+// kubectl delete pod, the node's graceful shutdown, the operator), the
+// kubelet keeps its containers running that long before they get SIGTERM,
+// while the EndpointSlice controller lists the terminating pod as not
+// ready: the pod leaves its Services for the drain before its app stops,
+// with no preStop sleep of the app's own and whether the operator runs or
+// not. An app's own hook is never replaced or lengthened. Init containers
+// that are not sidecars cannot have hooks, and do not run when a pod
+// stops.
+func addDrainHooks(spec *corev1ac.PodSpecApplyConfiguration, seconds int64) {
+	if seconds <= 0 {
+		return
+	}
+	for i := range spec.Containers {
+		addDrainHook(&spec.Containers[i], seconds)
+	}
+	for i := range spec.InitContainers {
+		if c := &spec.InitContainers[i]; ptr.Deref(c.RestartPolicy, "") == corev1.ContainerRestartPolicyAlways {
+			addDrainHook(c, seconds)
+		}
+	}
+}
+
+func addDrainHook(c *corev1ac.ContainerApplyConfiguration, seconds int64) {
+	if c.Lifecycle == nil {
+		c.WithLifecycle(corev1ac.Lifecycle())
+	}
+	if c.Lifecycle.PreStop == nil {
+		c.Lifecycle.WithPreStop(corev1ac.LifecycleHandler().WithSleep(corev1ac.SleepAction().WithSeconds(seconds)))
+	}
 }
 
 // ControllerReference is the owner reference of everything a PodSet
@@ -135,7 +183,8 @@ func Convert(from, to any) error {
 // API server refuses if it changes anything a running pod cannot change:
 // the desired pod of the revision hash, with the readiness gates the pod
 // has (gates are immutable) and, of each container's cpu and memory, the
-// values the pod runs with. Resources change only through pods/resize,
+// values the pod runs with, and the drain hooks it was made with (a
+// container's lifecycle cannot change). Resources change only through pods/resize,
 // which is also how the VerticalPodAutoscaler and kubectl change them:
 // the apply keeps what they set, as it keeps the fields it does not name.
 // Everything else the apply sends is the pod's revision's, which the pod
@@ -154,12 +203,39 @@ func PodUpdate(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, pod *cor
 	}
 	keepResources(ac.Spec.Containers, pod.Spec.Containers)
 	keepResources(ac.Spec.InitContainers, pod.Spec.InitContainers)
+	keepDrainHooks(ac.Spec.Containers, tmpl.Spec.Containers, pod.Spec.Containers)
+	keepDrainHooks(ac.Spec.InitContainers, tmpl.Spec.InitContainers, pod.Spec.InitContainers)
 	// The record of the last restart in place stays: an update in flight
 	// finishes by it.
 	if rec, ok := pod.Annotations[RestartRecordAnnotation]; ok {
 		ac.WithAnnotations(map[string]string{RestartRecordAnnotation: rec})
 	}
 	return ac.WithUID(pod.UID), nil
+}
+
+// keepDrainHooks sets the preStop hook of each container whose template
+// has none of its own to the pod's: the operator's sleep as long as
+// spec.drainSeconds was when the pod was made, or none on a pod made
+// before the operator gave one (an earlier release, or drainSeconds 0).
+// The API server refuses any other: a pod's lifecycle cannot change.
+func keepDrainHooks(apply []corev1ac.ContainerApplyConfiguration, tmpl, running []corev1.Container) {
+	for i := range apply {
+		c := &apply[i]
+		name := ptr.Deref(c.Name, "")
+		t := slices.IndexFunc(tmpl, func(t corev1.Container) bool { return t.Name == name })
+		if c.Lifecycle == nil || t >= 0 && tmpl[t].Lifecycle != nil && tmpl[t].Lifecycle.PreStop != nil {
+			continue
+		}
+		c.Lifecycle.PreStop = nil
+		if j := slices.IndexFunc(running, func(r corev1.Container) bool { return r.Name == name }); j >= 0 {
+			if l := running[j].Lifecycle; l != nil && l.PreStop != nil && l.PreStop.Sleep != nil {
+				c.Lifecycle.WithPreStop(corev1ac.LifecycleHandler().WithSleep(corev1ac.SleepAction().WithSeconds(l.PreStop.Sleep.Seconds)))
+			}
+		}
+		if c.Lifecycle.PreStop == nil && c.Lifecycle.PostStart == nil && c.Lifecycle.StopSignal == nil {
+			c.Lifecycle = nil
+		}
+	}
 }
 
 // keepResources sets each resource quantity a container applies to the

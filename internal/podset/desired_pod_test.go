@@ -1,7 +1,9 @@
 package podset
 
 import (
+	"fmt"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -170,7 +172,14 @@ func wantAppSpec(sc *corev1ac.PodSecurityContextApplyConfiguration) *corev1ac.Po
 			WithImage("busybox:1.36").
 			WithCommand("sleep", "3600").
 			WithResources(corev1ac.ResourceRequirements()).
+			WithLifecycle(drainHook(podsetv1alpha1.DefaultDrainSeconds)).
 			WithSecurityContext(hardenedSecurityContext()))
+}
+
+// drainHook is the lifecycle the operator gives a container without a
+// preStop hook of its own: a sleep of seconds.
+func drainHook(seconds int64) *corev1ac.LifecycleApplyConfiguration {
+	return corev1ac.Lifecycle().WithPreStop(corev1ac.LifecycleHandler().WithSleep(corev1ac.SleepAction().WithSeconds(seconds)))
 }
 
 // fixtureSecurityContext is the pod security context of the fixture's
@@ -232,8 +241,9 @@ func TestDesiredPod(t *testing.T) {
 					InitContainers: []corev1.Container{{Name: "init", Image: "busybox:1.36"}},
 					Containers: []corev1.Container{
 						{
-							Name:  "app",
-							Image: "nginx:1.27",
+							Name:      "app",
+							Image:     "nginx:1.27",
+							Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"nginx", "-s", "quit"}}}},
 							SecurityContext: &corev1.SecurityContext{
 								ReadOnlyRootFilesystem: ptr.To(false),
 								Capabilities: &corev1.Capabilities{
@@ -276,6 +286,7 @@ func TestDesiredPod(t *testing.T) {
 							WithName("app").
 							WithImage("nginx:1.27").
 							WithResources(corev1ac.ResourceRequirements()).
+							WithLifecycle(corev1ac.Lifecycle().WithPreStop(corev1ac.LifecycleHandler().WithExec(corev1ac.ExecAction().WithCommand("nginx", "-s", "quit")))).
 							WithSecurityContext(corev1ac.SecurityContext().
 								WithAllowPrivilegeEscalation(false).
 								WithReadOnlyRootFilesystem(false).
@@ -286,6 +297,7 @@ func TestDesiredPod(t *testing.T) {
 							WithName("sidecar").
 							WithImage("envoy:1").
 							WithResources(corev1ac.ResourceRequirements()).
+							WithLifecycle(drainHook(podsetv1alpha1.DefaultDrainSeconds)).
 							WithSecurityContext(corev1ac.SecurityContext().
 								WithAllowPrivilegeEscalation(false).
 								WithReadOnlyRootFilesystem(true).
@@ -319,6 +331,126 @@ func TestDesiredPod(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("desiredPod() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDrainHooks: every container and native sidecar without a preStop
+// hook of its own sleeps spec.drainSeconds when it stops, at most the
+// pod's termination grace period; an app's own hook is kept as it is,
+// init containers get none, and drainSeconds 0 gives none.
+func TestDrainHooks(t *testing.T) {
+	sleeps := func(spec *corev1ac.PodSpecApplyConfiguration) map[string]string {
+		got := map[string]string{}
+		for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+			switch {
+			case c.Lifecycle == nil || c.Lifecycle.PreStop == nil:
+				got[*c.Name] = "none"
+			case c.Lifecycle.PreStop.Sleep != nil:
+				got[*c.Name] = fmt.Sprintf("sleep %d", *c.Lifecycle.PreStop.Sleep.Seconds)
+			default:
+				got[*c.Name] = "own"
+			}
+		}
+		return got
+	}
+	cases := map[string]struct {
+		mutate func(*podsetv1alpha1.PodSet)
+		want   map[string]string
+	}{
+		"the default drain": {
+			want: map[string]string{"app": "sleep 3"},
+		},
+		"drainSeconds 10": {
+			mutate: func(ps *podsetv1alpha1.PodSet) { ps.Spec.DrainSeconds = ptr.To[int32](10) },
+			want:   map[string]string{"app": "sleep 10"},
+		},
+		"drainSeconds 0: no hook": {
+			mutate: func(ps *podsetv1alpha1.PodSet) { ps.Spec.DrainSeconds = ptr.To[int32](0) },
+			want:   map[string]string{"app": "none"},
+		},
+		"a grace period shorter than the drain, stored before admission refused it": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.DrainSeconds = ptr.To[int32](10)
+				ps.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](4)
+			},
+			want: map[string]string{"app": "sleep 4"},
+		},
+		"an app's own hooks, a sidecar, an init container": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.Template.Spec.Containers = append(ps.Spec.Template.Spec.Containers,
+					corev1.Container{Name: "own-sleep", Image: "busybox:1.36", Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 1}}}},
+					corev1.Container{Name: "own-exec", Image: "busybox:1.36", Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"quit"}}}}},
+					corev1.Container{Name: "post-start", Image: "busybox:1.36", Lifecycle: &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"hi"}}}}})
+				ps.Spec.Template.Spec.InitContainers = []corev1.Container{
+					{Name: "init", Image: "busybox:1.36"},
+					{Name: "proxy", Image: "envoy:1", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)},
+				}
+			},
+			want: map[string]string{"app": "sleep 3", "own-sleep": "sleep 1", "own-exec": "own", "post-start": "sleep 3", "init": "none", "proxy": "sleep 3"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ps := makePodSet("web").obj()
+			if tc.mutate != nil {
+				tc.mutate(ps)
+			}
+			got, err := DesiredPod(ps, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, sleeps(got.Spec)); diff != "" {
+				t.Errorf("preStop hooks (-want +got):\n%s", diff)
+			}
+			// A postStart hook stays beside the operator's preStop.
+			for _, c := range got.Spec.Containers {
+				if *c.Name == "post-start" && (c.Lifecycle.PostStart == nil || c.Lifecycle.PostStart.Exec == nil) {
+					t.Errorf("container post-start lost its postStart hook: %+v", c.Lifecycle)
+				}
+			}
+		})
+	}
+}
+
+// TestPodUpdateKeepsTheDrainHooks: an apply to a running pod sends the
+// preStop hooks the pod was made with, since a lifecycle cannot change:
+// none to a pod made before the operator gave one, the old sleep to a pod
+// made before drainSeconds changed.
+func TestPodUpdateKeepsTheDrainHooks(t *testing.T) {
+	cases := map[string]struct {
+		pod  func(*podBuilder)
+		want *corev1ac.LifecycleApplyConfiguration
+	}{
+		"a pod of an earlier release, without the hook": {pod: func(*podBuilder) {}, want: nil},
+		"a pod made with the hook":                      {pod: func(b *podBuilder) { b.preStop() }, want: drainHook(5)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ps := makePodSet("web").obj()
+			ps.Spec.DrainSeconds = ptr.To[int32](7)
+			b := makePod("web-0").controlledBy(ps)
+			tc.pod(b)
+			pod := b.obj()
+			ac, err := PodUpdate(ps, &ps.Spec.Template, &pod, TemplateHash(ps))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, ac.Spec.Containers[0].Lifecycle); diff != "" {
+				t.Errorf("lifecycle sent (-want +got):\n%s", diff)
+			}
+			// The pod's slim copy, as the cache keeps it, sends the same.
+			slim, err := SlimPod(pod.DeepCopy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ac, err = PodUpdate(ps, &ps.Spec.Template, slim.(*corev1.Pod), TemplateHash(ps))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, ac.Spec.Containers[0].Lifecycle); diff != "" {
+				t.Errorf("lifecycle sent from the slim pod (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -298,6 +298,11 @@ func fuzzPods(ps *podsetv1alpha1.PodSet, hash string, data []byte) []fuzzPod {
 		if b[1]&8 != 0 {
 			p.terminating()
 		}
+		if controlled && b[1]&128 != 0 {
+			// Made with the drain hook (an operator of this release);
+			// the others were made before it gave one.
+			p.preStop()
+		}
 		// The node: the lost one (when FuzzPlanPods turns lost-node
 		// replacement on) or a healthy one.
 		if b[1]&64 != 0 {
@@ -576,7 +581,7 @@ func FuzzPlanPods(f *testing.F) {
 				continue
 			}
 			switch {
-			case DrainFirst(p):
+			case DrainFirst(ps, p):
 				if !surplusPaused[p.Name] {
 					t.Errorf("surplus pod %s, Ready with the gate, is not drained first (in %q)", p.Name, writtenIn[p.Name])
 				}
@@ -835,8 +840,26 @@ func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *Revisi
 			for i := range out.Containers {
 				out.Containers[i].Image = nil
 				out.Containers[i].Resources = nil
+				out.Containers[i].Lifecycle = nil
 			}
 			return &out
+		}
+		// The hooks sent are the pod's: a lifecycle cannot change.
+		for _, c := range body.Spec.Containers {
+			i := slices.IndexFunc(pod.Spec.Containers, func(pc corev1.Container) bool { return pc.Name == *c.Name })
+			var sent, has *corev1.LifecycleHandler
+			if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+				sent = &corev1.LifecycleHandler{}
+				if err := Convert(c.Lifecycle.PreStop, sent); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if i >= 0 && pod.Spec.Containers[i].Lifecycle != nil {
+				has = pod.Spec.Containers[i].Lifecycle.PreStop
+			}
+			if diff := cmp.Diff(has, sent); diff != "" {
+				t.Errorf("%s: the apply to pod %s changes the preStop hook of %s (-pod +sent):\n%s", list, pod.Name, *c.Name, diff)
+			}
 		}
 		if diff := cmp.Diff(strip(was.Spec), strip(body.Spec)); diff != "" {
 			t.Errorf("%s: the apply to pod %s changes more than images (-its revision +sent):\n%s", list, pod.Name, diff)
@@ -900,7 +923,7 @@ func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *Revisi
 	// No Ready pod the operator controls and has gated is deleted before
 	// it drained.
 	for _, pod := range slices.Concat(plan.Prune, plan.Rollout) {
-		if hasGate(pod) && podReady(pod) && !allPreStop(pod, nil) {
+		if hasGate(pod) && podReady(pod) && !allPreStop(ps, pod, nil) {
 			t.Errorf("%s is deleted while Ready, without a drain", pod.Name)
 		}
 	}

@@ -194,21 +194,40 @@ func Draining(pod *corev1.Pod) bool { return gateClosed(pod) }
 
 // DrainFirst reports whether the operator drains a pod before it deletes
 // it: the pod is Ready, carries the gate, and not every container has a
-// preStop hook of its own.
-func DrainFirst(pod *corev1.Pod) bool {
-	return hasGate(pod) && podReady(pod) && !allPreStop(pod, nil)
+// preStop hook that holds it for the drain (allPreStop).
+func DrainFirst(ps *podsetv1alpha1.PodSet, pod *corev1.Pod) bool {
+	return hasGate(pod) && podReady(pod) && !allPreStop(ps, pod, nil)
 }
 
 // allPreStop reports whether every container of the pod that runs beside
 // the others (containers and sidecars), or every one named, has a preStop
-// hook.
-func allPreStop(pod *corev1.Pod, names []string) bool {
+// hook that holds its stop for the drain (holdsDrain): the kubelet then
+// keeps the container running for the drain whoever stops it, and the
+// operator waits for none of its own.
+func allPreStop(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, names []string) bool {
+	drain := DrainSeconds(ps)
 	return everyRunningContainer(pod, func(c *corev1.Container, _ *corev1.ContainerStatus) bool {
 		if names != nil && !slices.Contains(names, c.Name) {
 			return true
 		}
-		return c.Lifecycle != nil && c.Lifecycle.PreStop != nil
+		return holdsDrain(c, drain)
 	})
+}
+
+// holdsDrain reports whether container c's preStop hook holds its stop
+// for a drain: an app's own hook does, whatever it runs (it is the app's
+// own drain, as before the operator added any); a sleep does for as long
+// as it sleeps. The operator's sleep (DrainHookSeconds) was as long as
+// spec.drainSeconds when the pod was made; a longer drain set since is
+// the operator's to wait for before it stops the pod.
+func holdsDrain(c *corev1.Container, drain time.Duration) bool {
+	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil {
+		return false
+	}
+	if s := c.Lifecycle.PreStop.Sleep; s != nil {
+		return time.Duration(s.Seconds)*time.Second >= drain
+	}
+	return true
 }
 
 // Drains is when the operator first saw each pod whose gate it closed
@@ -431,9 +450,9 @@ func CloseGateConditions(ps *podsetv1alpha1.PodSet, step Step, now metav1.Time) 
 // are recreated instead: those drained first (DrainFirst), as steps to
 // close their gates (the next pass finds the resize refused again, and
 // the pod not Ready), and those deleted now.
-func ResizeDenied(pods []*corev1.Pod) (drain []Step, recreate []*corev1.Pod) {
+func ResizeDenied(ps *podsetv1alpha1.PodSet, pods []*corev1.Pod) (drain []Step, recreate []*corev1.Pod) {
 	for _, pod := range pods {
-		if DrainFirst(pod) {
+		if DrainFirst(ps, pod) {
 			drain = append(drain, Step{Pod: pod, Way: UpdateWay{Why: WhyResizeDenied}})
 			continue
 		}

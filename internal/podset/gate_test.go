@@ -353,18 +353,29 @@ func TestDrainForLeavesTheDrainToPreStopHooks(t *testing.T) {
 	ps := makePodSet("web").obj()
 	ps.Spec.DrainSeconds = ptr.To[int32](2)
 	open := makePod("web-0").controlledBy(ps).ready().gated().preStop().obj()
-	if stage, _ := drainFor(ps, &open, time.Time{}, now, EndpointState{}, allPreStop(&open, nil), true); stage != stopNow {
+	if stage, _ := drainFor(ps, &open, time.Time{}, now, EndpointState{}, allPreStop(ps, &open, nil), true); stage != stopNow {
 		t.Errorf("a Ready pod to delete whose containers have preStop hooks: %v, want stopNow", stage)
 	}
-	if stage, _ := drainFor(ps, &open, time.Time{}, now, EndpointState{}, allPreStop(&open, []string{"app"}), false); stage != drainBegin {
+	if stage, _ := drainFor(ps, &open, time.Time{}, now, EndpointState{}, allPreStop(ps, &open, []string{"app"}), false); stage != drainBegin {
 		t.Errorf("a Ready pod to restart in place whose containers have preStop hooks: %v, want its gate closed first", stage)
 	}
 	justConfirmed := makePod("web-0").controlledBy(ps).ready().gated().preStop().draining(now).kubeletNotReadySince(now).obj()
-	if stage, wait := drainFor(ps, &justConfirmed, now, now, EndpointState{}, allPreStop(&justConfirmed, []string{"app"}), false); stage != stopNow {
+	if stage, wait := drainFor(ps, &justConfirmed, now, now, EndpointState{}, allPreStop(ps, &justConfirmed, []string{"app"}), false); stage != stopNow {
 		t.Errorf("restart in place, the kubelet reports it not Ready: %v (wait %v), want stopNow: the hook drains", stage, wait)
 	}
+	// A sleep shorter than the drain (the operator's, made before
+	// drainSeconds grew, or an app's own) does not hold the pod for it:
+	// the operator drains it first.
+	ps.Spec.DrainSeconds = ptr.To[int32](6)
+	if stage, _ := drainFor(ps, &open, time.Time{}, now, EndpointState{}, allPreStop(ps, &open, nil), true); stage != drainBegin {
+		t.Errorf("a Ready pod to delete whose hooks sleep 5 s of a 6 s drain: %v, want its gate closed first", stage)
+	}
+	if !DrainFirst(ps, &open) {
+		t.Errorf("DrainFirst of a pod whose hooks sleep 5 s of a 6 s drain: false, want true")
+	}
+	ps.Spec.DrainSeconds = ptr.To[int32](2)
 	noHook := makePod("web-0").controlledBy(ps).ready().gated().draining(now).kubeletNotReadySince(now).obj()
-	if stage, wait := drainFor(ps, &noHook, now, now, EndpointState{}, allPreStop(&noHook, []string{"app"}), false); stage != draining || wait != 2*time.Second {
+	if stage, wait := drainFor(ps, &noHook, now, now, EndpointState{}, allPreStop(ps, &noHook, []string{"app"}), false); stage != draining || wait != 2*time.Second {
 		t.Errorf("restart in place without a hook: %v, wait %v; want the drain, 2 s", stage, wait)
 	}
 }

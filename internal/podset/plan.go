@@ -217,7 +217,7 @@ func (v *View) Plan(in Input) Plan {
 	p.Conflicts, p.Strays = v.Conflicts, v.Strays
 	c := v.classify(&p, in)
 	v.prune(&p, in)
-	p.spend(c, maxUnavailable(v.PodSet)-c.unavailable)
+	p.spend(v.PodSet, c, maxUnavailable(v.PodSet)-c.unavailable)
 	v.group(&p)
 	return p
 }
@@ -229,7 +229,7 @@ func (v *View) prune(p *Plan, in Input) {
 	for _, m := range v.Surplus {
 		d := Decision{Name: m.Pod.Name, Ordinal: m.Ordinal, Member: m, State: StateSurplus}
 		if !in.InFlight(m.Pod.Name) {
-			switch stage, wait := drainFor(v.PodSet, m.Pod, in.Drains[m.Pod.UID], now, in.Endpoints[m.Pod.UID], allPreStop(m.Pod, nil), true); stage {
+			switch stage, wait := drainFor(v.PodSet, m.Pod, in.Drains[m.Pod.UID], now, in.Endpoints[m.Pod.UID], allPreStop(v.PodSet, m.Pod, nil), true); stage {
 			case stopNow:
 				d.Action = ActionPrune
 			case drainBegin:
@@ -312,7 +312,7 @@ func (v *View) classify(p *Plan, in Input) classified {
 				// Ready (and so out of endpoints), and the dataplane has
 				// had drainSeconds to follow, its containers restart in
 				// place, or it is deleted to be recreated.
-				stage, wait := drainFor(ps, pod, in.Drains[pod.UID], cmp.Or(in.Now, now), in.Endpoints[pod.UID], stopsWithPreStop(pod, way), !way.InPlace)
+				stage, wait := drainFor(ps, pod, in.Drains[pod.UID], cmp.Or(in.Now, now), in.Endpoints[pod.UID], stopsWithPreStop(ps, pod, way), !way.InPlace)
 				switch {
 				case stage != stopNow:
 					p.wakeIn(wait)
@@ -357,7 +357,7 @@ func (v *View) classify(p *Plan, in Input) classified {
 				p.wakeIn(wait)
 			case why != "" && gateClosed(pod):
 				// Draining, to be recreated.
-				if stage, wait := drainFor(ps, pod, in.Drains[pod.UID], cmp.Or(in.Now, now), in.Endpoints[pod.UID], allPreStop(pod, nil), true); stage != stopNow {
+				if stage, wait := drainFor(ps, pod, in.Drains[pod.UID], cmp.Or(in.Now, now), in.Endpoints[pod.UID], allPreStop(ps, pod, nil), true); stage != stopNow {
 					p.wakeIn(wait)
 				} else {
 					d.Action = ActionRecreate
@@ -403,7 +403,7 @@ func slotState(m *Member, revs *Revisions, ordinal, partition int, onDelete bool
 // spend puts them first, from the highest ordinal). Available ones go from
 // the highest ordinal, as many as the budget allows: a restart in place
 // begins by closing the pod's gate.
-func (p *Plan) spend(c classified, budget int) {
+func (p *Plan) spend(ps *podsetv1alpha1.PodSet, c classified, budget int) {
 	for i := len(c.unready) - 1; i >= 0; i-- {
 		p.rollout = append(p.rollout, c.unready[i])
 	}
@@ -414,7 +414,7 @@ func (p *Plan) spend(c classified, budget int) {
 			d.Action = ActionDrain
 		case d.Way.InPlace:
 			d.Action = ActionUpdate
-		case hasGate(pod) && !allPreStop(pod, nil):
+		case hasGate(pod) && !allPreStop(ps, pod, nil):
 			// Drained before it is deleted (drainFor).
 			d.Action = ActionDrain
 		default:
@@ -528,11 +528,11 @@ func (v *View) group(p *Plan) {
 // stopsWithPreStop reports whether every container an update stops has a
 // preStop hook: all of the pod's to recreate it, those that restart to
 // update it in place.
-func stopsWithPreStop(pod *corev1.Pod, way UpdateWay) bool {
+func stopsWithPreStop(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, way UpdateWay) bool {
 	if way.InPlace && way.Restart() {
-		return allPreStop(pod, way.Restarts)
+		return allPreStop(ps, pod, way.Restarts)
 	}
-	return allPreStop(pod, nil)
+	return allPreStop(ps, pod, nil)
 }
 
 // Step is a pod to update where it runs, and how.

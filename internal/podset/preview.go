@@ -96,6 +96,12 @@ type Preview struct {
 	Waiting []string
 	// MaxUnavailable is the rollout's budget, resolved against replicas.
 	MaxUnavailable int
+	// NotDrainedByOthers lists the live pods whose containers do not all
+	// hold their stop for the drain in a preStop hook (made by an earlier
+	// release, or before drainSeconds grew): the operator drains them
+	// before it stops them, but a stop by others (an eviction, a delete)
+	// does not wait, until they are recreated.
+	NotDrainedByOthers []string
 }
 
 // Changed reports whether any pod would change.
@@ -116,6 +122,13 @@ func (v *View) Preview() Preview {
 	plan := v.Plan(Input{Held: Held(nil).Observe(v), InFlight: nothingInFlight})
 	p := Preview{MaxUnavailable: maxUnavailable(v.PodSet), Pods: v.podChanges(plan.Decisions)}
 	v.previewOrder(&p, plan)
+	if DrainSeconds(v.PodSet) > 0 {
+		for _, m := range slices.Concat(v.Slots, v.Surplus) {
+			if m != nil && m.Controlled && !m.Terminating && !allPreStop(v.PodSet, m.Pod, nil) {
+				p.NotDrainedByOthers = append(p.NotDrainedByOthers, m.Pod.Name)
+			}
+		}
+	}
 	return p
 }
 

@@ -122,14 +122,43 @@ func slimContainers(containers []corev1.Container) []corev1.Container {
 		}
 		if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
 			slim[i].Lifecycle = hasPreStop
+			if s := c.Lifecycle.PreStop.Sleep; s != nil {
+				slim[i].Lifecycle = sleepHooks.of(s.Seconds)
+			}
 		}
 	}
 	return slim
 }
 
 // hasPreStop stands in a slim pod for a container's lifecycle with a
-// preStop hook: the drain only asks whether there is one (allPreStop).
+// preStop hook other than a sleep: the drain only asks whether there is
+// one (allPreStop).
 var hasPreStop = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{}}
+
+// sleepHooks holds one lifecycle of each preStop sleep the cache has seen,
+// by its seconds: the drain asks how long a sleep holds the container
+// (holdsDrain), an apply to a running pod sends it (keepDrainHooks), and
+// the pods of a PodSet all sleep as long.
+var sleepHooks sleepTable
+
+type sleepTable struct {
+	mu    sync.Mutex
+	hooks map[int64]*corev1.Lifecycle
+}
+
+func (t *sleepTable) of(seconds int64) *corev1.Lifecycle {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if l, ok := t.hooks[seconds]; ok {
+		return l
+	}
+	if t.hooks == nil {
+		t.hooks = map[int64]*corev1.Lifecycle{}
+	}
+	l := &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: seconds}}}
+	t.hooks[seconds] = l
+	return l
+}
 
 // resourceTable holds one copy of each container cpu and memory the cache
 // has seen: the pods of a template all ask for the same, and a slim pod

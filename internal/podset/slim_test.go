@@ -51,7 +51,8 @@ func TestSlimPodKeepsWhatTheOperatorReads(t *testing.T) {
 			DeletionTimestamp: &deleting,
 		},
 		Spec: corev1.PodSpec{
-			Containers:     []corev1.Container{{Name: "app", Image: pod.Spec.Containers[0].Image}},
+			// The drain hook: how long its sleep holds the container.
+			Containers:     []corev1.Container{{Name: "app", Image: pod.Spec.Containers[0].Image, Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 3}}}}},
 			InitContainers: []corev1.Container{{Name: "init", Image: "busybox:1"}},
 			ReadinessGates: []corev1.PodReadinessGate{{ConditionType: podsetv1alpha1.InPlaceUpdateReadyCondition}},
 			NodeName:       "node-1", // spec.lostNodeReplacement

@@ -44,21 +44,32 @@ type PodSetSpecApplyConfiguration struct {
 	// as Ready.
 	MinReadySeconds *int32 `json:"minReadySeconds,omitempty"`
 	// drainSeconds is how long a pod stays out of Service endpoints before
-	// the operator stops its containers: before it deletes a Ready pod (a
-	// scale-down, a surplus pod, a pod recreated by a rollout or a
-	// restart) and before it restarts a pod's containers in place. The
+	// its containers stop, whoever stops it. Dataplanes program an
+	// EndpointSlice change later than it is written (kube-proxy within
+	// about a second, external load balancers and service meshes often
+	// later): new connections routed to the pod meanwhile would meet a
+	// stopped container.
+	//
+	// Every container and sidecar without a preStop hook of its own gets a
+	// preStop sleep of drainSeconds, so a pod that is evicted (kubectl
+	// drain, the cluster autoscaler, Karpenter), deleted (kubectl delete
+	// pod) or stopped by its node's graceful shutdown keeps serving the
+	// requests it has while the EndpointSlice controller lists it as
+	// terminating, and its containers get SIGTERM drainSeconds later,
+	// whether the operator runs or not. An app's own preStop hook is kept
+	// as it is. Before it restarts a pod's containers in place, and before
+	// it deletes a Ready pod whose containers do not all sleep that long
+	// (made by an earlier release, or before drainSeconds grew), the
 	// operator closes the pod's readiness gate (podset.dev/InPlaceUpdateReady)
-	// and marks it not Ready in the same write, so the pod leaves
-	// EndpointSlices at once; it waits for the kubelet to report the pod
-	// not Ready too, and for drainSeconds from its own write, then deletes
-	// or restarts it. Dataplanes program an EndpointSlice change later than
-	// it is written (kube-proxy within about a second, external load
-	// balancers and service meshes often later): new connections routed to
-	// the pod meanwhile would meet a stopped container. A pod that is not
-	// Ready is stopped at once, and an app needs no preStop sleep. Raise it
-	// for slower dataplanes; 0 stops a pod as soon as the kubelet reports
-	// it not Ready. It must be less than progressDeadlineSeconds. Defaults
-	// to 3.
+	// so the pod leaves EndpointSlices first, and waits for the kubelet to
+	// report it not Ready (and, without the hooks, drainSeconds more). An
+	// app needs no preStop sleep of its own. A pod made before drainSeconds
+	// changed keeps the sleep it was made with until it is recreated.
+	// Raise it for slower dataplanes; 0 gives no hook and stops a pod as
+	// soon as it has left its Services. It must be less than
+	// progressDeadlineSeconds and at most the template's
+	// terminationGracePeriodSeconds, within which the kubelet runs the
+	// hook. Defaults to 3.
 	DrainSeconds *int32 `json:"drainSeconds,omitempty"`
 	// progressDeadlineSeconds is how long a PodSet that is not Ready may go
 	// without progress (a pod created, updated or newly available) before

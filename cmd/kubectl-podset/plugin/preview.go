@@ -314,6 +314,7 @@ func printPreview(w io.Writer, ps, live *podsetv1alpha1.PodSet, revs *podset.Rev
 		}
 		out.table(rows)
 	}
+	out.printf("%s\n", stops(ps, p))
 	if len(p.AtOnce) == 0 && len(p.Batches) == 0 && len(p.Waiting) == 0 {
 		out.printf("No pod changes.\n")
 		return out.err
@@ -332,6 +333,22 @@ func printPreview(w io.Writer, ps, live *podsetv1alpha1.PodSet, revs *podset.Rev
 		out.printf("  waiting until the pods unavailable now are available again (maxUnavailable is spent): %s\n", strings.Join(p.Waiting, ", "))
 	}
 	return out.err
+}
+
+// stops says how the PodSet's pods stop: how long their containers sleep
+// in the drain hook before SIGTERM whoever stops them, and which live pods
+// were made without it.
+func stops(ps *podsetv1alpha1.PodSet, p *podset.Preview) string {
+	seconds := podset.DrainHookSeconds(ps, &ps.Spec.Template)
+	if seconds == 0 {
+		return "Stops: drainSeconds is 0: containers get SIGTERM as soon as their pod has left its Services."
+	}
+	s := fmt.Sprintf("Stops: whoever stops a pod (an eviction by kubectl drain or an autoscaler, kubectl delete pod, the operator), "+
+		"its containers sleep %d s in a preStop hook before SIGTERM while the pod is out of its Services (an app's own preStop hook runs instead).", seconds)
+	if len(p.NotDrainedByOthers) > 0 {
+		s += fmt.Sprintf("\n  made without that hook, drained only when the operator stops them until they are recreated: %s", strings.Join(p.NotDrainedByOthers, ", "))
+	}
+	return s
 }
 
 // strategy says how the PodSet rolls out.
@@ -447,7 +464,12 @@ type previewJSON struct {
 	AtOnce         []string   `json:"atOnce"`
 	Batches        [][]string `json:"batches"`
 	Waiting        []string   `json:"waiting,omitempty"`
-	Changed        bool       `json:"changed"`
+	// DrainHookSeconds is how long the pods' containers sleep in the
+	// operator's preStop hook before SIGTERM, whoever stops them.
+	DrainHookSeconds int64 `json:"drainHookSeconds"`
+	// NotDrainedByOthers lists the pods made without that hook.
+	NotDrainedByOthers []string `json:"notDrainedByOthers,omitempty"`
+	Changed            bool     `json:"changed"`
 }
 
 // podJSON is one pod of previewJSON.
@@ -467,6 +489,7 @@ func printPreviewJSON(out io.Writer, ps, live *podsetv1alpha1.PodSet, revs *pods
 	v := previewJSON{
 		PodSet: ps.Name, Namespace: ps.Namespace, Exists: live != nil, ToRevision: podset.RevisionName(ps, revs.Update),
 		MaxUnavailable: p.MaxUnavailable, AtOnce: p.AtOnce, Batches: p.Batches, Waiting: p.Waiting,
+		DrainHookSeconds: podset.DrainHookSeconds(ps, &ps.Spec.Template), NotDrainedByOthers: p.NotDrainedByOthers,
 		Changed: changed,
 	}
 	if live != nil {
