@@ -529,8 +529,12 @@ func TestChangesBeyondImagesAndResourcesRecreatePods(t *testing.T) {
 func TestRecreatePolicyReplacesPodsForAnImage(t *testing.T) {
 	t.Parallel()
 	ns, _ := kubeletNamespace(t)
-	ps := createRunning(t, testenv.MakePodSet(ns, "web").Recreate())
-	// The gate is how the pod is drained before it is deleted.
+	// Pods whose hook sleeps less than the drain (made before it grew):
+	// the gate is how such a pod is drained before it is deleted (one
+	// whose hook sleeps the drain is deleted at once:
+	// TestScaleDownDrainsReadyPods).
+	ps := createRunning(t, testenv.MakePodSet(ns, "web").Recreate().Mutate(func(ps *podsetv1alpha1.PodSet) { ps.Spec.DrainSeconds = ptr.To[int32](1) }))
+	patchSpec(t, ps, `{"spec":{"drainSeconds":3}}`)
 	if p := pods(t, ns)["web-0"]; len(p.Spec.ReadinessGates) != 1 || p.Spec.ReadinessGates[0].ConditionType != podsetv1alpha1.InPlaceUpdateReadyCondition {
 		t.Errorf("a pod made under Recreate has readiness gates %v, want the operator's", p.Spec.ReadinessGates)
 	}
@@ -731,4 +735,28 @@ func gateIs(p corev1.Pod, status corev1.ConditionStatus) bool {
 		}
 	}
 	return false
+}
+
+// TestInPlaceKeepsTheDrainHookThePodWasMadeWith: a pod's lifecycle cannot
+// change, so an in-place update of pods made before drainSeconds changed
+// (or by a release that gave no hook) sends the preStop sleep they run,
+// and the API server accepts it: the pods keep their UIDs and their old
+// sleep, and run the new image. The operator drains them itself for the
+// part of the drain their sleep does not hold.
+func TestInPlaceKeepsTheDrainHookThePodWasMadeWith(t *testing.T) {
+	t.Parallel()
+	ns, _ := kubeletNamespace(t)
+	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(2).MaxUnavailable(2).Mutate(func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.DrainSeconds = ptr.To[int32](1)
+	}))
+	before := uids(t, ns)
+	patchSpec(t, ps, `{"spec":{"drainSeconds":2}}`)
+	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) { tmpl.Spec.Containers[0].Image = "busybox:1.37" })
+	waitForRollout(t, ps, "busybox:1.37")
+	wantSamePods(t, ns, before)
+	for name, p := range pods(t, ns) {
+		if l := p.Spec.Containers[0].Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Sleep == nil || l.PreStop.Sleep.Seconds != 1 {
+			t.Errorf("pod %s: lifecycle %+v, want the preStop sleep of 1 s it was made with", name, l)
+		}
+	}
 }

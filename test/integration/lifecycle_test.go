@@ -196,60 +196,101 @@ func TestFieldManagerOwnsTheOperatorsFields(t *testing.T) {
 	}
 }
 
-// TestScaleDownDrainsReadyPods: a scale-down takes a Ready pod out of
-// endpoints before it deletes it (its gate closes, the pod is not Ready,
-// the kubelet says so too, and drainSeconds pass), while a pod that is
-// not Ready serves nothing and goes at once.
+// TestScaleDownDrainsReadyPods: a scale-down leaves the drain of a Ready
+// pod whose containers sleep drainSeconds in the operator's preStop hook
+// to the kubelet: it deletes the pod at once, without closing its gate
+// (the terminating pod leaves endpoints while the hook runs), so the
+// drain is not waited twice. A Ready pod whose hook sleeps less (made
+// before drainSeconds grew, or by a release without the hook) is taken out
+// of endpoints first: its gate closes, the pod is not Ready, the kubelet
+// says so too, and drainSeconds pass. A pod that is not Ready serves
+// nothing and goes at once either way.
 func TestScaleDownDrainsReadyPods(t *testing.T) {
 	t.Parallel()
-	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := testenv.MakePodSet(ns, "web").Replicas(3).Create(t, env.Client)
-	waitForPods(t, ns, "web-0", "web-1", "web-2")
-	markAllReady(t, ns)
-	waitForStatus(t, ps, readyStatus(3))
-	setPodStatus(t, pods(t, ns)["web-2"], corev1.PodRunning, corev1.ConditionFalse)
-	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
-		if got.Status.ReadyReplicas != 2 {
-			return fmt.Errorf("readyReplicas = %d, want 2", got.Status.ReadyReplicas)
-		}
-		return nil
-	})
+	for _, tc := range []struct {
+		what string
+		// drainBefore is spec.drainSeconds when the pods are made; the
+		// scale-down runs with 2.
+		drainBefore int32
+		wantGate    bool
+	}{
+		{"pods made with the drain hook", 2, false},
+		{"pods whose hook sleeps less than the drain", 1, true},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			t.Parallel()
+			ns := testenv.Namespace(t, env.Client, "podset-", nil)
+			ps := testenv.MakePodSet(ns, "web").Replicas(3).Mutate(func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.DrainSeconds = ptr.To(tc.drainBefore)
+			}).Create(t, env.Client)
+			waitForPods(t, ns, "web-0", "web-1", "web-2")
+			markAllReady(t, ns)
+			waitForStatus(t, ps, readyStatus(3))
+			for name, p := range pods(t, ns) {
+				if l := p.Spec.Containers[0].Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Sleep == nil || l.PreStop.Sleep.Seconds != int64(tc.drainBefore) {
+					t.Fatalf("pod %s: lifecycle %+v, want the operator's preStop sleep of %d s", name, l, tc.drainBefore)
+				}
+			}
+			if tc.drainBefore != 2 {
+				patchSpec(t, ps, `{"spec":{"drainSeconds":2}}`)
+			}
+			setPodStatus(t, pods(t, ns)["web-2"], corev1.PodRunning, corev1.ConditionFalse)
+			waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
+				if got.Status.ReadyReplicas != 2 || got.Status.ObservedGeneration != got.Generation {
+					return fmt.Errorf("readyReplicas = %d, want 2 (observed generation %d of %d)", got.Status.ReadyReplicas, got.Status.ObservedGeneration, got.Generation)
+				}
+				return nil
+			})
 
-	type seen struct {
-		gateClosed, deleted bool
-		notReady            time.Time
-	}
-	timeline := map[string]*seen{"web-1": {}, "web-2": {}}
-	scale(t, ps, 1)
-	eventually(t, "web-1 and web-2 are deleted", func(context.Context) error {
-		now := time.Now()
-		all := pods(t, ns)
-		for name, s := range timeline {
-			p, ok := all[name]
-			if s.deleted {
-				continue
+			type seen struct {
+				gateClosed, deleted bool
+				notReady            time.Time
 			}
-			if !ok || p.DeletionTimestamp != nil {
-				s.deleted = true
-				if name == "web-1" && (!s.gateClosed || s.notReady.IsZero() || now.Sub(s.notReady) < 1500*time.Millisecond) {
-					t.Errorf("web-1 was deleted %v after it was first seen not Ready (gate closed: %t), want a drain of 2 s first", now.Sub(s.notReady), s.gateClosed)
+			timeline := map[string]*seen{"web-1": {}, "web-2": {}}
+			scale(t, ps, 1)
+			eventually(t, "web-1 and web-2 are deleted", func(context.Context) error {
+				now := time.Now()
+				all := pods(t, ns)
+				for name, s := range timeline {
+					p, ok := all[name]
+					if s.deleted {
+						continue
+					}
+					if !ok || p.DeletionTimestamp != nil {
+						s.deleted = true
+						if name == "web-1" && tc.wantGate && (!s.gateClosed || s.notReady.IsZero() || now.Sub(s.notReady) < 1500*time.Millisecond) {
+							t.Errorf("web-1 was deleted %v after it was first seen not Ready (gate closed: %t), want a drain of 2 s first", now.Sub(s.notReady), s.gateClosed)
+						}
+						continue
+					}
+					s.gateClosed = s.gateClosed || gateIs(p, corev1.ConditionFalse)
+					for _, c := range p.Status.Conditions {
+						if c.Type == corev1.PodReady && c.Status == corev1.ConditionFalse && s.notReady.IsZero() && s.gateClosed {
+							s.notReady = now
+						}
+					}
 				}
-				continue
-			}
-			s.gateClosed = s.gateClosed || gateIs(p, corev1.ConditionFalse)
-			for _, c := range p.Status.Conditions {
-				if c.Type == corev1.PodReady && c.Status == corev1.ConditionFalse && s.notReady.IsZero() && s.gateClosed {
-					s.notReady = now
+				if !timeline["web-1"].deleted || !timeline["web-2"].deleted {
+					return fmt.Errorf("web-1 deleted %t, web-2 deleted %t", timeline["web-1"].deleted, timeline["web-2"].deleted)
 				}
+				return nil
+			})
+			if !tc.wantGate && timeline["web-1"].gateClosed {
+				t.Errorf("web-1, whose hook sleeps the drain, was drained by the operator too: the drain would be waited twice")
 			}
-		}
-		if !timeline["web-1"].deleted || !timeline["web-2"].deleted {
-			return fmt.Errorf("web-1 deleted %t, web-2 deleted %t", timeline["web-1"].deleted, timeline["web-2"].deleted)
-		}
-		return nil
-	})
-	if timeline["web-2"].gateClosed {
-		t.Errorf("web-2, not Ready, was drained before it was deleted: it should go at once")
+			if timeline["web-2"].gateClosed {
+				t.Errorf("web-2, not Ready, was drained before it was deleted: it should go at once")
+			}
+			waitForStatus(t, ps, readyStatus(1))
+		})
 	}
-	waitForStatus(t, ps, readyStatus(1))
+}
+
+// patchSpec merge-patches the PodSet with patch.
+func patchSpec(t *testing.T, ps *podsetv1alpha1.PodSet, patch string) {
+	t.Helper()
+	target := &podsetv1alpha1.PodSet{ObjectMeta: metav1.ObjectMeta{Name: ps.Name, Namespace: ps.Namespace}}
+	if err := env.Client.Patch(t.Context(), target, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -346,7 +346,7 @@ func stops(ps *podsetv1alpha1.PodSet, p *podset.Preview) string {
 	s := fmt.Sprintf("Stops: whoever stops a pod (an eviction by kubectl drain or an autoscaler, kubectl delete pod, the operator), "+
 		"its containers sleep %d s in a preStop hook before SIGTERM while the pod is out of its Services (an app's own preStop hook runs instead).", seconds)
 	if len(p.NotDrainedByOthers) > 0 {
-		s += fmt.Sprintf("\n  made without that hook, drained only when the operator stops them until they are recreated: %s", strings.Join(p.NotDrainedByOthers, ", "))
+		s += fmt.Sprintf("\n  without a hook that long (made by an earlier release, or before drainSeconds grew), drained only when the operator stops them until they are recreated: %s", strings.Join(p.NotDrainedByOthers, ", "))
 	}
 	return s
 }

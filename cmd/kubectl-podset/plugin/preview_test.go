@@ -160,6 +160,9 @@ func TestRolloutPreview(t *testing.T) {
 		wantExit    int
 		wantPods    map[string]string
 		wantRollout []string
+		// wantStops are what the output says of how pods stop (default:
+		// the drain hook of 3 s, and no pod made without it).
+		wantStops []string
 	}{
 		"unchanged": {
 			live: spec(2, "app:v1"), next: spec(2, "app:v1"),
@@ -232,6 +235,13 @@ func TestRolloutPreview(t *testing.T) {
 			wantPods:    map[string]string{"web-1": "false image in place app app:v1 -> app:v2; restarts app"},
 			wantRollout: []string{"first: web-1, web-4", "then, in order: web-3, web-2, web-0"},
 		},
+		"a longer drain: the running pods' hooks sleep less, and the preview names them": {
+			live: spec(2, "app:v1"),
+			next: spec(2, "app:v1", func(s *podsetv1alpha1.PodSetSpec) { s.DrainSeconds = ptr.To[int32](10) }),
+			// The PodSet changes; no pod does.
+			wantExit:  1,
+			wantStops: []string{"sleep 10 s in a preStop hook", "drained only when the operator stops them until they are recreated: web-0, web-1"},
+		},
 		"OnDelete holds every pod; the PodSet still changes": {
 			live:     spec(1, "app:v1"),
 			next:     spec(1, "app:v2", func(s *podsetv1alpha1.PodSetSpec) { s.UpdateStrategy.Type = podsetv1alpha1.OnDeleteStrategyType }),
@@ -259,6 +269,18 @@ func TestRolloutPreview(t *testing.T) {
 			}
 			if tc.wantRollout == nil && !strings.Contains(out, "No pod changes.") {
 				t.Errorf("no rollout, but the output does not say so")
+			}
+			wantStops := tc.wantStops
+			if wantStops == nil {
+				wantStops = []string{"its containers sleep 3 s in a preStop hook before SIGTERM"}
+			}
+			for _, want := range wantStops {
+				if !strings.Contains(out, want) {
+					t.Errorf("the output does not say %q of how pods stop", want)
+				}
+			}
+			if tc.wantStops == nil && strings.Contains(out, "without a hook that long") {
+				t.Errorf("the output names pods made without the drain hook, but every pod has it")
 			}
 		})
 	}
