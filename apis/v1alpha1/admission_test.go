@@ -293,7 +293,9 @@ func TestAdmissionRefusals(t *testing.T) {
 			wantField: "spec.drainSeconds",
 		},
 		"the default drainSeconds beside a grace period of 0": {
-			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0) },
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
+			},
 			wantField: "spec.drainSeconds",
 		},
 		"the deprecated inPlaceDrainSeconds, longer than drainSeconds": {
