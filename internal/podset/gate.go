@@ -41,8 +41,13 @@ import (
 // A pod that is not Ready serves nothing and is stopped at once, as is a
 // pod without the gate (made by an operator that gave it only under
 // InPlaceIfPossible) and one whose every container has a preStop hook
-// when it is deleted (the hook is the app's own drain). Everything a pass
-// needs is on the pod, so an operator restarted mid-drain resumes it
+// that holds it for the drain when it is deleted (holdsDrain): the
+// operator's own sleep of spec.drainSeconds (addDrainHooks), which every
+// pod it makes carries so that a stop by anyone else is drained too, or
+// the app's own hook. A pod restarted in place with such hooks goes
+// through steps 1, 2 and 5: the kubelet's not-Ready ends the operator's
+// part, and the hook holds the containers for the drain. Everything a
+// pass needs is on the pod, so an operator restarted mid-drain resumes it
 // where it was.
 
 // drainStage is where a pod the operator means to stop stands.
