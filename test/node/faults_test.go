@@ -28,7 +28,7 @@ import (
 )
 
 // fault is what TestFaultsMidRollout does to the node, the control plane
-// or the operator once the operator has begun to drain a pod.
+// or the operator once the drain of a pod has begun (waitDrainBegun).
 type fault struct {
 	what   string
 	inject func(t *testing.T)
@@ -51,8 +51,9 @@ type fault struct {
 
 // TestFaultsMidRollout: during an in-place rollout and during a
 // scale-down of a PodSet behind a Service under the client load of
-// TestZeroDroppedRequests, as soon as the operator has closed a pod's
-// readiness gate, the kubelet stops for 20 s, containerd stops and starts
+// TestZeroDroppedRequests, as soon as the drain of a pod has begun (the
+// operator has closed its readiness gate for a restart in place, or
+// deleted it in the scale-down: its hook holds it), the kubelet stops for 20 s, containerd stops and starts
 // again, the operator is killed (SIGKILL) and started again, or
 // kube-apiserver stops for 10 s. After each: every pod exists once under
 // its name, none was recreated, lost or duplicated (the pods are watched
@@ -153,7 +154,7 @@ func TestFaultsMidRollout(t *testing.T) {
 					faultAt = time.Now()
 					f.inject(t)
 					backAt = time.Now()
-					if stopped := history.stopped(from, faultAt); len(stopped) > 0 {
+					if stopped := history.stopped(from, faultAt, time.Duration(podsetv1alpha1.DefaultDrainSeconds)*time.Second); len(stopped) > 0 {
 						t.Errorf("the fault came after the drain: %v had stopped", stopped)
 					}
 				})
@@ -227,17 +228,19 @@ func apiServerAddress(t *testing.T) string {
 	return u.Host
 }
 
-// waitDrainBegun waits until the operator has closed a pod's readiness
-// gate since event from: the drain has begun.
+// waitDrainBegun waits until the drain of a pod has begun since event
+// from: the operator has closed its readiness gate (before a restart in
+// place) or deleted it (a scale-down: the kubelet holds its containers in
+// the drain hook while the terminating pod is out of endpoints).
 func waitDrainBegun(t *testing.T, h *podHistory, from int) {
 	t.Helper()
 	testenv.Waiter{Timeout: waitTimeout, Interval: 20 * time.Millisecond}.Eventually(t, "a pod drains", func(context.Context) error {
 		for _, e := range h.since(from) {
-			if e.gate == corev1.ConditionFalse {
+			if e.gate == corev1.ConditionFalse || e.terminating {
 				return nil
 			}
 		}
-		return errors.New("no gate closed")
+		return errors.New("no gate closed, no pod deleted")
 	})
 }
 
@@ -307,8 +310,9 @@ func (h *podHistory) since(from int) []podEvent {
 
 // stopped lists the pods whose container was stopped, for an image
 // change (the operator changed their spec) or a deletion, between event
-// from and time at.
-func (h *podHistory) stopped(from int, at time.Time) []string {
+// from and time at: the kubelet stops a container hold (the drain hook's
+// sleep) after either.
+func (h *podHistory) stopped(from int, at time.Time, hold time.Duration) []string {
 	first := map[string]int64{}
 	var out []string
 	for _, e := range h.since(from) {
@@ -319,7 +323,7 @@ func (h *podHistory) stopped(from int, at time.Time) []string {
 		if !seen {
 			first[e.uid] = e.generation
 		}
-		if (seen && e.generation > g) || e.terminating || e.deleted {
+		if ((seen && e.generation > g) || e.terminating) && at.Sub(e.at) >= hold || e.deleted {
 			if !slices.Contains(out, e.name) {
 				out = append(out, e.name)
 			}
