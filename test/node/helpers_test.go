@@ -45,6 +45,15 @@ func appByDigest(t *testing.T, tag string) string {
 	return "localhost/podset-test/app@" + digest
 }
 
+// needNodes skips the test, loudly, unless the suite runs at least n real
+// nodes (REAL_NODES).
+func needNodes(t *testing.T, n int) {
+	t.Helper()
+	if suite.realNodes < n {
+		t.Skipf("SKIPPED: needs %d real nodes, the suite runs %d; run it with make test-node REAL_NODES=%d", n, suite.realNodes, n)
+	}
+}
+
 // newNamespace makes a namespace enforcing Pod Security "restricted",
 // deleted when the test ends.
 func newNamespace(t *testing.T) string {
