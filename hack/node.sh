@@ -296,7 +296,9 @@ network() {
 network_namespace() {
 	sysctl -q -w net.ipv4.ip_forward=1
 	[[ -e /run/netns/$netns ]] || ip netns add "$netns"
-	if ! ip link show "$VETH" >/dev/null 2>&1; then
+	if ! ip -n "$netns" link show eth0 >/dev/null 2>&1; then
+		# A host end left by a namespace that is going away goes first.
+		ip link del "$VETH" 2>/dev/null || true
 		ip link add "$VETH" type veth peer name eth0 netns "$netns"
 		ip addr add "$LINK_HOST/30" dev "$VETH"
 	fi
