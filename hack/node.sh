@@ -64,6 +64,8 @@ REAL_NODES=${REAL_NODES:-1}
 # mounts behind on down. $dir is node 1's folder, and holds what the run
 # saves for all nodes (the host's sysctls).
 dir=$(realpath -m "$root/bin/node/$name")
+# The end of the lines this script adds to /etc/hosts.
+HOSTS_MARK="# podset hack/node.sh $name"
 # The pod range of all nodes (kube-proxy's clusterCIDR).
 CLUSTER_CIDR=10.244.0.0/16
 kubectl=("${CONTROLPLANE:-}/kubectl")
@@ -224,7 +226,13 @@ up() {
 		-nodes "${NODES:-1}" -heartbeat-factor 1.25 up)
 	kubectl+=(--kubeconfig "$kubeconfig")
 	save_sysctls
-	[[ -d /var/log/containers ]] || touch "$dir/var-log-containers.made"
+	# Folders the kubelets, the shims and ip netns make on the host, and
+	# down removes when they were not there before.
+	local made
+	for made in /var/log/containers /run/containerd /run/netns; do
+		[[ -d $made ]] || echo "$made" >>"$dir/host-folders.made"
+	done
+	hosts_entries
 	for ((i = 1; i <= REAL_NODES; i++)); do
 		use_node "$i"
 		start_node "$kubeconfig"
@@ -410,6 +418,9 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.tracing.processor
       runtime_type = "io.containerd.runc.v2"
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
         BinaryName = "$RUNC"
+        # runc's state in the node's folder, not /run/containerd/runc,
+        # where a killed node's would stay.
+        Root = "$ndir/containerd/runc"
         SystemdCgroup = false
 
 [plugins.'io.containerd.grpc.v1.cri']
@@ -733,10 +744,8 @@ down() {
 		fi
 	done
 	restore_sysctls
-	if [[ -f $dir/var-log-containers.made ]]; then
-		rmdir /var/log/containers 2>/dev/null
-		rm -f "$dir/var-log-containers.made"
-	fi
+	hosts_entries_remove
+	remove_host_folders
 	if [[ ${KEEP_CLUSTER:-false} != true ]]; then
 		go -C "$root" run ./hack/cluster -kwok "${KWOK_DIR:-}" -name "$name" down >/dev/null 2>&1
 	fi
@@ -750,6 +759,7 @@ down() {
 # iptables rules; another node's namespace, which takes its veth, routes,
 # rules and sysctls with it), cgroups and log links.
 down_node() {
+	local m
 	stop "$ndir/kube-proxy.pid"
 	if [[ -z $netns && -x ${CONTROLPLANE:-}/kube-proxy ]]; then
 		"$CONTROLPLANE/kube-proxy" --cleanup >/dev/null 2>&1
@@ -773,14 +783,22 @@ down_node() {
 	# Containers whose containerd was killed (kill-node) run on: their
 	# processes are those left in the node's cgroups.
 	kill_cgroup_processes
-	# Shims outlive containerd by design; theirs are ours.
+	# Shims outlive containerd by design; theirs are ours. Each keeps its
+	# socket in /run/containerd/s, and its address in its bundle: a shim
+	# killed leaves its socket.
 	pkill -KILL -f "containerd-shim-runc-v2 .*-address $sock" 2>/dev/null
+	local address
+	for address in "$ndir"/containerd/state/io.containerd.runtime.v2.task/*/*/address; do
+		[[ -f $address ]] || continue
+		m=$(cat "$address")
+		m=${m#unix://}
+		[[ $m == /run/containerd/s/* ]] && rm -f "$m"
+	done
 	stop "$ndir/apiserver-node.pid"
 	stop "$ndir/apiserver-host.pid"
 	rm -f "$ndir"/*.cmdline "$ndir"/*.environ "$ndir"/*.cwd
 	# Mounts under the node's folder (rootfs, netns, kubelet volumes),
 	# deepest first.
-	local m
 	while read -r m; do
 		umount "$m" 2>/dev/null || umount -l "$m"
 	done < <(awk -v d="$ndir/" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r)
@@ -800,6 +818,45 @@ down_node() {
 	done
 	[[ -d /var/log/containers ]] && find /var/log/containers -maxdepth 1 -lname "$ndir/*" -delete
 	rm -rf "$ndir/containerd/state" "$ndir/cni/networks"
+}
+
+# remove_host_folders removes the folders up recorded it made on the host
+# (host-folders.made), when nothing is left in them: /run/netns is ip
+# netns's mount of itself.
+remove_host_folders() {
+	[[ -f $dir/host-folders.made ]] || return 0
+	local f
+	while read -r f; do
+		[[ -d $f ]] || continue
+		find "$f" -mindepth 1 -depth -type d -empty -delete 2>/dev/null
+		[[ -z $(ls -A "$f") ]] || continue
+		if [[ $f == /run/netns ]] && mountpoint -q "$f"; then umount "$f"; fi
+		rmdir "$f"
+	done <"$dir/host-folders.made"
+	rm -f "$dir/host-folders.made"
+}
+
+# hosts_entries names the real nodes in /etc/hosts, as a cluster's DNS
+# would: kube-apiserver reaches a kubelet (logs, exec, port-forward) at the
+# node's first address of its --kubelet-preferred-address-types, which is
+# its Hostname, the node's name. Each line ends with the marker
+# hosts_entries_remove removes. The file is written in place (it may be a
+# mount).
+hosts_entries() {
+	local i entries=""
+	for ((i = 1; i <= REAL_NODES; i++)); do
+		use_node "$i"
+		entries+="$NODE_IP $node $HOSTS_MARK"$'\n'
+	done
+	hosts_entries_remove
+	printf '%s' "$entries" >>/etc/hosts
+}
+
+hosts_entries_remove() {
+	grep -q " $HOSTS_MARK\$" /etc/hosts || return 0
+	local kept
+	kept=$(grep -v " $HOSTS_MARK\$" /etc/hosts)
+	printf '%s\n' "$kept" >/etc/hosts
 }
 
 # kill_cgroup_processes kills, with SIGKILL, every process left in the
