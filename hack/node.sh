@@ -784,15 +784,12 @@ down_node() {
 	# processes are those left in the node's cgroups.
 	kill_cgroup_processes
 	# Shims outlive containerd by design; theirs are ours. Each keeps its
-	# socket in /run/containerd/s, and its address in its bundle: a shim
-	# killed leaves its socket.
+	# socket in /run/containerd/s, and its address in its bundle (address,
+	# bootstrap.json): a shim killed leaves its socket.
 	pkill -KILL -f "containerd-shim-runc-v2 .*-address $sock" 2>/dev/null
-	local address
-	for address in "$ndir"/containerd/state/io.containerd.runtime.v2.task/*/*/address; do
-		[[ -f $address ]] || continue
-		m=$(cat "$address")
-		m=${m#unix://}
-		[[ $m == /run/containerd/s/* ]] && rm -f "$m"
+	for m in $(find "$ndir/containerd/state" -maxdepth 4 -type f \( -name address -o -name bootstrap.json \) \
+		-exec grep -hoaE '/run/containerd/s/[0-9a-f]{64}' {} + 2>/dev/null | sort -u); do
+		rm -f "$m"
 	done
 	stop "$ndir/apiserver-node.pid"
 	stop "$ndir/apiserver-host.pid"
