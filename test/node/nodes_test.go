@@ -40,6 +40,7 @@ func TestSpreadAndLostNode(t *testing.T) {
 	needNodes(t, 2)
 	ns := newNamespace(t)
 	ps := appPodSet(ns, "web", 4, app("v1"))
+	ps.Spec.Template.Spec.NodeSelector = map[string]string{"podset.dev/real-node": "true"} // either real node
 	ps.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
 		MaxSkew:           1,
 		TopologyKey:       corev1.LabelHostname,
