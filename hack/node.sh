@@ -237,16 +237,20 @@ up() {
 		use_node "$i"
 		start_node "$kubeconfig"
 	done
+	# kube-proxy serves its health only once its node is registered: a
+	# node that does not join fails with its kubelet's log.
 	for ((i = 1; i <= REAL_NODES; i++)); do
 		use_node "$i"
 		wait_for 120 kubelet.log "${kubectl[@]}" wait --for=condition=Ready "node/$node" --timeout=1s
+		wait_for 60 kube-proxy.log "${in_node[@]}" curl -sf http://127.0.0.1:10256/healthz
 	done
 	trap - ERR
 	echo "$kubeconfig"
 }
 
 # start_node starts the current node (use_node): its network, containerd
-# with the test images, its kubelet and kube-proxy.
+# with the test images, its kubelet and kube-proxy; up waits until they
+# serve.
 start_node() {
 	local kubeconfig=$1
 	mkdir -p "$ndir"
@@ -557,7 +561,6 @@ YAML
 	# --v=4: each sync, its endpoints and how long it took, to line a failed
 	# request of the suites up with (about 150 kB a suite).
 	start kube-proxy "${in_node[@]}" "$CONTROLPLANE/kube-proxy" --config "$ndir/kube-proxy.yaml" --v=4
-	wait_for 60 kube-proxy.log "${in_node[@]}" curl -sf http://127.0.0.1:10256/healthz
 }
 
 # stop sends SIGTERM to the process of pid file $1 and waits for it, then
@@ -724,17 +727,19 @@ resume_paused() {
 down() {
 	set +e
 	resume_paused
-	local kubeconfig="$root/bin/kwok-work/$name.kubeconfig" i
+	local kubeconfig="$root/bin/kwok-work/$name.kubeconfig" i deletes=()
 	if [[ -f $kubeconfig ]]; then
 		# Pods go the kubelet's way first: their sandboxes' networks are
-		# torn down by containerd. Every node's at once.
+		# torn down by containerd. Every node's at once (waiting for those
+		# deletions only: up's trap runs down beside the nodes' processes).
 		for i in $(nodes); do
 			use_node "$i"
 			running "$ndir/kubelet.pid" || continue
 			"${kubectl[@]}" --kubeconfig "$kubeconfig" delete pods --all-namespaces --field-selector "spec.nodeName=$node" \
 				--grace-period=1 --wait=true --timeout=60s >/dev/null 2>&1 &
+			deletes+=($!)
 		done
-		wait
+		((${#deletes[@]} == 0)) || wait "${deletes[@]}"
 	fi
 	for i in $(nodes); do
 		use_node "$i"
