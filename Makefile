@@ -67,7 +67,17 @@ CONTAINERD_DIR := $(BIN)/containerd-$(CONTAINERD_VERSION)
 # pipe") and its crun 1.8.1 refuses containerd 2's OCI spec version.
 RUNC_VERSION := v1.4.0
 RUNC := $(BIN)/runc-$(RUNC_VERSION)/runc
-NODE_DEBS := containernetworking-plugins iptables conntrack openssl curl procps libseccomp-dev pkg-config
+# iproute2 (ip netns), util-linux (nsenter) and socat: the network
+# namespace of a second real node and its way to kube-apiserver.
+NODE_DEBS := containernetworking-plugins iptables conntrack openssl curl procps libseccomp-dev pkg-config iproute2 util-linux socat
+# REAL_NODES is how many real nodes node-up and test-node start (1 to 9):
+# node 1 in the host's network namespace, each other in its own
+# (hack/node.sh). NODES counts the kwok cluster's fake nodes.
+REAL_NODES ?= 1
+# make test (so CI) runs the real-node suite on two real nodes, unless
+# REAL_NODES is given: the second adds about 3 s to the node's start and
+# the test that needs it (TestSpreadAndLostNode) about a minute.
+TEST_REAL_NODES := $(if $(filter command line environment,$(origin REAL_NODES)),$(REAL_NODES),2)
 NODE_IMAGES := $(BIN)/node-images/images.tar
 KWOK_DIR := $(BIN)/kwok-$(KWOK_VERSION)
 # OpenKruise's kruise-manager, the benchmark's kruise contender (hack/kruise.sh).
@@ -232,7 +242,7 @@ test: ## Run every test layer: unit and envtest suites, the manifests' validatio
 	@if why=$$($(NODE_CHECK_HOST) 2>&1); then node=1; else node=; echo "test-node will be skipped: this machine cannot run the real node (see the end)"; fi; \
 	rc=0; \
 	$(PHASE) envtest-assets && \
-	$(PHASE) -j4 -k KWOK_LANE=1 SERIAL_BUILDS=1 NODE=$$node SUITE_NICE="nice -n 5" test-unit $${node:+$(TEST_NODE)} $(TEST_KWOK) $(TEST_LAST) || rc=$$?; \
+	$(PHASE) -j4 -k KWOK_LANE=1 SERIAL_BUILDS=1 NODE=$$node REAL_NODES=$(TEST_REAL_NODES) SUITE_NICE="nice -n 5" test-unit $${node:+$(TEST_NODE)} $(TEST_KWOK) $(TEST_LAST) || rc=$$?; \
 	$(STEP) summary; \
 	echo "each step's output: $(LAYER_LOGS)/"; \
 	if [[ -z $$node ]]; then \
@@ -318,7 +328,7 @@ test-e2e: controlplane $(KUSTOMIZE) $(HELM) ## Run the end-to-end suite (with th
 test-gitops: controlplane flux ## Run the GitOps suite: Flux's kustomize-controller applies, waits on, rolls, corrects and prunes a PodSet on a local kwok cluster.
 	@CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) FLUX_DIR=$(FLUX_DIR) $(SUITE_NICE) $(STEP) run test-gitops go test -tags gitops ./test/gitops/ -count=1 -v -timeout 20m $(TESTFLAGS)
 
-NODE_ENV = CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) CONTAINERD_DIR=$(CONTAINERD_DIR) RUNC=$(RUNC) NODE_IMAGES=$(NODE_IMAGES)
+NODE_ENV = CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) CONTAINERD_DIR=$(CONTAINERD_DIR) RUNC=$(RUNC) NODE_IMAGES=$(NODE_IMAGES) REAL_NODES=$(REAL_NODES)
 
 .PHONY: test-node
 test-node: node-host node-deps node-bins $(NODE_IMAGES) $(HELM) ## Run the real-node suite: a real kubelet, containerd and kube-proxy joined to a local kwok cluster, and the chart installing the operator's image there (needs root).
@@ -477,11 +487,11 @@ cluster-up: controlplane ## Start the local kwok cluster and print its kubeconfi
 	@go run ./hack/cluster $(CLUSTER_FLAGS) up
 
 .PHONY: node-up
-node-up: node-host node-deps node-bins $(NODE_IMAGES) ## Start a real node (kubelet, containerd, kube-proxy) joined to a local kwok cluster and print its kubeconfig (needs root).
+node-up: node-host node-deps node-bins $(NODE_IMAGES) ## Start REAL_NODES real nodes (default 1; each a kubelet, containerd, kube-proxy; each after the first in its own network namespace) joined to a local kwok cluster and print its kubeconfig (needs root).
 	@$(NODE_ENV) hack/node.sh up
 
 .PHONY: node-down
-node-down: ## Stop the real node and its cluster, and put back what it changed on the host.
+node-down: ## Stop every real node and their cluster, and put back what they changed on the host.
 	@$(NODE_ENV) hack/node.sh down
 
 .PHONY: cluster-down

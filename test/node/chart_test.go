@@ -87,7 +87,7 @@ func TestChartRunsTheImage(t *testing.T) {
 			// (a fresh install has no such conflict: test/e2e).
 			"admissionPolicies": map[string]any{"enabled": false},
 			"image":             map[string]any{"tag": image.tag, "digest": image.digest, "pullPolicy": "Never"},
-			"nodeSelector":      map[string]any{"podset.dev/real-node": "true"},
+			"nodeSelector":      map[string]any{"podset.dev/real-node": "true", corev1.LabelHostname: nodeName},
 			"tolerations":       []any{map[string]any{"key": "podset.dev/real-node", "operator": "Exists"}},
 			// The node's API server listens on 127.0.0.1 only, which the
 			// kubernetes Service cannot reach from a pod: the pods reach

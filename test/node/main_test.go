@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,6 +33,9 @@ var suite struct {
 	client                            client.Client
 	// images maps each test image reference to its manifest digest.
 	images map[string]string
+	// realNodes is how many real nodes hack/node.sh starts (REAL_NODES,
+	// default 1): node 1 is nodeName, node 2 secondNodeName.
+	realNodes int
 	// operatorDir holds the operator that startOperator runs, and
 	// stopOperator stops it with a signal, SIGTERM or SIGKILL (a test
 	// that installs its own operator stops it for a while:
@@ -40,8 +44,12 @@ var suite struct {
 	stopOperator func(syscall.Signal)
 }
 
-// nodeName is the real node's name (hack/node.sh).
-const nodeName = "podset-node"
+// nodeName is the first real node's name, secondNodeName the second's
+// (hack/node.sh; REAL_NODES=2).
+const (
+	nodeName       = "podset-node"
+	secondNodeName = "podset-node-2"
+)
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -59,6 +67,14 @@ func run(m *testing.M) int {
 	if len(missing) > 0 {
 		fmt.Fprintf(os.Stderr, "node: set %s; run the suite with `make test-node`\n", strings.Join(missing, ", "))
 		return 2
+	}
+	suite.realNodes = 1
+	if v := os.Getenv("REAL_NODES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fail(fmt.Errorf("REAL_NODES=%q: want how many real nodes to start, at least 1", v))
+		}
+		suite.realNodes = n
 	}
 	var err error
 	if suite.root, err = testenv.RepoRoot(); err != nil {
@@ -88,7 +104,10 @@ func run(m *testing.M) int {
 		return fail(err)
 	}
 	suite.kubeconfig = lastLine(out)
-	fmt.Printf("node: the real node is up in %v, kubeconfig %s\n", time.Since(start).Round(time.Millisecond), suite.kubeconfig)
+	fmt.Printf("node: %d real node(s) up in %v, kubeconfig %s\n", suite.realNodes, time.Since(start).Round(time.Millisecond), suite.kubeconfig)
+	if suite.realNodes < 2 {
+		fmt.Println("node: ONE real node: the tests that need two are SKIPPED (run make test-node REAL_NODES=2)")
+	}
 	if suite.client, err = testenv.NewClient(suite.kubeconfig); err != nil {
 		return fail(err)
 	}
