@@ -1,0 +1,223 @@
+//go:build node
+
+package node
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"os/exec"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// TestNodeDrainMovesPodsUnderTheirNames: on two real nodes, a PodSet of 4
+// pods spread over both (a topologySpreadConstraint on the hostname,
+// ScheduleAnyway) behind a Service, under the client load of
+// TestZeroDroppedRequests, with an app that has no preStop hook and
+// disruptionBudget maxUnavailable 1. An in-place image update, a
+// scale-down and a scale-up across both nodes fail no request. Then
+// `kubectl drain` of the second node
+// evicts its pods one by one; each comes back on the first node under its
+// name, no more than one pod is ever unavailable, and no request fails.
+// Then the first node is drained back onto the second with the operator
+// killed (SIGKILL) as the drain begins and started again 5 s later: the
+// same holds, and no pod is ever duplicated or named otherwise.
+//
+// It runs alone, before the parallel tests, as TestZeroDroppedRequests.
+func TestNodeDrainMovesPodsUnderTheirNames(t *testing.T) {
+	needNodes(t, 2)
+	ns := newNamespace(t)
+	ps := appPodSet(ns, "web", 4, app("v1"))
+	ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+	// A label of this test's own: kubectl drain evicts only its pods.
+	ps.Spec.Template.Labels["drain-test"] = ns
+	ps.Spec.Template.Spec.NodeSelector = map[string]string{"podset.dev/real-node": "true"} // either real node
+	ps.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+	}}
+	create(t, ps)
+	waitReady(t, ps)
+	on := nodesOf(t, ps)
+	t.Logf("pods by node: %v", on)
+	if len(on[nodeName]) == 0 || len(on[secondNodeName]) == 0 {
+		t.Fatalf("the PodSet's pods are not spread over both nodes: %v", on)
+	}
+	history := watchPodHistory(t, ns)
+	endpoints := watchEndpoints(t, ns, "web")
+	url := serve(t, ps)
+
+	// Zero-drop across both nodes: the operator's own stops first.
+	for _, step := range []struct {
+		what     string
+		versions []string
+		do       func()
+	}{
+		{"an in-place image update across both nodes", []string{"v1", "v2"}, func() { setImage(t, ps, app("v2")) }},
+		{"a scale-down 4 -> 2 across both nodes", []string{"v2"}, func() {
+			update(t, ps, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Replicas = ptr.To[int32](2) })
+		}},
+		{"a scale-up 2 -> 4 across both nodes", []string{"v2"}, func() {
+			update(t, ps, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Replicas = ptr.To[int32](4) })
+		}},
+	} {
+		t.Run(step.what, func(t *testing.T) {
+			endpoints.reset()
+			load := underLoad(t, ps, url, step.do)
+			t.Logf("%s: %d requests, rollout %v, %d failed, answers %v; pods by node after: %v", step.what, load.total, load.took.Round(time.Millisecond), len(load.failures), load.answers, nodesOf(t, ps))
+			if len(load.failures) > 0 {
+				t.Errorf("%d of %d requests failed during %s; first ones:\n%s", len(load.failures), load.total, step.what, load.firstFailures(endpoints))
+			}
+			load.checkOnly(t, step.versions...)
+		})
+	}
+
+	// Then node drains, as before a node's upgrade.
+	for _, step := range []struct {
+		what, drain, to string
+		killOperator    bool
+	}{
+		{"kubectl drain of the second node", secondNodeName, nodeName, false},
+		{"kubectl drain of the first node, the operator killed as it begins", nodeName, secondNodeName, true},
+	} {
+		t.Run(step.what, func(t *testing.T) {
+			kubectl(t, "uncordon", step.to)
+			moving := nodesOf(t, ps)[step.drain]
+			if len(moving) == 0 {
+				t.Errorf("no pod of the PodSet runs on %s before its drain: %v", step.drain, nodesOf(t, ps))
+			}
+			from := history.mark()
+			endpoints.reset()
+			load := underLoad(t, ps, url, func() {
+				drain := exec.CommandContext(t.Context(), suite.kubectl, "--kubeconfig", suite.kubeconfig, "drain", step.drain,
+					"--pod-selector", "drain-test="+ns, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=180s")
+				out := &lockedBuffer{}
+				drain.Stdout, drain.Stderr = out, out
+				if err := drain.Start(); err != nil {
+					t.Fatal(err)
+				}
+				if step.killOperator {
+					waitEvicted(t, history, from)
+					suite.stopOperator(syscall.SIGKILL)
+					suite.stopOperator = func(syscall.Signal) {}
+					time.Sleep(5 * time.Second)
+					stop, err := startOperator(suite.operatorDir, true)
+					if err != nil {
+						t.Fatalf("starting the operator again: %v", err)
+					}
+					suite.stopOperator = stop
+				}
+				if err := drain.Wait(); err != nil {
+					t.Fatalf("kubectl drain %s: %v\n%s", step.drain, err, out.String())
+				}
+				t.Logf("kubectl drain %s:\n%s", step.drain, out.String())
+			})
+			t.Cleanup(func() { _, _ = execKubectl("uncordon", step.drain) })
+			after := nodesOf(t, ps)
+			t.Logf("%s: %d requests, %v until Ready again, %d failed, answers %v; moved %v, pods by node after: %v",
+				step.what, load.total, load.took.Round(time.Millisecond), len(load.failures), load.answers, moving, after)
+			if len(load.failures) > 0 {
+				t.Errorf("%d of %d requests failed during %s; first ones:\n%s", len(load.failures), load.total, step.what, load.firstFailures(endpoints))
+			}
+			load.checkOnly(t, "v2")
+			if len(after[step.drain]) > 0 || !slices.Equal(after[step.to], []string{"web-0", "web-1", "web-2", "web-3"}) {
+				t.Errorf("after the drain, pods by node: %v; want web-0 to web-3 on %s", after, step.to)
+			}
+			if worst := mostUnavailable(history.since(0), from, 4); worst > 1 {
+				t.Errorf("%d pods were unavailable at once, want at most the budget's 1", worst)
+			}
+			for _, e := range history.since(from) {
+				if !slices.Contains([]string{"web-0", "web-1", "web-2", "web-3"}, e.name) {
+					t.Errorf("pod %s appeared, want only web-0 to web-3", e.name)
+				}
+			}
+		})
+	}
+}
+
+// nodesOf lists the PodSet's pods by the node they run on.
+func nodesOf(t *testing.T, ps *podsetv1alpha1.PodSet) map[string][]string {
+	t.Helper()
+	on := map[string][]string{}
+	for _, name := range slices.Sorted(maps.Keys(pods(t, ps))) {
+		p := pods(t, ps)[name]
+		on[p.Spec.NodeName] = append(on[p.Spec.NodeName], name)
+	}
+	return on
+}
+
+// waitEvicted waits until a pod has been deleted since event from.
+func waitEvicted(t *testing.T, h *podHistory, from int) {
+	t.Helper()
+	eventually(t, "a pod is evicted", func(context.Context) error {
+		for _, e := range h.since(from) {
+			if e.terminating || e.deleted {
+				return nil
+			}
+		}
+		return errors.New("no pod deleted yet")
+	})
+}
+
+// mostUnavailable is the most pods of replicas that the events from
+// index from on show unavailable at once: not there, terminating, or not
+// Ready (the events before say where each pod stood).
+func mostUnavailable(events []podEvent, from, replicas int) int {
+	type state struct {
+		uid       string
+		available bool
+	}
+	live := map[string]state{}
+	worst := 0
+	for i, e := range events {
+		switch {
+		case e.deleted:
+			if live[e.name].uid == e.uid {
+				delete(live, e.name)
+			}
+		default:
+			live[e.name] = state{uid: e.uid, available: !e.terminating && e.ready == corev1.ConditionTrue}
+		}
+		available := 0
+		for _, s := range live {
+			if s.available {
+				available++
+			}
+		}
+		if i >= from {
+			worst = max(worst, replicas-available)
+		}
+	}
+	return worst
+}
+
+// lockedBuffer is an output buffer a command writes to while the test
+// may read it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
