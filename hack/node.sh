@@ -189,6 +189,21 @@ start() {
 	echo $! >"$ndir/$what.pid"
 }
 
+# log_end prints the end of log $1: its last 30 distinct messages, each
+# once, where it last appeared (a klog line's message is the line without
+# its severity, time and thread), so that a message repeated ten times a
+# second does not hide the one that says what failed.
+log_end() {
+	tail -n 3000 "$1" 2>/dev/null | awk '
+		{
+			key[NR] = $0
+			if ($0 ~ /^[IWEF][0-9][0-9][0-9][0-9] [0-9:.]+ +[0-9]+ /) sub(/^[IWEF][0-9]+ [0-9:.]+ +[0-9]+ [^ ]+ /, "", key[NR])
+			last[key[NR]] = NR
+			line[NR] = $0
+		}
+		END { for (i = 1; i <= NR; i++) if (last[key[i]] == i) print line[i] }' | tail -n 30
+}
+
 # wait_for runs a command until it succeeds, for up to $1 seconds; on
 # failure, or at once when the process of log $2 (started by start) has
 # exited, it prints the end of that log and fails.
@@ -200,13 +215,13 @@ wait_for() {
 		if "$@" >/dev/null 2>&1; then return 0; fi
 		if [[ -f $pidfile ]] && ! running "$pidfile"; then
 			echo "hack/node.sh: $node: ${log%.log} exited; $ndir/$log ends:" >&2
-			tail -n 30 "$ndir/$log" >&2 || true
+			log_end "$ndir/$log" >&2
 			return 1
 		fi
 		sleep 0.25
 	done
-	echo "hack/node.sh: $node: timed out after ${seconds}s waiting for: $*; $ndir/$log ends:" >&2
-	tail -n 30 "$ndir/$log" >&2 || true
+	echo "hack/node.sh: $node: timed out after ${seconds}s waiting for: $*; $ndir/$log ends (each message once):" >&2
+	log_end "$ndir/$log" >&2
 	return 1
 }
 
