@@ -15,8 +15,8 @@
 # 10.244.255.x/30) to eth0 inside, the node's bridge and InternalIP
 # 10.244.(i-1).1 inside, pods in 10.244.(i-1).0/24, and a host route to
 # that range through the veth, so that the host and node 1's pods reach
-# its pods and its kubelet (kube-apiserver's logs and exec) and its pods
-# reach node 1's through the host. Its kubelet and kube-proxy reach
+# its pods and its kubelet (kube-apiserver, at its InternalIP) and its
+# pods reach node 1's through the host. Its kubelet and kube-proxy reach
 # kube-apiserver, which binds the host's 127.0.0.1, through a pair of
 # socat forwarders joined by a unix socket, each bound to its own
 # namespace's loopback. It shares the host's mount and PID namespaces and
@@ -64,8 +64,6 @@ REAL_NODES=${REAL_NODES:-1}
 # mounts behind on down. $dir is node 1's folder, and holds what the run
 # saves for all nodes (the host's sysctls).
 dir=$(realpath -m "$root/bin/node/$name")
-# The end of the lines this script adds to /etc/hosts.
-HOSTS_MARK="# podset hack/node.sh $name"
 # The pod range of all nodes (kube-proxy's clusterCIDR).
 CLUSTER_CIDR=10.244.0.0/16
 kubectl=("${CONTROLPLANE:-}/kubectl")
@@ -189,6 +187,21 @@ start() {
 	echo $! >"$ndir/$what.pid"
 }
 
+# log_end prints the end of log $1: its last 30 distinct messages, each
+# once, where it last appeared (a klog line's message is the line without
+# its severity, time and thread), so that a message repeated ten times a
+# second does not hide the one that says what failed.
+log_end() {
+	tail -n 3000 "$1" 2>/dev/null | awk '
+		{
+			key[NR] = $0
+			if ($0 ~ /^[IWEF][0-9][0-9][0-9][0-9] [0-9:.]+ +[0-9]+ /) sub(/^[IWEF][0-9]+ [0-9:.]+ +[0-9]+ [^ ]+ /, "", key[NR])
+			last[key[NR]] = NR
+			line[NR] = $0
+		}
+		END { for (i = 1; i <= NR; i++) if (last[key[i]] == i) print line[i] }' | tail -n 30
+}
+
 # wait_for runs a command until it succeeds, for up to $1 seconds; on
 # failure, or at once when the process of log $2 (started by start) has
 # exited, it prints the end of that log and fails.
@@ -200,13 +213,13 @@ wait_for() {
 		if "$@" >/dev/null 2>&1; then return 0; fi
 		if [[ -f $pidfile ]] && ! running "$pidfile"; then
 			echo "hack/node.sh: $node: ${log%.log} exited; $ndir/$log ends:" >&2
-			tail -n 30 "$ndir/$log" >&2 || true
+			log_end "$ndir/$log" >&2
 			return 1
 		fi
 		sleep 0.25
 	done
-	echo "hack/node.sh: $node: timed out after ${seconds}s waiting for: $*; $ndir/$log ends:" >&2
-	tail -n 30 "$ndir/$log" >&2 || true
+	echo "hack/node.sh: $node: timed out after ${seconds}s waiting for: $*; $ndir/$log ends (each message once):" >&2
+	log_end "$ndir/$log" >&2
 	return 1
 }
 
@@ -232,7 +245,6 @@ up() {
 	for made in /var/log/containers /run/containerd /run/netns; do
 		[[ -d $made ]] || echo "$made" >>"$dir/host-folders.made"
 	done
-	hosts_entries
 	for ((i = 1; i <= REAL_NODES; i++)); do
 		use_node "$i"
 		start_node "$kubeconfig"
@@ -749,7 +761,6 @@ down() {
 		fi
 	done
 	restore_sysctls
-	hosts_entries_remove
 	remove_host_folders
 	if [[ ${KEEP_CLUSTER:-false} != true ]]; then
 		go -C "$root" run ./hack/cluster -kwok "${KWOK_DIR:-}" -name "$name" down >/dev/null 2>&1
@@ -836,29 +847,6 @@ remove_host_folders() {
 		rmdir "$f"
 	done <"$dir/host-folders.made"
 	rm -f "$dir/host-folders.made"
-}
-
-# hosts_entries names the real nodes in /etc/hosts, as a cluster's DNS
-# would: kube-apiserver reaches a kubelet (logs, exec, port-forward) at the
-# node's first address of its --kubelet-preferred-address-types, which is
-# its Hostname, the node's name. Each line ends with the marker
-# hosts_entries_remove removes. The file is written in place (it may be a
-# mount).
-hosts_entries() {
-	local i entries=""
-	for ((i = 1; i <= REAL_NODES; i++)); do
-		use_node "$i"
-		entries+="$NODE_IP $node $HOSTS_MARK"$'\n'
-	done
-	hosts_entries_remove
-	printf '%s' "$entries" >>/etc/hosts
-}
-
-hosts_entries_remove() {
-	grep -q " $HOSTS_MARK\$" /etc/hosts || return 0
-	local kept
-	kept=$(grep -v " $HOSTS_MARK\$" /etc/hosts)
-	printf '%s\n' "$kept" >/etc/hosts
 }
 
 # kill_cgroup_processes kills, with SIGKILL, every process left in the
