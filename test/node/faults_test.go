@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -102,15 +101,7 @@ func TestFaultsMidRollout(t *testing.T) {
 	faults := []fault{
 		{"the kubelet stopped for 20 s", func(t *testing.T) { pauseComponent(t, "kubelet", 20*time.Second) }, true, false},
 		{"containerd stopped for 10 s", func(t *testing.T) { pauseComponent(t, "containerd", 10*time.Second) }, true, false},
-		{"the operator killed", func(t *testing.T) {
-			suite.stopOperator(syscall.SIGKILL)
-			suite.stopOperator = func(syscall.Signal) {}
-			stop, err := startOperator(suite.operatorDir, true)
-			if err != nil {
-				t.Fatalf("starting the operator again: %v", err)
-			}
-			suite.stopOperator = stop
-		}, false, false},
+		{"the operator killed", func(t *testing.T) { killOperator(t, nil) }, false, false},
 		{"kube-apiserver stopped for 10 s", func(t *testing.T) { pauseComponent(t, "kube-apiserver", 10*time.Second) }, false, true},
 	}
 	image := "v1"

@@ -109,14 +109,7 @@ func TestNodeDrainMovesPodsUnderTheirNames(t *testing.T) {
 				}
 				if step.killOperator {
 					waitEvicted(t, history, from)
-					suite.stopOperator(syscall.SIGKILL)
-					suite.stopOperator = func(syscall.Signal) {}
-					time.Sleep(5 * time.Second)
-					stop, err := startOperator(suite.operatorDir, true)
-					if err != nil {
-						t.Fatalf("starting the operator again: %v", err)
-					}
-					suite.stopOperator = stop
+					killOperator(t, func() { time.Sleep(5 * time.Second) })
 				}
 				if err := drain.Wait(); err != nil {
 					t.Fatalf("kubectl drain %s: %v\n%s", step.drain, err, out.String())

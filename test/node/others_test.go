@@ -74,14 +74,7 @@ func TestStopsByOthersAreDrained(t *testing.T) {
 			kubectl(t, "delete", "pod", "-n", ns, "web-1")
 		}},
 		{"kubectl delete pod while the operator is down", func(t *testing.T) {
-			suite.stopOperator(syscall.SIGKILL)
-			suite.stopOperator = func(syscall.Signal) {}
-			kubectl(t, "delete", "pod", "-n", ns, "web-0")
-			stop, err := startOperator(suite.operatorDir, true)
-			if err != nil {
-				t.Fatalf("restarting the operator: %v", err)
-			}
-			suite.stopOperator = stop
+			killOperator(t, func() { kubectl(t, "delete", "pod", "-n", ns, "web-0") })
 		}},
 	} {
 		t.Run(step.what, func(t *testing.T) {
@@ -132,4 +125,20 @@ func evict(t *testing.T, ns, name string) (refused int) {
 		return errors.New("still there")
 	})
 	return refused
+}
+
+// killOperator kills the suite's operator (SIGKILL), runs meanwhile while
+// it is down, and starts it again.
+func killOperator(t *testing.T, meanwhile func()) {
+	t.Helper()
+	suite.stopOperator(syscall.SIGKILL)
+	suite.stopOperator = func(syscall.Signal) {}
+	if meanwhile != nil {
+		meanwhile()
+	}
+	stop, err := startOperator(suite.operatorDir, true)
+	if err != nil {
+		t.Fatalf("starting the operator again: %v", err)
+	}
+	suite.stopOperator = stop
 }
