@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
