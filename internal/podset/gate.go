@@ -92,9 +92,6 @@ func drainFor(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, seen, now time.Time, e
 				return draining, left
 			}
 		}
-		if preStop {
-			return stopNow, 0
-		}
 		if ep.Listed {
 			// Still in the slices kube-proxy programs. Their controller
 			// is waited for endpointsSilence from when the operator saw
@@ -108,6 +105,11 @@ func drainFor(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, seen, now time.Time, e
 			if left := from.Add(endpointsSilence).Sub(now); left > 0 {
 				return draining, left
 			}
+		}
+		if preStop {
+			// The hooks hold the containers for the drain once they are
+			// told to stop: out of the slices, nothing more to wait for.
+			return stopNow, 0
 		}
 		if left := max(drainLeft(ps, pod, seen, now), ep.drainLeft(ps, now)); left > 0 {
 			return draining, left

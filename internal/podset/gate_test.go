@@ -363,6 +363,12 @@ func TestDrainForLeavesTheDrainToPreStopHooks(t *testing.T) {
 	if stage, wait := drainFor(ps, &justConfirmed, now, now, EndpointState{}, allPreStop(ps, &justConfirmed, []string{"app"}), false); stage != stopNow {
 		t.Errorf("restart in place, the kubelet reports it not Ready: %v (wait %v), want stopNow: the hook drains", stage, wait)
 	}
+	// Still listed as ready by the slices (a kube-controller-manager down
+	// after an API server outage): the restart waits for them, or the
+	// hook would run while kube-proxy still sends it connections.
+	if stage, wait := drainFor(ps, &justConfirmed, now, now, EndpointState{Listed: true}, allPreStop(ps, &justConfirmed, []string{"app"}), false); stage != draining || wait != endpointsSilence {
+		t.Errorf("restart in place, the kubelet reports it not Ready, the slices still list it: %v (wait %v), want draining %v", stage, wait, endpointsSilence)
+	}
 	// A sleep shorter than the drain (the operator's, made before
 	// drainSeconds grew, or an app's own) does not hold the pod for it:
 	// the operator drains it first.
@@ -415,9 +421,15 @@ func TestDrainWaitsForTheEndpointSlices(t *testing.T) {
 	if stage, wait := drainFor(ps, &pod, time.Time{}, now, EndpointState{Listed: true}, false, true); stage != stopNow {
 		t.Errorf("never seen, listed, not Ready for a minute: drainFor() = %v, %v; want stopNow", stage, wait)
 	}
-	// A pod whose containers all have a preStop hook is deleted at once:
-	// the hook is its drain.
-	if stage, _ := drainFor(ps, &pod, seen, now, EndpointState{Listed: true}, true, true); stage != stopNow {
-		t.Errorf("preStop: drainFor() = %v; want stopNow", stage)
+	// A pod whose containers all have a preStop hook that holds the
+	// drain, its gate closed, waits for the slices too (the hook runs
+	// once it is told to stop, and must not run while kube-proxy still
+	// routes to it), then stops without the drain's wait: the hook is
+	// its drain.
+	if stage, _ := drainFor(ps, &pod, seen, now, EndpointState{Listed: true}, true, true); stage != draining {
+		t.Errorf("preStop, still listed: drainFor() = %v; want draining", stage)
+	}
+	if stage, _ := drainFor(ps, &pod, seen, now, EndpointState{Left: now}, true, true); stage != stopNow {
+		t.Errorf("preStop, dropped now: drainFor() = %v; want stopNow", stage)
 	}
 }

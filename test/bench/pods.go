@@ -99,6 +99,12 @@ func imageTemplate(set string) corev1.PodTemplateSpec {
 // opens, or Recreate.
 func newPodSet(ns, name string, replicas int32, maxUnavailable string, podUpdatePolicy podsetv1alpha1.PodUpdatePolicy) *podsetv1alpha1.PodSet {
 	ps := testenv.MakePodSet(ns, name).Replicas(replicas).Template(template(name, 1)).Obj()
+	// The template's grace period is 0 (kwok deletes its pods at once),
+	// which leaves no time for a drain hook: admission refuses a
+	// drainSeconds above it. kwok runs no hook and no Service selects the
+	// pods, so a drain would measure only waiting; the gated limit waits
+	// as long (none).
+	ps.Spec.DrainSeconds = ptr.To[int32](0)
 	ps.Spec.UpdateStrategy.PodUpdatePolicy = podUpdatePolicy
 	if maxUnavailable != "" {
 		ps.Spec.UpdateStrategy = podsetv1alpha1.PodSetUpdateStrategy{
