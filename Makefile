@@ -331,7 +331,7 @@ test-gitops: controlplane flux ## Run the GitOps suite: Flux's kustomize-control
 NODE_ENV = CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) CONTAINERD_DIR=$(CONTAINERD_DIR) RUNC=$(RUNC) NODE_IMAGES=$(NODE_IMAGES) REAL_NODES=$(REAL_NODES)
 
 .PHONY: test-node
-test-node: node-host node-deps node-bins $(NODE_IMAGES) $(HELM) ## Run the real-node suite: a real kubelet, containerd and kube-proxy joined to a local kwok cluster, and the chart installing the operator's image there (needs root).
+test-node: node-host node-deps node-bins $(NODE_IMAGES) $(HELM) ## Run the real-node suite: REAL_NODES real kubelets, containerds and kube-proxies (default 1; make test runs 2) joined to a local kwok cluster, and the chart installing the operator's image there (needs root).
 	@$(NODE_ENV) hack/node.sh check
 	@# The suite stops the node itself; a timeout kills it before it can,
 	@# so the node is stopped here too, whatever the suite did.
