@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"net/http/httptrace"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,7 +37,8 @@ const lostNodeTimeout = 3 * time.Minute
 // once kube-controller-manager marks the node lost, node 2's pods come
 // back on node 1 under their names, node 1's keep running, and the
 // Service answers from the new pods. The client's failed requests are
-// counted; none may fail once the replacements are Ready.
+// counted; none may fail once the replacements are Ready. The old copies
+// run on node 2 until it is back, and its kubelet then stops them.
 func TestSpreadAndLostNode(t *testing.T) {
 	needNodes(t, 2)
 	ns := newNamespace(t)
@@ -71,7 +74,12 @@ func TestSpreadAndLostNode(t *testing.T) {
 	} else {
 		t.Log(strings.TrimSpace(out))
 	}
-	t.Cleanup(func() { reviveNode(t, 2, secondNodeName) })
+	revived := false
+	t.Cleanup(func() {
+		if !revived {
+			reviveNode(t, 2, secondNodeName)
+		}
+	})
 
 	lostAt := waitNodeLost(t, secondNodeName)
 	t.Logf("%s lost %v after its kubelet and containerd were killed", secondNodeName, lostAt.Sub(killedAt).Round(time.Millisecond))
@@ -118,6 +126,49 @@ func TestSpreadAndLostNode(t *testing.T) {
 	if got := cur.Status.LostNodeReplacements; int(got) != len(moved) {
 		t.Errorf("status.lostNodeReplacements is %d, want %d (the pods of %s)", got, len(moved), secondNodeName)
 	}
+
+	// Until node 2 is back, the old copies of its pods run on there,
+	// unwatched (docs/usage.md); back, its kubelet stops them.
+	var oldUIDs []string
+	for _, name := range moved {
+		oldUIDs = append(oldUIDs, before[name].uid)
+	}
+	if n := podProcesses(secondNodeName, oldUIDs); n == 0 {
+		t.Errorf("no process of the old copies of %v runs on %s before it is back", moved, secondNodeName)
+	} else {
+		t.Logf("%d processes of the old copies of %v run on %s before it is back", n, moved, secondNodeName)
+	}
+	revivedAt := time.Now()
+	revived = true
+	reviveNode(t, 2, secondNodeName)
+	eventually(t, "the old copies on "+secondNodeName+" stop", func(context.Context) error {
+		if n := podProcesses(secondNodeName, oldUIDs); n > 0 {
+			return fmt.Errorf("%d processes of the old copies still run on %s", n, secondNodeName)
+		}
+		return nil
+	})
+	t.Logf("the old copies on %s stopped %v after its kubelet and containerd were started again",
+		secondNodeName, time.Since(revivedAt).Round(time.Millisecond))
+}
+
+// podProcesses counts the processes of the pods of uids on a real node:
+// those in the pods' cgroups, under the node's cgroup root (hack/node.sh
+// names it after the node), in cgroup v1's pids hierarchy or in v2's.
+func podProcesses(node string, uids []string) int {
+	n := 0
+	for _, uid := range uids {
+		for _, root := range []string{"/sys/fs/cgroup/pids/" + node, "/sys/fs/cgroup/" + node} {
+			for _, pattern := range []string{"/kubepods/pod" + uid + "/*/cgroup.procs", "/kubepods/*/pod" + uid + "/*/cgroup.procs"} {
+				files, _ := filepath.Glob(root + pattern)
+				for _, f := range files {
+					if procs, err := os.ReadFile(f); err == nil {
+						n += len(strings.Fields(string(procs)))
+					}
+				}
+			}
+		}
+	}
+	return n
 }
 
 // waitNodeLost waits until kube-controller-manager marks the node lost
