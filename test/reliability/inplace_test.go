@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"k8s.io/utils/ptr"
+
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
@@ -25,13 +27,23 @@ func TestRestartMidInPlaceUpdateFinishesIt(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "rel-", nil)
 	first := startOperator(t, ns, operatorOptions{})
 	slow := kubelet(t, ns)
-	ps := testenv.MakePodSet(ns, "web").Replicas(3).Create(t, env.Client)
+	// Pods whose drain hook sleeps 1 s of the 3 s drain the update asks
+	// for: the operator drains them itself, so the restart comes while
+	// the update is in flight, between the gate and the new image (a pod
+	// whose hook holds the whole drain gets its image as soon as its
+	// kubelet reports it not Ready).
+	ps := testenv.MakePodSet(ns, "web").Replicas(3).Mutate(func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.DrainSeconds = ptr.To[int32](1)
+	}).Create(t, env.Client)
 	key := types.NamespacedName{Namespace: ns, Name: ps.Name}
 	converged(t, ns)
 	before := podUIDs(t, ns)
 
 	slow.Store(true)
-	update(t, key, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Containers[0].Image = "busybox:1.37" })
+	update(t, key, func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.DrainSeconds = ptr.To[int32](3)
+		ps.Spec.Template.Spec.Containers[0].Image = "busybox:1.37"
+	})
 	eventually(t, "a pod taken out of Ready for the update", func(context.Context) error {
 		for _, p := range livePods(t, ns) {
 			if gate(&p) == corev1.ConditionFalse {
