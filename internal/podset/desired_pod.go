@@ -138,8 +138,13 @@ func addDrainHook(c *corev1ac.ContainerApplyConfiguration, seconds int64) {
 		c.WithLifecycle(corev1ac.Lifecycle())
 	}
 	if c.Lifecycle.PreStop == nil {
-		c.Lifecycle.WithPreStop(corev1ac.LifecycleHandler().WithSleep(corev1ac.SleepAction().WithSeconds(seconds)))
+		c.Lifecycle.WithPreStop(sleepHook(seconds))
 	}
+}
+
+// sleepHook is a preStop handler that sleeps seconds.
+func sleepHook(seconds int64) *corev1ac.LifecycleHandlerApplyConfiguration {
+	return corev1ac.LifecycleHandler().WithSleep(corev1ac.SleepAction().WithSeconds(seconds))
 }
 
 // ControllerReference is the owner reference of everything a PodSet
@@ -229,7 +234,7 @@ func keepDrainHooks(apply []corev1ac.ContainerApplyConfiguration, tmpl, running 
 		c.Lifecycle.PreStop = nil
 		if j := slices.IndexFunc(running, func(r corev1.Container) bool { return r.Name == name }); j >= 0 {
 			if l := running[j].Lifecycle; l != nil && l.PreStop != nil && l.PreStop.Sleep != nil {
-				c.Lifecycle.WithPreStop(corev1ac.LifecycleHandler().WithSleep(corev1ac.SleepAction().WithSeconds(l.PreStop.Sleep.Seconds)))
+				c.Lifecycle.WithPreStop(sleepHook(l.PreStop.Sleep.Seconds))
 			}
 		}
 		if c.Lifecycle.PreStop == nil && c.Lifecycle.PostStart == nil && c.Lifecycle.StopSignal == nil {

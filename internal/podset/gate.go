@@ -45,8 +45,10 @@ import (
 // operator's own sleep of spec.drainSeconds (addDrainHooks), which every
 // pod it makes carries so that a stop by anyone else is drained too, or
 // the app's own hook. A pod restarted in place with such hooks goes
-// through steps 1, 2 and 5: the kubelet's not-Ready ends the operator's
-// part, and the hook holds the containers for the drain. Everything a
+// through steps 1, 2, 3 and 5: once the kubelet reports it not Ready and
+// the slices have dropped it, the hook holds the containers for the drain
+// (the slices' wait keeps a restart from beginning while a
+// kube-controller-manager that is down still lists the pod). Everything a
 // pass needs is on the pod, so an operator restarted mid-drain resumes it
 // where it was.
 
