@@ -335,7 +335,9 @@ test-node: node-host node-deps node-bins $(NODE_IMAGES) $(HELM) ## Run the real-
 	@$(NODE_ENV) hack/node.sh check
 	@# The suite stops the node itself; a timeout kills it before it can,
 	@# so the node is stopped here too, whatever the suite did.
-	@rc=0; $(NODE_ENV) HELM=$(HELM) $(STEP) run test-node go test -tags node ./test/node/ -count=1 -v -timeout 30m $(TESTFLAGS) || rc=$$?; \
+	@# -parallel 8: the parallel tests mostly wait (on the kubelet, on a
+	@# lost node), so they all run at once, not GOMAXPROCS (2 here) at a time.
+	@rc=0; $(NODE_ENV) HELM=$(HELM) $(STEP) run test-node go test -tags node ./test/node/ -count=1 -v -parallel 8 -timeout 30m $(TESTFLAGS) || rc=$$?; \
 	$(NODE_ENV) hack/node.sh down; exit $$rc
 
 .PHONY: bench

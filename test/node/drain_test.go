@@ -273,6 +273,9 @@ func (l load) checkOnly(t *testing.T, versions ...string) {
 // During a restart in place, no pod goes back into endpoints before its
 // restart: each leaves them once.
 //
+// The pods spread over the real nodes: with two (make test), each node
+// runs half, and every stop is also one across nodes.
+//
 // It runs alone, before the parallel tests: the others' load on the node
 // (two cores here) would make the dataplane's lag a property of the test
 // run rather than of the rollout.
@@ -280,8 +283,10 @@ func TestZeroDroppedRequests(t *testing.T) {
 	ns := newNamespace(t)
 	ps := appPodSet(ns, "web", 4, app("v1"))
 	ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: ptr.To(intstr.FromInt32(2))}
+	spreadOverRealNodes(ps)
 	create(t, ps)
 	waitReady(t, ps)
+	checkSpread(t, ps)
 	endpoints := watchEndpoints(t, ns, "web")
 	url := serve(t, ps)
 	drain := time.Duration(podsetv1alpha1.DefaultDrainSeconds) * time.Second
@@ -322,7 +327,7 @@ func TestZeroDroppedRequests(t *testing.T) {
 			endpoints.reset()
 			specs := watchSpecs(t, ns)
 			load := underLoad(t, ps, url, step.do)
-			t.Logf("%s: %d requests, rollout %v, %d failed, answers %v", step.what, load.total, load.took.Round(time.Millisecond), len(load.failures), load.answers)
+			t.Logf("%s: %d requests, rollout %v, %d failed, answers %v; pods by node after: %v", step.what, load.total, load.took.Round(time.Millisecond), len(load.failures), load.answers, nodesOf(t, ps))
 			if len(load.failures) > 0 {
 				t.Errorf("%d of %d requests failed during %s; first ones:\n%s", len(load.failures), load.total, step.what, load.firstFailures(endpoints))
 			}

@@ -118,6 +118,30 @@ func appPodSet(ns, name string, replicas int32, image string) *podsetv1alpha1.Po
 	}
 }
 
+// spreadOverRealNodes lets ps's pods run on any real node, spread over
+// their hostnames (maxSkew 1, ScheduleAnyway): on one real node they all
+// run there, on two each node runs half.
+func spreadOverRealNodes(ps *podsetv1alpha1.PodSet) {
+	spec := &ps.Spec.Template.Spec
+	spec.NodeSelector = map[string]string{"podset.dev/real-node": "true"}
+	spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": ps.Spec.Template.Labels["app"]}},
+	}}
+}
+
+// checkSpread fails unless ps's pods run on both real nodes, when the
+// suite runs two, and returns them by node.
+func checkSpread(t *testing.T, ps *podsetv1alpha1.PodSet) map[string][]string {
+	t.Helper()
+	on := nodesOf(t, ps)
+	t.Logf("pods by node: %v", on)
+	if suite.realNodes >= 2 && (len(on[nodeName]) == 0 || len(on[secondNodeName]) == 0) {
+		t.Fatalf("the PodSet's pods are not spread over both real nodes: %v", on)
+	}
+	return on
+}
+
 // startApp makes a PodSet of replicas pods of the test app v1 in a new
 // namespace, waits until it is Ready, and returns it with its pods'
 // identities and restart counts.

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -39,30 +38,22 @@ const lostNodeTimeout = 3 * time.Minute
 // Service answers from the new pods. The client's failed requests are
 // counted; none may fail once the replacements are Ready. The old copies
 // run on node 2 until it is back, and its kubelet then stops them.
+//
+// It runs with the parallel tests, whose pods all run on node 1
+// (appPodSet): most of it is the wait for kube-controller-manager to mark
+// node 2 lost.
 func TestSpreadAndLostNode(t *testing.T) {
 	needNodes(t, 2)
+	t.Parallel()
 	ns := newNamespace(t)
 	ps := appPodSet(ns, "web", 4, app("v1"))
-	ps.Spec.Template.Spec.NodeSelector = map[string]string{"podset.dev/real-node": "true"} // either real node
-	ps.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
-		MaxSkew:           1,
-		TopologyKey:       corev1.LabelHostname,
-		WhenUnsatisfiable: corev1.ScheduleAnyway,
-		LabelSelector:     &metav1.LabelSelector{MatchLabels: ps.Spec.Template.Labels},
-	}}
+	spreadOverRealNodes(ps)
 	ps.Spec.LostNodeReplacement = &podsetv1alpha1.LostNodeReplacement{AfterSeconds: ptr.To[int32](0)}
 	create(t, ps)
 	waitReady(t, ps)
 
 	before := identities(t, ps)
-	onNode := map[string][]string{}
-	for name, id := range before {
-		onNode[id.node] = append(onNode[id.node], name)
-	}
-	t.Logf("pods by node: %v", onNode)
-	if len(onNode[nodeName]) == 0 || len(onNode[secondNodeName]) == 0 {
-		t.Fatalf("the pods do not spread over both real nodes: %v", onNode)
-	}
+	onNode := checkSpread(t, ps)
 	url := serve(t, ps)
 	checkEveryPodAnswers(t, ps, url)
 
