@@ -9,9 +9,7 @@ import (
 	"slices"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,7 +31,9 @@ func TestServiceNamePublishesEachPodsHostname(t *testing.T) {
 
 	ns := newNamespace(t, "podset-dns-", nil)
 	for _, svc := range []string{"web-dns", "web-peers"} {
-		createHeadlessService(t, ns, svc, "web")
+		if err := suite.client.Create(t.Context(), testenv.HeadlessService(ns, svc, "web")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ps := testenv.MakePodSet(ns, "web").Replicas(3).MaxUnavailable(3).Mutate(func(ps *podsetv1alpha1.PodSet) {
 		ps.Spec.ServiceName = "web-dns"
@@ -70,23 +70,6 @@ func TestServiceNamePublishesEachPodsHostname(t *testing.T) {
 	})
 	waitForPodSet(t, ps, 3)
 	waitForHostnames(t, ns, "web-peers", names)
-}
-
-// createHeadlessService creates a headless Service selecting the pods of
-// PodSet podSet.
-func createHeadlessService(t *testing.T, ns, name, podSet string) {
-	t.Helper()
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.ServiceSpec{
-			ClusterIP: corev1.ClusterIPNone,
-			Selector:  map[string]string{podsetv1alpha1.NameLabel: podSet},
-			Ports:     []corev1.ServicePort{{Name: "http", Port: 8080}},
-		},
-	}
-	if err := suite.client.Create(t.Context(), svc); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // waitForHostnames waits until the EndpointSlices of Service svc list

@@ -37,29 +37,18 @@ func wantIdentity(t *testing.T, ns, subdomain string) {
 func watchUnavailable(t *testing.T, ns string, names ...string) func() int {
 	var mu sync.Mutex
 	most := 0
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(10 * time.Millisecond):
+	stop := repeat(t, 10*time.Millisecond, func() {
+		live := pods(t, ns)
+		down := 0
+		for _, n := range names {
+			if p, ok := live[n]; !ok || p.DeletionTimestamp != nil || !testenv.PodReady(&p) {
+				down++
 			}
-			live := pods(t, ns)
-			down := 0
-			for _, n := range names {
-				if p, ok := live[n]; !ok || p.DeletionTimestamp != nil || !testenv.PodReady(&p) {
-					down++
-				}
-			}
-			mu.Lock()
-			most = max(most, down)
-			mu.Unlock()
 		}
-	}()
-	stop := sync.OnceFunc(func() { close(done); <-stopped })
-	t.Cleanup(stop)
+		mu.Lock()
+		most = max(most, down)
+		mu.Unlock()
+	})
 	return func() int {
 		stop()
 		mu.Lock()

@@ -14,9 +14,9 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // clusterDNS asks the cluster's DNS, CoreDNS built from its Go module
@@ -32,23 +32,6 @@ func needDNS(t *testing.T) {
 	t.Helper()
 	if os.Getenv("COREDNS") == "" {
 		t.Skip("SKIPPED: no cluster DNS; run the suite with make test-node, which builds CoreDNS (COREDNS)")
-	}
-}
-
-// headlessService creates a headless Service selecting the pods of the
-// PodSet of the test app named podSet.
-func headlessService(t *testing.T, ns, name, podSet string) {
-	t.Helper()
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.ServiceSpec{
-			ClusterIP: corev1.ClusterIPNone,
-			Selector:  map[string]string{"app": podSet},
-			Ports:     []corev1.ServicePort{{Name: "http", Port: 8080}},
-		},
-	}
-	if err := suite.client.Create(t.Context(), svc); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -123,7 +106,9 @@ func TestDNSNamesFollowPods(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
 	for _, svc := range []string{"web-dns", "web-peers"} {
-		headlessService(t, ns, svc, "web")
+		if err := suite.client.Create(t.Context(), testenv.HeadlessService(ns, svc, "web")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ps := appPodSet(ns, "web", 2, app("v1"))
 	ps.Spec.ServiceName = "web-dns"
@@ -173,4 +158,16 @@ func TestDNSNamesFollowPods(t *testing.T) {
 	if p := pods(t, ps)["web-1"]; p.Spec.Hostname != "web-1" || p.Spec.Subdomain != "web-peers" {
 		t.Errorf("web-1 has hostname %q and subdomain %q, want web-1 and web-peers", p.Spec.Hostname, p.Spec.Subdomain)
 	}
+
+	// A pod on the second node, in its own network namespace, reaches
+	// the cluster DNS on node 1's bridge through the host.
+	if suite.realNodes < 2 {
+		t.Log("one real node: a peer lookup from the second node's pods is not checked (REAL_NODES=2 checks it)")
+		return
+	}
+	far := appPodSet(ns, "far", 1, app("v1"))
+	far.Spec.Template.Spec.NodeSelector[corev1.LabelHostname] = secondNodeName
+	create(t, far)
+	waitReady(t, far)
+	waitPeerLookup(t, far, "far-0", "web-0.web-peers", third["web-0"].ip)
 }
