@@ -353,7 +353,7 @@ bench: controlplane kruise ## Measure podset-operator beside the physical limit,
 NODE_BENCH_PODS ?= 40
 
 .PHONY: bench-node
-bench-node: node-host node-deps node-bins $(NODE_IMAGES) kruise ## On the real node, under client load through a Service: an image change across NODE_BENCH_PODS pods (two pod shapes) by a PodSet in place, a Deployment, a StatefulSet and OpenKruise's CloneSet of equal safety, and a Deployment as users run it, beside the floor (needs root).
+bench-node: node-host node-deps node-bins $(NODE_IMAGES) $(COREDNS) kruise ## On the real node, under client load through a Service: an image change across NODE_BENCH_PODS pods (two pod shapes) by a PodSet in place, a Deployment, a StatefulSet and OpenKruise's CloneSet of equal safety, and a Deployment as users run it, beside the floor (needs root).
 	@$(NODE_ENV) hack/node.sh check
 	rc=0; $(NODE_ENV) KRUISE_DIR=$(KRUISE_DIR) NODE_BENCH=1 NODE_BENCH_PODS=$(NODE_BENCH_PODS) go test -tags node ./test/node/ -run "TestDrainSweep|TestRolloutBenchmark" -count=1 -v -timeout 60m || rc=$$?; \
 	$(NODE_ENV) hack/node.sh down; exit $$rc
@@ -493,7 +493,7 @@ cluster-up: controlplane ## Start the local kwok cluster and print its kubeconfi
 	@go run ./hack/cluster $(CLUSTER_FLAGS) up
 
 .PHONY: node-up
-node-up: node-host node-deps node-bins $(NODE_IMAGES) ## Start REAL_NODES real nodes (default 1; each a kubelet, containerd, kube-proxy; each after the first in its own network namespace) joined to a local kwok cluster and print its kubeconfig (needs root).
+node-up: node-host node-deps node-bins $(NODE_IMAGES) $(COREDNS) ## Start REAL_NODES real nodes (default 1; each a kubelet, containerd, kube-proxy; each after the first in its own network namespace; CoreDNS as their cluster DNS) joined to a local kwok cluster and print its kubeconfig (needs root).
 	@$(NODE_ENV) hack/node.sh up
 
 .PHONY: node-down
