@@ -54,6 +54,11 @@
 #   CONTAINERD_DIR folder with containerd, containerd-shim-runc-v2 and ctr
 #   RUNC           the runc binary
 #   NODE_IMAGES    an OCI archive of images to import (make node-images)
+#   COREDNS        a CoreDNS binary with the kubernetes plugin (hack/coredns):
+#                  when set, up runs it as the cluster's DNS on node 1's
+#                  bridge address and 127.0.0.1, port 53, and every kubelet
+#                  gives pods that address as their nameserver
+#                  (clusterDNS, clusterDomain cluster.local)
 set -Eeuo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -66,6 +71,11 @@ REAL_NODES=${REAL_NODES:-1}
 dir=$(realpath -m "$root/bin/node/$name")
 # The pod range of all nodes (kube-proxy's clusterCIDR).
 CLUSTER_CIDR=10.244.0.0/16
+# The cluster's DNS (COREDNS): node 1's bridge address, which node 1's
+# pods reach on their own link and other nodes' pods through the host,
+# and the domain it answers.
+CLUSTER_DNS=10.244.0.1
+CLUSTER_DOMAIN=cluster.local
 kubectl=("${CONTROLPLANE:-}/kubectl")
 # The sysctls the kubelet sets (kubelet's setupKernelTunables) and the one
 # this script sets for pod traffic: saved before the first start and put
@@ -256,6 +266,8 @@ up() {
 		wait_for 120 kubelet.log "${kubectl[@]}" wait --for=condition=Ready "node/$node" --timeout=1s
 		wait_for 60 kube-proxy.log "${in_node[@]}" curl -sf http://127.0.0.1:10256/healthz
 	done
+	use_node 1
+	start_dns "$kubeconfig"
 	trap - ERR
 	echo "$kubeconfig"
 }
@@ -538,6 +550,7 @@ imageGCHighThresholdPercent: 100
 evictionHard: {memory.available: "100Mi", nodefs.available: "0%", nodefs.inodesFree: "0%", imagefs.available: "0%"}
 failSwapOn: false
 resolvConf: "$ndir/resolv.conf"
+$(if [[ -n ${COREDNS:-} ]]; then printf 'clusterDNS: [%s]\nclusterDomain: %s\n' "$CLUSTER_DNS" "$CLUSTER_DOMAIN"; fi)
 # Each kubelet keeps its pods' logs in its own folder: a kubelet removes
 # the log folders of pods it does not know (container GC), so two sharing
 # /var/log/pods would remove each other's.
@@ -552,6 +565,32 @@ YAML
 		--hostname-override "$node" --node-ip "$NODE_IP" \
 		--node-labels podset.dev/real-node=true --register-with-taints podset.dev/real-node=true:NoSchedule
 	wait_for 60 kubelet.log "${in_node[@]}" curl -sf http://127.0.0.1:10248/healthz
+}
+
+# start_dns runs CoreDNS (COREDNS, when set) in node 1's folder as the
+# cluster's DNS: the kubernetes plugin answers the names of Services and,
+# from their EndpointSlices, <hostname>.<service>.<namespace>.svc.cluster.local
+# for pods with a hostname and subdomain (a PodSet's spec.serviceName). It
+# reads the API with the cluster's admin kubeconfig and caches nothing, so
+# an answer follows a pod's IP as soon as the EndpointSlice does. Names
+# outside cluster.local are refused: the pods have no other DNS here.
+start_dns() {
+	[[ -n ${COREDNS:-} ]] || return 0
+	[[ -x $COREDNS ]] || die "COREDNS=$COREDNS is not an executable (make $COREDNS)"
+	cat >"$ndir/Corefile" <<COREFILE
+$CLUSTER_DOMAIN:53 {
+	bind 127.0.0.1 $CLUSTER_DNS
+	errors
+	log
+	kubernetes $CLUSTER_DOMAIN {
+		kubeconfig $1
+	}
+}
+COREFILE
+	start coredns "$COREDNS" -conf "$ndir/Corefile"
+	# CoreDNS prints its version once it serves (after the kubernetes
+	# plugin's first sync of Services and EndpointSlices).
+	wait_for 30 coredns.log grep -q '^CoreDNS-' "$ndir/coredns.log"
 }
 
 start_kube_proxy() {
@@ -753,6 +792,7 @@ down() {
 		done
 		((${#deletes[@]} == 0)) || wait "${deletes[@]}"
 	fi
+	stop "$dir/coredns.pid"
 	for i in $(nodes); do
 		use_node "$i"
 		down_node

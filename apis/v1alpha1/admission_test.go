@@ -21,6 +21,7 @@ import (
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	podsetac "github.com/podset-dev/podset-operator/applyconfig/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/internal/podset"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -392,6 +393,34 @@ func TestAdmissionRefusals(t *testing.T) {
 			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Containers = []corev1.Container{} },
 			wantField: "spec.template.spec.containers",
 		},
+		"serviceName with upper-case letters": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.ServiceName = "Web" },
+			wantField: "spec.serviceName",
+		},
+		"serviceName with a dot (a DNS subdomain, not a label)": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.ServiceName = "web.svc" },
+			wantField: "spec.serviceName",
+		},
+		"serviceName starting with a dash": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.ServiceName = "-web" },
+			wantField: "spec.serviceName",
+		},
+		"serviceName longer than a DNS label": {
+			mutate:    func(ps *podsetv1alpha1.PodSet) { ps.Spec.ServiceName = strings.Repeat("s", 64) },
+			wantField: "spec.serviceName",
+		},
+		"a template hostname beside serviceName": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.ServiceName, ps.Spec.Template.Spec.Hostname = "web", "same-for-every-pod"
+			},
+			wantField: "spec.template.spec.hostname",
+		},
+		"a template subdomain other than serviceName": {
+			mutate: func(ps *podsetv1alpha1.PodSet) {
+				ps.Spec.ServiceName, ps.Spec.Template.Spec.Subdomain = "web", "other"
+			},
+			wantField: "spec.template.spec.subdomain",
+		},
 		"hostPath volume": {
 			mutate: func(ps *podsetv1alpha1.PodSet) {
 				ps.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{
@@ -472,6 +501,41 @@ func TestAdmissionAcceptsWhatRestrictedAllows(t *testing.T) {
 	}
 }
 
+// TestAdmissionAcceptsTheLongestDNSNames checks that the longest pod
+// name (a 58-character PodSet name and ordinal 9999: 63 characters) with
+// the longest serviceName (63) is accepted, and that the pod the
+// operator makes of it is valid: each is a DNS label, so
+// <pod>.<serviceName>.<namespace>.svc. is at most 63+1+63+1+63+5 = 196
+// characters, within DNS's 253 for any cluster domain of up to 57
+// characters (cluster.local has 13). The cluster domain is the kubelet's
+// and the namespace the request's, neither of which the PodSet's schema
+// sees, so admission checks the labels and the docs say the rest.
+func TestAdmissionAcceptsTheLongestDNSNames(t *testing.T) {
+	ns := newNamespace(t)
+	ps := podSet(ns, func(ps *podsetv1alpha1.PodSet) {
+		ps.Name = strings.Repeat("p", podsetv1alpha1.MaxNameLength)
+		ps.Spec.ServiceName = strings.Repeat("s", 63)
+		ps.Spec.Replicas = ptr.To[int32](1)
+		ps.Spec.Ordinals = &podsetv1alpha1.PodSetOrdinals{Start: podsetv1alpha1.MaxReplicas - 1}
+	})
+	if err := env.Client.Create(t.Context(), ps); err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+	pod, err := podset.DesiredPod(ps, podsetv1alpha1.MaxReplicas-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(*pod.Name) + 1 + len(*pod.Spec.Subdomain); got != 127 || *pod.Spec.Hostname != *pod.Name {
+		t.Errorf("<pod>.<serviceName> is %d characters, hostname %q; want 127 and the pod's name", got, *pod.Spec.Hostname)
+	}
+	// The API server's own pod validation (hostname and subdomain DNS
+	// labels), on a dry run: the pod is not kept.
+	pod.OwnerReferences = nil
+	if err := env.Client.Apply(t.Context(), pod, client.FieldOwner("test"), client.DryRunAll); err != nil {
+		t.Errorf("the API server refuses the pod with the longest DNS name: %v", err)
+	}
+}
+
 // TestAdmissionAcceptsOrdinalsAndBudgetsAtTheirBounds checks the edges the
 // rules of spec.ordinals and spec.disruptionBudget allow.
 func TestAdmissionAcceptsOrdinalsAndBudgetsAtTheirBounds(t *testing.T) {
@@ -514,6 +578,13 @@ func TestAdmissionAcceptsOrdinalsAndBudgetsAtTheirBounds(t *testing.T) {
 		},
 		"minAvailable 5": func(ps *podsetv1alpha1.PodSet) {
 			ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MinAvailable: ptr.To(intstr.FromInt32(5))}
+		},
+		// The longest <pod>.<serviceName> (63 + 1 + 63) is checked by
+		// TestAdmissionAcceptsTheLongestDNSNames.
+		"serviceName naming no Service": func(ps *podsetv1alpha1.PodSet) { ps.Spec.ServiceName = "no-such-service" },
+		"serviceName of one character":  func(ps *podsetv1alpha1.PodSet) { ps.Spec.ServiceName = "a" },
+		"a template subdomain equal to serviceName (a rollback of a revision writes it so)": func(ps *podsetv1alpha1.PodSet) {
+			ps.Spec.ServiceName, ps.Spec.Template.Spec.Subdomain = "web", "web"
 		},
 	}
 	i := 0

@@ -121,6 +121,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.progressDeadlineSeconds) || !has(self.drainSeconds) || self.progressDeadlineSeconds > self.drainSeconds",message="spec.drainSeconds: must be less than spec.progressDeadlineSeconds, or every pod the operator stops would count as a stalled rollout",fieldPath=".drainSeconds"
 // +kubebuilder:validation:XValidation:rule="!has(self.drainSeconds) || self.drainSeconds <= (has(self.template.spec) && has(self.template.spec.terminationGracePeriodSeconds) ? self.template.spec.terminationGracePeriodSeconds : 30)",message="spec.drainSeconds: must be at most spec.template.spec.terminationGracePeriodSeconds (30 when unset): every container without a preStop hook of its own sleeps drainSeconds in a preStop hook when its pod stops, within the pod's termination grace period; raise terminationGracePeriodSeconds or lower drainSeconds",fieldPath=".drainSeconds"
 // +kubebuilder:validation:XValidation:rule="!has(self.updateStrategy) || !has(self.updateStrategy.inPlaceDrainSeconds) || self.updateStrategy.inPlaceDrainSeconds <= (has(self.drainSeconds) ? self.drainSeconds : 3)",message="spec.updateStrategy.inPlaceDrainSeconds is replaced by spec.drainSeconds, which drains every pod the operator stops (scale-down and recreation as well as in-place restarts): write spec.drainSeconds with this value and remove inPlaceDrainSeconds",fieldPath=".updateStrategy.inPlaceDrainSeconds"
+// +kubebuilder:validation:XValidation:rule="!has(self.serviceName) || size(self.serviceName) == 0 || !has(self.template.spec) || ((!has(self.template.spec.hostname) || size(self.template.spec.hostname) == 0) && (!has(self.template.spec.subdomain) || size(self.template.spec.subdomain) == 0 || self.template.spec.subdomain == self.serviceName))",message="spec.template.spec.hostname and spec.template.spec.subdomain: with spec.serviceName set, hostname must be unset and subdomain unset or equal to spec.serviceName: every pod gets hostname = its own name and subdomain = spec.serviceName",fieldPath=".template.spec"
 type PodSetSpec struct {
 	// replicas is the number of pods to keep running, named
 	// <name>-<start> to <name>-<start+replicas-1>, where start is
@@ -144,6 +145,26 @@ type PodSetSpec struct {
 	// +kubebuilder:validation:XValidation:rule="has(self.spec) && size(self.spec.containers) > 0",message="spec.template.spec.containers: must list at least one container",fieldPath=".spec"
 	// +kubebuilder:validation:XValidation:rule="!has(self.metadata) || !has(self.metadata.name) || size(self.metadata.name) == 0",message="spec.template.metadata.name: must not be set; pods are named <name>-<ordinal>",fieldPath=".metadata"
 	Template corev1.PodTemplateSpec `json:"template"`
+
+	// serviceName gives every pod a DNS name through a headless Service of
+	// this name in the PodSet's namespace, as a StatefulSet's serviceName
+	// does: each pod gets hostname = its own name and subdomain =
+	// serviceName, so the EndpointSlice controller publishes each pod's
+	// hostname in that Service's EndpointSlices and cluster DNS answers
+	// <pod>.<serviceName>.<namespace>.svc.<cluster domain> with the pod's
+	// IP. The Service must be headless (clusterIP: None) and select the
+	// pods; the operator neither creates nor requires it: while no Service
+	// of this name exists the pods run as usual and no per-pod name
+	// resolves. A pod's hostname and subdomain cannot change while it runs,
+	// so setting, changing or removing serviceName recreates every pod (a
+	// rollout within maxUnavailable, each pod drained first), whatever
+	// podUpdatePolicy says; an in-place update keeps them. It must be a
+	// DNS-1123 label (at most 63 characters). spec.template.spec.hostname
+	// and subdomain must then be unset (or subdomain equal serviceName).
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="spec.serviceName: must be a DNS-1123 label (lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters): it is the subdomain of every pod's DNS name <pod>.<serviceName>.<namespace>.svc"
+	// +optional
+	ServiceName string `json:"serviceName,omitempty"`
 
 	// updateStrategy is how pods are replaced after the template changes.
 	// +kubebuilder:default={type: RollingUpdate}

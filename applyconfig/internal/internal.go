@@ -98,6 +98,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: numeric
       default: 10
+    - name: serviceName
+      type:
+        scalar: string
     - name: template
       type:
         namedType: io.k8s.api.core.v1.PodTemplateSpec

@@ -45,10 +45,31 @@ func PodOrdinal(podSetName, name string) (int, bool) {
 	return n, true
 }
 
-// TemplateHash identifies a pod template: pods labelled with another hash
-// were made from an older template and are rolled out.
+// PodTemplate is the template of a PodSet's current revision, which its
+// pods are made from: spec.template, with spec.serviceName as its
+// subdomain when set (and the template's own hostname, which admission
+// refuses beside serviceName, dropped: PodFromTemplate gives each pod its
+// own name). The subdomain is part of the revision because a running pod
+// cannot change it: a new serviceName is a new revision, and its pods are
+// recreated (updateWayFor), while a pod held back by a partition is
+// recreated with the subdomain of the revision it runs. Without
+// serviceName it is spec.template itself, so the hashes of PodSets made
+// before serviceName existed do not change.
+func PodTemplate(ps *podsetv1alpha1.PodSet) *corev1.PodTemplateSpec {
+	if ps.Spec.ServiceName == "" {
+		return &ps.Spec.Template
+	}
+	tmpl := ps.Spec.Template.DeepCopy()
+	tmpl.Spec.Subdomain = ps.Spec.ServiceName
+	tmpl.Spec.Hostname = ""
+	return tmpl
+}
+
+// TemplateHash identifies the template of a PodSet's current revision
+// (PodTemplate): pods labelled with another hash were made from an older
+// one and are rolled out.
 func TemplateHash(ps *podsetv1alpha1.PodSet) string {
-	data, err := json.Marshal(ps.Spec.Template)
+	data, err := json.Marshal(PodTemplate(ps))
 	if err != nil {
 		// A PodTemplateSpec always marshals; this is unreachable.
 		panic(fmt.Sprintf("marshalling a pod template: %v", err))
@@ -67,15 +88,18 @@ func selectorString(ps *podsetv1alpha1.PodSet) string {
 // exactly as a pass builds it: for tools that must make the operator's pods
 // byte for byte (the benchmark's client-go limit applies them).
 func DesiredPod(ps *podsetv1alpha1.PodSet, ordinal int) (*corev1ac.PodApplyConfiguration, error) {
-	return PodFromTemplate(ps, &ps.Spec.Template, ordinal, TemplateHash(ps))
+	return PodFromTemplate(ps, PodTemplate(ps), ordinal, TemplateHash(ps))
 }
 
 // PodFromTemplate is the whole pod the PodSet wants at an ordinal, made from the
 // template of one of its revisions (hash): because the pod is written with
 // server-side apply, every field the operator owns must be in it, every
 // time. It is the template plus the operator's labels, the controller owner
-// reference, the hardening of hardenPodSpec and the drain hooks of
-// addDrainHooks.
+// reference, the hardening of hardenPodSpec, the drain hooks of
+// addDrainHooks and, when the template has a subdomain (spec.serviceName,
+// PodTemplate), the pod's own name as its hostname, as a StatefulSet's
+// pods have it: the EndpointSlice controller publishes a pod's hostname
+// only when it is set, and DNS then answers <pod>.<subdomain>.<namespace>.svc.
 func PodFromTemplate(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, ordinal int, hash string) (*corev1ac.PodApplyConfiguration, error) {
 	spec := &corev1ac.PodSpecApplyConfiguration{}
 	if err := Convert(tmpl.Spec, spec); err != nil {
@@ -86,8 +110,12 @@ func PodFromTemplate(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, or
 	// Every pod carries the gate, whatever the update policy: it is how
 	// the operator drains a pod before it stops it (gate.go).
 	spec.WithReadinessGates(corev1ac.PodReadinessGate().WithConditionType(podsetv1alpha1.InPlaceUpdateReadyCondition))
+	name := PodName(ps.Name, ordinal)
+	if tmpl.Spec.Subdomain != "" && tmpl.Spec.Hostname == "" {
+		spec.WithHostname(name)
+	}
 
-	pod := corev1ac.Pod(PodName(ps.Name, ordinal), ps.Namespace).
+	pod := corev1ac.Pod(name, ps.Namespace).
 		WithLabels(podLabels(ps, tmpl, ordinal, hash)).
 		WithOwnerReferences(ControllerReference(ps))
 	if len(tmpl.Annotations) > 0 {
@@ -193,8 +221,11 @@ func Convert(from, to any) error {
 // which is also how the VerticalPodAutoscaler and kubectl change them:
 // the apply keeps what they set, as it keeps the fields it does not name.
 // Everything else the apply sends is the pod's revision's, which the pod
-// was made from, or an image. The pod's UID makes it an update of that pod
-// only.
+// was made from, or an image. Its hostname and subdomain are the pod's:
+// a running pod cannot change them, and the pods of a revision all have
+// the revision's, but a pod made by a release before serviceName existed
+// from a template with a subdomain has no hostname. The pod's UID makes
+// it an update of that pod only.
 func PodUpdate(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, pod *corev1.Pod, hash string) (*corev1ac.PodApplyConfiguration, error) {
 	ac, err := PodFromTemplate(ps, tmpl, ordinalOf(ps, pod), hash)
 	if err != nil {
@@ -210,6 +241,7 @@ func PodUpdate(ps *podsetv1alpha1.PodSet, tmpl *corev1.PodTemplateSpec, pod *cor
 	keepResources(ac.Spec.InitContainers, pod.Spec.InitContainers)
 	keepDrainHooks(ac.Spec.Containers, tmpl.Spec.Containers, pod.Spec.Containers)
 	keepDrainHooks(ac.Spec.InitContainers, tmpl.Spec.InitContainers, pod.Spec.InitContainers)
+	ac.Spec.Hostname, ac.Spec.Subdomain = nonEmpty(pod.Spec.Hostname), nonEmpty(pod.Spec.Subdomain)
 	// The record of the last restart in place stays: an update in flight
 	// finishes by it.
 	if rec, ok := pod.Annotations[RestartRecordAnnotation]; ok {
@@ -329,4 +361,13 @@ func resizedQuantities(from, want, running corev1.ResourceList) corev1.ResourceL
 		out[name] = q
 	}
 	return out
+}
+
+// nonEmpty is s as an optional field of an apply: nil when empty, so an
+// apply leaves out what the object does not have.
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

@@ -312,7 +312,7 @@ func (v *View) upToDatePod(name string, uid types.UID, hash string) corev1.Pod {
 	var pod corev1.Pod
 	tmpl := v.Revs.Templates[hash]
 	if tmpl == nil {
-		tmpl = &ps.Spec.Template
+		tmpl = PodTemplate(ps)
 	}
 	if ac, err := PodFromTemplate(ps, tmpl, ordinal, hash); err == nil {
 		_ = Convert(ac, &pod)

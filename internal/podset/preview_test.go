@@ -173,6 +173,12 @@ func TestPreview(t *testing.T) {
 			replicas: 2, change: func(ps *podsetv1alpha1.PodSet) { ps.Spec.Replicas = ptr.To[int32](1) },
 			want: previewSummary{Changed: true, Changes: map[string]Change{"web-0": ChangeNone, "web-1": ChangeDelete}, AtOnce: []string{"web-1"}},
 		},
+		"a serviceName recreates every pod, within the budget": {
+			replicas: 2, change: func(ps *podsetv1alpha1.PodSet) { ps.Spec.ServiceName = "web" },
+			want: previewSummary{Changed: true, Changes: all(2, ChangeRecreate),
+				Why:     map[string]string{"web-0": WhyServiceName, "web-1": WhyServiceName},
+				Batches: [][]string{{"web-1"}, {"web-0"}}},
+		},
 		"scale up": {
 			replicas: 1, change: func(ps *podsetv1alpha1.PodSet) { ps.Spec.Replicas = ptr.To[int32](3) },
 			want: previewSummary{Changed: true, Changes: map[string]Change{"web-0": ChangeNone, "web-1": ChangeCreate, "web-2": ChangeCreate},

@@ -42,6 +42,16 @@ func RevisionTemplate(cr *appsv1.ControllerRevision) (*corev1.PodTemplateSpec, e
 	return &data.Spec.Template, nil
 }
 
+// RevisionSpec is the spec.template and spec.serviceName that give a
+// revision's template back (PodTemplate's inverse), for a rollback: a
+// template's subdomain is the serviceName it was made with.
+func RevisionSpec(tmpl *corev1.PodTemplateSpec) (corev1.PodTemplateSpec, string) {
+	out := *tmpl.DeepCopy()
+	serviceName := out.Spec.Subdomain
+	out.Spec.Subdomain = ""
+	return out, serviceName
+}
+
 // RevisionName is the name of the ControllerRevision of a template hash.
 func RevisionName(ps *podsetv1alpha1.PodSet, hash string) string {
 	return ps.Name + "-" + hash
@@ -86,7 +96,7 @@ func NewRevisions(ps *podsetv1alpha1.PodSet, history []appsv1.ControllerRevision
 		revs.Objects[hash] = cr
 	}
 	// The current template is always known, written down or not yet.
-	revs.Templates[revs.Update] = &ps.Spec.Template
+	revs.Templates[revs.Update] = PodTemplate(ps)
 	return revs
 }
 
@@ -184,7 +194,7 @@ func (v *View) PlanRevisions(kept []string) RevisionPlan {
 // newRevision is the ControllerRevision of a PodSet's current template.
 func newRevision(ps *podsetv1alpha1.PodSet, hash string, number int64) *appsv1.ControllerRevision {
 	var data revisionData
-	data.Spec.Template = ps.Spec.Template
+	data.Spec.Template = *PodTemplate(ps)
 	raw, err := json.Marshal(data)
 	if err != nil {
 		// A PodTemplateSpec always marshals; this is unreachable.

@@ -15,7 +15,8 @@ import (
 
 // SlimPod keeps of a pod only what the operator reads: its identity,
 // labels, annotations, owners and deletion timestamp, its containers' names,
-// images and resources (and whether they have a preStop hook), its readiness gates, its node, its phase, its Ready condition
+// images and resources (and whether they have a preStop hook), its readiness gates, its node, its hostname and
+// subdomain (an apply to a running pod sends the ones it has), its phase, its Ready condition
 // with the time it last changed (minReadySeconds), its InPlaceUpdateReady
 // condition and a pending resize. While an in-place update waits for new
 // images, it keeps the images its containers report. Of a pod that is not Ready it also keeps what
@@ -46,6 +47,8 @@ func SlimPod(obj any) (any, error) {
 			InitContainers: slimContainers(pod.Spec.InitContainers),
 			ReadinessGates: pod.Spec.ReadinessGates,
 			NodeName:       pod.Spec.NodeName,
+			Hostname:       slimHostname(pod),
+			Subdomain:      pod.Spec.Subdomain,
 		},
 		Status: corev1.PodStatus{Phase: pod.Status.Phase},
 	}
@@ -74,6 +77,15 @@ func SlimPod(obj any) (any, error) {
 		slim.Status.ContainerStatuses = slimStatuses(pod.Status.ContainerStatuses, updating)
 	}
 	return slim, nil
+}
+
+// slimHostname is a pod's hostname, sharing the pod name's string when it
+// is the pod's name, as PodFromTemplate makes it: no copy of its own.
+func slimHostname(pod *corev1.Pod) string {
+	if pod.Spec.Hostname == pod.Name {
+		return pod.Name
+	}
+	return pod.Spec.Hostname
 }
 
 // slimStatuses keeps of container statuses the waiting reasons and the last

@@ -11,9 +11,9 @@ import (
 )
 
 func TestSlimPodKeepsWhatTheOperatorReads(t *testing.T) {
-	ps := makePodSet("web").replicas(3).initContainer("init", "busybox:1").obj()
+	ps := makePodSet("web").replicas(3).initContainer("init", "busybox:1").serviceName("web-dns").obj()
 	hash := TemplateHash(ps)
-	ac, err := PodFromTemplate(ps, &ps.Spec.Template, 1, hash)
+	ac, err := PodFromTemplate(ps, PodTemplate(ps), 1, hash)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +56,9 @@ func TestSlimPodKeepsWhatTheOperatorReads(t *testing.T) {
 			InitContainers: []corev1.Container{{Name: "init", Image: "busybox:1"}},
 			ReadinessGates: []corev1.PodReadinessGate{{ConditionType: podsetv1alpha1.InPlaceUpdateReadyCondition}},
 			NodeName:       "node-1", // spec.lostNodeReplacement
+			// spec.serviceName: an apply to the running pod sends them.
+			Hostname:  "web-1",
+			Subdomain: "web-dns",
 		},
 		Status: corev1.PodStatus{
 			Phase: corev1.PodRunning,

@@ -49,9 +49,13 @@ func (w UpdateWay) metadataOnly() bool { return w.InPlace && !w.Restart() && !w.
 
 // Why a pod is recreated rather than updated in place.
 const (
-	WhyPolicy       = "podUpdatePolicy is Recreate"
-	whyUnknown      = "the revision it runs is no longer known"
-	whyTemplate     = "the template changed beyond images, labels, annotations and resources"
+	WhyPolicy   = "podUpdatePolicy is Recreate"
+	whyUnknown  = "the revision it runs is no longer known"
+	whyTemplate = "the template changed beyond images, labels, annotations and resources"
+	// WhyServiceName: spec.serviceName changed, so the pod's subdomain
+	// (and, set or removed, its hostname), which a running pod cannot
+	// change.
+	WhyServiceName  = "spec.serviceName changed: a running pod's hostname and subdomain cannot change"
 	whyNoGate       = "it was made without the " + podsetv1alpha1.InPlaceUpdateReadyCondition + " readiness gate"
 	whyInfeasible   = "the kubelet reports its resize Infeasible"
 	whyDeferred     = "the kubelet deferred its resize for longer than progressDeadlineSeconds"
@@ -81,6 +85,8 @@ func updateWayFor(ps *podsetv1alpha1.PodSet, from, to *corev1.PodTemplateSpec, p
 		return UpdateWay{Why: whyUnknown}
 	case from.Annotations[restartedAt] != to.Annotations[restartedAt]:
 		return UpdateWay{Why: whyRestart}
+	case from.Spec.Subdomain != to.Spec.Subdomain || from.Spec.Hostname != to.Spec.Hostname:
+		return UpdateWay{Why: WhyServiceName}
 	}
 	way, ok := templateDiff(&from.Spec, &to.Spec)
 	switch {

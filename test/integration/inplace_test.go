@@ -76,21 +76,28 @@ func kubeletNamespace(t *testing.T) (string, *fakeKubelet) {
 
 func startKubelet(t *testing.T, ns string) *fakeKubelet {
 	k := &fakeKubelet{t: t, ns: ns, gated: map[string]bool{}, openWhileSlow: map[string]bool{}}
-	done := make(chan struct{})
-	stopped := make(chan struct{})
+	repeat(t, 20*time.Millisecond, k.sync)
+	return k
+}
+
+// repeat calls f every interval in a goroutine of its own until the stop
+// it returns is called or the test ends, and waits for the last call.
+func repeat(t *testing.T, interval time.Duration, f func()) (stop func()) {
+	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
 		for {
 			select {
 			case <-done:
 				return
-			case <-time.After(20 * time.Millisecond):
+			case <-time.After(interval):
 			}
-			k.sync()
+			f()
 		}
 	}()
-	t.Cleanup(func() { close(done); <-stopped })
-	return k
+	stop = sync.OnceFunc(func() { close(done); <-stopped })
+	t.Cleanup(stop)
+	return stop
 }
 
 func (k *fakeKubelet) pause(p bool) {

@@ -162,6 +162,21 @@ func RunningAndReady(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodRunning && PodReady(p)
 }
 
+// HeadlessService is a headless Service (clusterIP None) named name
+// selecting the pods of PodSet podSet by their podset.dev/name label, with
+// one port, 8080: the Service a spec.serviceName names, whose
+// EndpointSlices list each pod by its hostname.
+func HeadlessService(ns, name, podSet string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  map[string]string{podsetv1alpha1.NameLabel: podSet},
+			Ports:     []corev1.ServicePort{{Name: "http", Port: 8080}},
+		},
+	}
+}
+
 // PodSetBuilder builds PodSet fixtures.
 type PodSetBuilder struct{ ps *podsetv1alpha1.PodSet }
 

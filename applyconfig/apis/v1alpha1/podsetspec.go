@@ -24,6 +24,22 @@ type PodSetSpecApplyConfiguration struct {
 	// settings the template leaves unset; a template that asks for less than
 	// that profile allows is refused.
 	Template *v1.PodTemplateSpecApplyConfiguration `json:"template,omitempty"`
+	// serviceName gives every pod a DNS name through a headless Service of
+	// this name in the PodSet's namespace, as a StatefulSet's serviceName
+	// does: each pod gets hostname = its own name and subdomain =
+	// serviceName, so the EndpointSlice controller publishes each pod's
+	// hostname in that Service's EndpointSlices and cluster DNS answers
+	// <pod>.<serviceName>.<namespace>.svc.<cluster domain> with the pod's
+	// IP. The Service must be headless (clusterIP: None) and select the
+	// pods; the operator neither creates nor requires it: while no Service
+	// of this name exists the pods run as usual and no per-pod name
+	// resolves. A pod's hostname and subdomain cannot change while it runs,
+	// so setting, changing or removing serviceName recreates every pod (a
+	// rollout within maxUnavailable, each pod drained first), whatever
+	// podUpdatePolicy says; an in-place update keeps them. It must be a
+	// DNS-1123 label (at most 63 characters). spec.template.spec.hostname
+	// and subdomain must then be unset (or subdomain equal serviceName).
+	ServiceName *string `json:"serviceName,omitempty"`
 	// updateStrategy is how pods are replaced after the template changes.
 	UpdateStrategy *PodSetUpdateStrategyApplyConfiguration `json:"updateStrategy,omitempty"`
 	// disruptionBudget makes the operator keep a policy/v1
@@ -123,6 +139,14 @@ func (b *PodSetSpecApplyConfiguration) WithOrdinals(value *PodSetOrdinalsApplyCo
 // If called multiple times, the Template field is set to the value of the last call.
 func (b *PodSetSpecApplyConfiguration) WithTemplate(value *v1.PodTemplateSpecApplyConfiguration) *PodSetSpecApplyConfiguration {
 	b.Template = value
+	return b
+}
+
+// WithServiceName sets the ServiceName field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ServiceName field is set to the value of the last call.
+func (b *PodSetSpecApplyConfiguration) WithServiceName(value string) *PodSetSpecApplyConfiguration {
+	b.ServiceName = &value
 	return b
 }
 

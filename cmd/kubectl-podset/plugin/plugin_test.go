@@ -300,6 +300,31 @@ func TestRolloutStatusThroughAStall(t *testing.T) {
 }
 
 // createRevision writes a ControllerRevision the way the operator does.
+// TestUndoRestoresTheServiceName: a revision's template holds the
+// subdomain its pods were made with (spec.serviceName), so a rollback to
+// it writes that serviceName back, and a template without one.
+func TestUndoRestoresTheServiceName(t *testing.T) {
+	ns := namespace(t)
+	ps := createPodSet(t, ns, "kubectl", 1, "app:v2")
+	old := template("app:v1")
+	old.Spec.Subdomain = "web-dns"
+	createRevision(t, ps, "aaa1", 1, old)
+
+	if out, _, err := kubectlPodset(t.Context(), t, ns, "rollout", "undo", "web", "--to-revision=1"); err != nil || !strings.Contains(out, "rolled back to revision 1") {
+		t.Fatalf("undo: %v\n%s", err, out)
+	}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ps), ps); err != nil {
+		t.Fatal(err)
+	}
+	if ps.Spec.ServiceName != "web-dns" || ps.Spec.Template.Spec.Subdomain != "" || ps.Spec.Template.Spec.Containers[0].Image != "app:v1" {
+		t.Errorf("after undo: serviceName %q, template subdomain %q, image %s; want web-dns, none, app:v1",
+			ps.Spec.ServiceName, ps.Spec.Template.Spec.Subdomain, ps.Spec.Template.Spec.Containers[0].Image)
+	}
+	if out, _, err := kubectlPodset(t.Context(), t, ns, "rollout", "undo", "web", "--to-revision=1"); err != nil || !strings.Contains(out, "skipped rollback") {
+		t.Errorf("undo to the revision it now runs: %v\n%s", err, out)
+	}
+}
+
 func createRevision(t *testing.T, ps *podsetv1alpha1.PodSet, hash string, number int64, tpl corev1.PodTemplateSpec) {
 	t.Helper()
 	raw, err := json.Marshal(map[string]any{"spec": map[string]any{"template": tpl}})

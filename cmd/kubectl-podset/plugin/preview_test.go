@@ -212,6 +212,16 @@ func TestRolloutPreview(t *testing.T) {
 			},
 			wantRollout: []string{"first: web-0"},
 		},
+		"a serviceName: recreated, saying why": {
+			live:     spec(2, "app:v1"),
+			next:     spec(2, "app:v1", func(s *podsetv1alpha1.PodSetSpec) { s.ServiceName = "web-peers" }),
+			wantExit: 1,
+			wantPods: map[string]string{
+				"web-0": "true recreated spec.serviceName changed: a running pod's hostname and subdomain cannot change",
+				"web-1": "true recreated spec.serviceName changed: a running pod's hostname and subdomain cannot change",
+			},
+			wantRollout: []string{"first: web-1", "then, in order: web-0"},
+		},
 		"a partition holds the lower ordinals": {
 			live: spec(5, "app:v1", maxUnavailable(2)), next: spec(5, "app:v2", maxUnavailable(2), partition(3)),
 			wantExit: 1,

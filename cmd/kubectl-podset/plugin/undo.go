@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/internal/podset"
 )
 
 func newUndoCommand(o *options) *cobra.Command {
@@ -43,12 +44,15 @@ template back on its next sync unless its source (Git) changes too.`,
 				return err
 			}
 			out, errOut := &printer{w: o.streams.Out}, &printer{w: o.streams.ErrOut}
-			if equality.Semantic.DeepEqual(target.template, ps.Spec.Template) {
+			tmpl, serviceName := podset.RevisionSpec(&target.template)
+			if equality.Semantic.DeepEqual(tmpl, ps.Spec.Template) && serviceName == ps.Spec.ServiceName {
 				out.printf("podset.podset.dev/%s skipped rollback (current template already matches revision %d)\n", ps.Name, target.number)
 				return out.err
 			}
 			others := templateManagers(ps.ManagedFields)
-			ps.Spec.Template = target.template
+			// A revision's subdomain is the serviceName its pods were
+			// made with: the rollback gives both back.
+			ps.Spec.Template, ps.Spec.ServiceName = tmpl, serviceName
 			if err := c.Update(ctx, ps, client.FieldOwner(FieldManager)); err != nil {
 				return err
 			}

@@ -5,7 +5,8 @@
 // Build a version with -ldflags "-X main.version=v1"; add -X main.crash=1
 // for a version that exits 1 at start, so its pods crash-loop. With
 // -check FILE it only checks a configuration file and exits, as an init
-// container would.
+// container would. GET /lookup?host=NAME answers the addresses the pod's
+// own resolver finds for NAME, so a test sees a pod resolve a peer.
 package main
 
 import (
@@ -13,9 +14,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -72,6 +75,18 @@ func serve(listen string, shutdownTimeout time.Duration) error {
 			return
 		}
 		_, _ = fmt.Fprint(w, "ok")
+	})
+	// GET /lookup?host=NAME answers the addresses the pod's resolver
+	// (its resolv.conf: the cluster's DNS, its search path) finds for
+	// NAME, one line: how a test sees a pod resolve a peer by name.
+	mux.HandleFunc("GET /lookup", func(w http.ResponseWriter, r *http.Request) {
+		addrs, err := net.DefaultResolver.LookupHost(r.Context(), r.URL.Query().Get("host"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = fmt.Fprintln(w, strings.Join(addrs, " "))
 	})
 	srv := &http.Server{Addr: listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 
