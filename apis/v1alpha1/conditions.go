@@ -43,6 +43,12 @@ const (
 	// ConvergedReason: nothing is left to do.
 	ConvergedReason = "Converged"
 
+	// PausedReason: spec.paused is true and pods run an older template:
+	// every desired pod exists and is available, and only the rollout the
+	// pause holds back is left. Ready, Reconciling and Stalled are all
+	// False with this reason; resuming rolls the pods out.
+	PausedReason = "Paused"
+
 	// InvalidTemplateReason: the pod template asks for something the
 	// operator refuses (it weakens the Pod Security "restricted" profile).
 	InvalidTemplateReason = "InvalidTemplate"

@@ -150,6 +150,24 @@ type PodSetSpec struct {
 	// +optional
 	UpdateStrategy PodSetUpdateStrategy `json:"updateStrategy,omitempty"`
 
+	// paused stops rollouts: while it is true, no pod is updated in place
+	// or recreated because the template changed, and a template change
+	// only records a new revision. Everything else goes on: scaling up and
+	// down, the repair of deleted or failed pods, lost-node replacement,
+	// and the drain of every pod the operator stops. A pod made while
+	// paused starts from the revision it ran before (a deleted or failed
+	// pod), or from status.currentRevision, the revision the oldest pods
+	// run (a new ordinal), as a paused Deployment scales its existing
+	// ReplicaSets and creates no new one; a PodSet created paused makes
+	// its pods from its template, the only revision there is. The Ready
+	// condition is False with reason Paused while pods wait for the
+	// template, and Stalled stays False: the progress deadline does not
+	// run while paused. Setting it back to false (or removing it) rolls
+	// out what is pending. `kubectl podset rollout pause` and `resume` set
+	// it. Defaults to false.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+
 	// disruptionBudget makes the operator keep a policy/v1
 	// PodDisruptionBudget for the PodSet's pods: named like the PodSet,
 	// selecting the pods by the podset.dev/name label, controlled by the
@@ -451,6 +469,7 @@ type PodSetStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`
 // +kubebuilder:printcolumn:name="Up-to-date",type=integer,JSONPath=`.status.updatedReplicas`
+// +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Containers",type=string,JSONPath=`.spec.template.spec.containers[*].name`,priority=1
 // +kubebuilder:printcolumn:name="Images",type=string,JSONPath=`.spec.template.spec.containers[*].image`,priority=1
