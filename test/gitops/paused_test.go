@@ -23,6 +23,8 @@ import (
 // template. Committing the resume rolls the image out and makes it Ready.
 func TestPausedPodSetHoldsTheKustomization(t *testing.T) {
 	ns := newNamespace(t, "flux-paused-")
+	// Flux's shortest timeout (Kustomization.GetTimeout raises a shorter
+	// one to 30 s): the health check of the paused PodSet fails only at it.
 	const name, timeout = "web", 30 * time.Second
 	revision := publishRevision(t, ns, name, map[string]string{"podset.yaml": podSetManifest(ns, name, imageV1, 3)})
 	applyKustomization(t, ns, name, timeout, nil)

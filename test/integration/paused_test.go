@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/test/testenv"
@@ -60,6 +63,20 @@ func TestPausedHoldsTheRollout(t *testing.T) {
 		t.Errorf("updateRevision %q = currentRevision: the new template has no revision", got.Status.UpdateRevision)
 	}
 	assertUntouched(t, ns, before, "web-0", "web-1", "web-2")
+	// kstatus, on the status the operator wrote: in progress, as for a
+	// paused Deployment with a new template, saying why.
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(podsetv1alpha1.GroupVersion.WithKind("PodSet"))
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ps), obj); err != nil {
+		t.Fatal(err)
+	}
+	res, err := kstatus.Compute(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := testenv.Condition(got, podsetv1alpha1.ReadyCondition).Message; res.Status != kstatus.InProgressStatus || res.Message != want {
+		t.Errorf("kstatus %s %q, want %s %q", res.Status, res.Message, kstatus.InProgressStatus, want)
+	}
 
 	// Scaling up: the new pod runs what the others run.
 	scale(t, ps, 4)
