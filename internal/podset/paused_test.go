@@ -26,15 +26,8 @@ func paused(ps *podsetv1alpha1.PodSet) *podsetv1alpha1.PodSet {
 // scaling go on, each new pod from the revision it ran or, for a new
 // ordinal, from status.currentRevision.
 func TestPausedPlan(t *testing.T) {
-	v1 := makePodSet("web").replicas(3).obj()
-	v2 := withImage(v1, "b:2")
-	v3 := withImage(v1, "b:3")
-	h1, h2, h3 := TemplateHash(v1), TemplateHash(v2), TemplateHash(v3)
-	history := []appsv1.ControllerRevision{storedRevision(v1, 1), storedRevision(v2, 2), storedRevision(v3, 3)}
-	byHash := map[string]*podsetv1alpha1.PodSet{h1: v1, h2: v2, h3: v3}
-	pod := func(ordinal int, hash string) corev1.Pod {
-		return makePod(PodName("web", ordinal)).controlledBy(byHash[hash]).ready().hash(hash).obj()
-	}
+	r := makeThreeRevisions(3)
+	v1, v2, v3, h1, h2, history, pod := r.v1, r.v2, r.v3, r.h1, r.h2, r.history, r.pod
 	// ps is v3 paused, after a rollout from v1 to v2 had reached one pod.
 	ps := paused(v3)
 	ps.Status.CurrentRevision = RevisionName(ps, h1)

@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
@@ -33,18 +32,7 @@ func TestPausedPodSetHoldsTheKustomization(t *testing.T) {
 
 	revision = publishRevision(t, ns, name, map[string]string{"podset.yaml": podSetManifest(ns, name, imageV2, 3, "paused: true")})
 	start := time.Now()
-	var ready metav1.Condition
-	eventually(t, "Kustomization "+ns+"/"+name+" fails its health check on the paused PodSet", func(ctx context.Context) error {
-		k, err := getKustomization(ctx, ns, name)
-		if err != nil {
-			return err
-		}
-		ready = k.ready()
-		if ready.Status != metav1.ConditionFalse || ready.Reason != "HealthCheckFailed" || k.Status.LastAttemptedRevision != revision {
-			return fmt.Errorf("Ready %s %s: %s", ready.Status, ready.Reason, ready.Message)
-		}
-		return nil
-	})
+	ready := healthCheckFails(t, ns, name, revision)
 	t.Logf("Kustomization Ready=False %s after %v (timeout %v): %s", ready.Reason, time.Since(start).Round(time.Second), timeout, ready.Message)
 	if want := fmt.Sprintf("PodSet/%s/%s status: 'InProgress'", ns, name); !strings.Contains(ready.Message, want) {
 		t.Errorf("the Kustomization's message %q does not say %q", ready.Message, want)
