@@ -81,6 +81,11 @@ const (
 	// created again.
 	ReplacingFinishedReason = "ReplacingFinished"
 
+	// ReplacingRequestedReason: pods that carry the podset.dev/replace=true
+	// label (kubectl podset replace) were drained and deleted, to be made
+	// again under their names.
+	ReplacingRequestedReason = "ReplacingRequested"
+
 	// ReplacingLostReason: pods whose node has been lost for
 	// spec.lostNodeReplacement.afterSeconds were force-deleted to be
 	// created again on a healthy node (a Warning: a node that still runs

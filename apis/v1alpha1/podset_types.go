@@ -35,6 +35,16 @@ const (
 	TemplateHashLabel = "podset.dev/template-hash"
 )
 
+// ReplaceLabel, set to "true" on a pod a PodSet controls, asks the operator
+// to replace the pod, as OpenKruise's apps.kruise.io/specified-delete
+// label does for a CloneSet's: the pod is drained, deleted and made again
+// under its name, from the revision it would be made from after a
+// deletion, on whichever node the scheduler picks, within
+// maxUnavailable (a pod that is not Ready goes at once). The new pod does
+// not carry it, so setting it again on a pod being replaced changes
+// nothing. `kubectl podset replace` sets it.
+const ReplaceLabel = "podset.dev/replace"
+
 // Defaults of the rollout fields, as Deployment and StatefulSet have them.
 const (
 	// DefaultProgressDeadlineSeconds is spec.progressDeadlineSeconds when

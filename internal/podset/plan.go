@@ -281,8 +281,13 @@ func (v *View) classify(p *Plan, in Input) classified {
 			continue
 		}
 		pod := m.Pod
+		replace := ReplaceRequested(pod)
 		if d.State == StateStale {
 			d.Way = ways.of(ps, revs, pod)
+			if replace {
+				// Recreated, not updated in place.
+				d.Way = UpdateWay{Why: WhyReplace}
+			}
 		}
 		if wait, lost := v.lostFor(m); lost && !in.InFlight(pod.Name) {
 			if wait <= 0 {
@@ -348,6 +353,9 @@ func (v *View) classify(p *Plan, in Input) classified {
 			why, wait := "", time.Duration(0)
 			if ok && resizeTowards(tmpl, pod) {
 				why, wait = resizeStuck(pod, deadline, now)
+			}
+			if why == "" && replace {
+				why, wait = WhyReplace, 0
 			}
 			// New, or its containers restarted for its revision, or the
 			// stop its gate closed for is no longer wanted.
@@ -559,6 +567,12 @@ func (p *Plan) recreating(pod *corev1.Pod, why string) {
 		p.Why = map[string]string{}
 	}
 	p.Why[pod.Name] = why
+}
+
+// ReplaceRequested reports whether a pod carries ReplaceLabel=true: the
+// operator drains, deletes and makes it again, within maxUnavailable.
+func ReplaceRequested(pod *corev1.Pod) bool {
+	return pod.Labels[podsetv1alpha1.ReplaceLabel] == "true"
 }
 
 // heldRevision is the revision to recreate a missing pod from that the
