@@ -85,7 +85,7 @@ func newCommand(streams genericiooptions.IOStreams, newClient func() (client.Wit
 	}
 	rollout.AddCommand(newStatusCommand(o), newRestartCommand(o), newHistoryCommand(o), newUndoCommand(o), newPreviewCommand(o),
 		newPauseCommand(o), newResumeCommand(o))
-	root.AddCommand(rollout)
+	root.AddCommand(rollout, newReplaceCommand(o))
 	wrapErrors(root, streams)
 	return root
 }
