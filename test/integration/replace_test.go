@@ -52,8 +52,7 @@ func TestReplaceOnePod(t *testing.T) {
 
 	askReplace(t, before["web-1"])
 	// Asked again, to the pod being replaced (if it is still there; the
-	// uid keeps the label off a new web-1): one
-	// replacement all the same.
+	// uid keeps the label off a new web-1): one replacement all the same.
 	again := before["web-1"]
 	if err := env.Client.Patch(t.Context(), &again, client.RawPatch(types.MergePatchType,
 		fmt.Appendf(nil, `{"metadata":{"uid":%q,"labels":{%q:"true"}}}`, again.UID, podsetv1alpha1.ReplaceLabel))); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -75,13 +74,7 @@ func TestReplaceOnePod(t *testing.T) {
 
 	// The budget: with web-0 unavailable, a Ready web-2 waits.
 	now := pods(t, ns)
-	setPodStatus(t, now["web-0"], corev1.PodRunning, corev1.ConditionFalse)
-	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
-		if got.Status.AvailableReplicas != 2 {
-			return fmt.Errorf("availableReplicas %d, want 2", got.Status.AvailableReplicas)
-		}
-		return nil
-	})
+	markUnready(t, ps, now["web-0"], 2)
 	askReplace(t, now["web-2"])
 	wait.Consistently(t, "web-2 waits for maxUnavailable", 2*time.Second, func(context.Context) error {
 		if p := pods(t, ns)["web-2"]; p.UID != now["web-2"].UID || p.DeletionTimestamp != nil {

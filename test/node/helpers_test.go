@@ -118,6 +118,17 @@ func appPodSet(ns, name string, replicas int32, image string) *podsetv1alpha1.Po
 	}
 }
 
+// spreadOverNodes lets the PodSet's pods run on either real node, spread
+// over them by hostname (at most one pod more on one than on the other),
+// softly (ScheduleAnyway) or not (DoNotSchedule).
+func spreadOverNodes(ps *podsetv1alpha1.PodSet, when corev1.UnsatisfiableConstraintAction) {
+	ps.Spec.Template.Spec.NodeSelector = map[string]string{"podset.dev/real-node": "true"}
+	ps.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: when,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": ps.Name}},
+	}}
+}
+
 // startApp makes a PodSet of replicas pods of the test app v1 in a new
 // namespace, waits until it is Ready, and returns it with its pods'
 // identities and restart counts.

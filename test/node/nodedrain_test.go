@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -41,11 +40,7 @@ func TestNodeDrainMovesPodsUnderTheirNames(t *testing.T) {
 	ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
 	// A label of this test's own: kubectl drain evicts only its pods.
 	ps.Spec.Template.Labels["drain-test"] = ns
-	ps.Spec.Template.Spec.NodeSelector = map[string]string{"podset.dev/real-node": "true"} // either real node
-	ps.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
-		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway,
-		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-	}}
+	spreadOverNodes(ps, corev1.ScheduleAnyway)
 	create(t, ps)
 	waitReady(t, ps)
 	on := nodesOf(t, ps)

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,13 +42,7 @@ func TestSpreadAndLostNode(t *testing.T) {
 	needNodes(t, 2)
 	ns := newNamespace(t)
 	ps := appPodSet(ns, "web", 4, app("v1"))
-	ps.Spec.Template.Spec.NodeSelector = map[string]string{"podset.dev/real-node": "true"} // either real node
-	ps.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
-		MaxSkew:           1,
-		TopologyKey:       corev1.LabelHostname,
-		WhenUnsatisfiable: corev1.ScheduleAnyway,
-		LabelSelector:     &metav1.LabelSelector{MatchLabels: ps.Spec.Template.Labels},
-	}}
+	spreadOverNodes(ps, corev1.ScheduleAnyway)
 	ps.Spec.LostNodeReplacement = &podsetv1alpha1.LostNodeReplacement{AfterSeconds: ptr.To[int32](0)}
 	create(t, ps)
 	waitReady(t, ps)

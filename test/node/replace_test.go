@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -25,14 +24,10 @@ func TestReplaceMovesAPodOffItsNode(t *testing.T) {
 	needNodes(t, 2)
 	ns := newNamespace(t)
 	ps := appPodSet(ns, "web", 2, app("v1"))
-	ps.Spec.Template.Spec.NodeSelector = map[string]string{"podset.dev/real-node": "true"} // either real node
-	ps.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
-		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
-		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-		// A cordoned node is no domain to spread over: the replaced pod
-		// may join the other on the first node.
-		NodeTaintsPolicy: ptr.To(corev1.NodeInclusionPolicyHonor),
-	}}
+	spreadOverNodes(ps, corev1.DoNotSchedule)
+	// A cordoned node is no domain to spread over: the replaced pod may
+	// join the other on the first node.
+	ps.Spec.Template.Spec.TopologySpreadConstraints[0].NodeTaintsPolicy = ptr.To(corev1.NodeInclusionPolicyHonor)
 	create(t, ps)
 	waitReady(t, ps)
 	on := nodesOf(t, ps)
