@@ -35,7 +35,7 @@ const (
 	TemplateHashLabel = "podset.dev/template-hash"
 )
 
-// ReplaceLabel, set to "true" on a pod a PodSet controls, asks the operator
+// ReplaceLabel asks the operator, set to "true" on a pod a PodSet controls,
 // to replace the pod, as OpenKruise's apps.kruise.io/specified-delete
 // label does for a CloneSet's: the pod is drained, deleted and made again
 // under its name, from the revision it would be made from after a
