@@ -3,12 +3,15 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -86,4 +89,41 @@ func TestReplaceOnePod(t *testing.T) {
 	markReady(t, waitForNewPod(t, now["web-2"]))
 	waitForStatus(t, ps, readyStatus(3))
 	wantEvent(t, ps, podsetv1alpha1.ReplacingRequestedReason, "deleted pods web-2 to make them again", "no event for the replacement")
+}
+
+// TestReplaceLabelRefusedOnOtherPods checks the admission policy of
+// config/policy/replace.yaml: the label set on a pod no PodSet controls is
+// refused, with a message naming what controls it.
+func TestReplaceLabelRefusedOnOtherPods(t *testing.T) {
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	for _, tc := range []struct {
+		name  string
+		owner []metav1.OwnerReference
+		want  string
+	}{
+		{"api-0", []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "api-6d4f", UID: "rs-uid", Controller: ptr.To(true)}},
+			"metadata.labels[podset.dev/replace]: pod api-0 is controlled by ReplicaSet api-6d4f: only the pods of a PodSet are replaced this way"},
+		{"lone", nil,
+			"metadata.labels[podset.dev/replace]: pod lone has no controller: only the pods of a PodSet are replaced this way"},
+	} {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: tc.name, Namespace: ns, OwnerReferences: tc.owner},
+			Spec:       testenv.MakePodSet(ns, "web").Obj().Spec.Template.Spec,
+		}
+		if err := env.Client.Create(t.Context(), pod); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "labelling "+tc.name+" is refused", func(ctx context.Context) error {
+			err := env.Client.Patch(ctx, pod, client.RawPatch(types.MergePatchType,
+				fmt.Appendf(nil, `{"metadata":{"labels":{%q:"true"}}}`, podsetv1alpha1.ReplaceLabel)), client.DryRunAll)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				return fmt.Errorf("labelling %s: %v, want a refusal saying %q", tc.name, err, tc.want)
+			}
+			return nil
+		})
+		// Other labels go through.
+		if err := env.Client.Patch(t.Context(), pod, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"a"}}}`))); err != nil {
+			t.Errorf("labelling %s team=a: %v", tc.name, err)
+		}
+	}
 }
