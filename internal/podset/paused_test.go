@@ -87,6 +87,16 @@ func TestPausedPlan(t *testing.T) {
 			pods: []corev1.Pod{pod(0, h1), makePod("web-1").controlledBy(v1).ready().hash(h1).withoutLabel("tier").obj(), pod(2, h2)},
 			want: want{Plan: planNames{Repair: []string{"web-1"}}},
 		},
+		"OnDelete: a deleted pod is made again from the revision it ran, not updated": {
+			ps: func() *podsetv1alpha1.PodSet {
+				ps := ps.DeepCopy()
+				ps.Spec.UpdateStrategy.Type = podsetv1alpha1.OnDeleteStrategyType
+				return ps
+			}(),
+			pods:       []corev1.Pod{pod(0, h1), pod(1, h1)},
+			remembered: Held{2: h1},
+			want:       want{Plan: planNames{Create: []int{2}}, Revisions: map[int]string{2: h1}},
+		},
 		"created paused: the template is the only revision there is": {
 			ps:   paused(v1),
 			want: want{Plan: planNames{Create: []int{0, 1, 2}}},
