@@ -162,7 +162,7 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD and the RBAC role from markers.
 	rm -rf $(CHART)/files && mkdir -p $(CHART)/files/crds $(CHART)/files/rbac $(CHART)/files/policy $(CHART)/files/prometheus
 	cp config/crd/bases/podset.dev_podsets.yaml $(CHART)/files/crds/
 	cp config/rbac/role.yaml $(CHART)/files/rbac/
-	cp config/policy/hardening.yaml config/policy/pod-validity.yaml $(CHART)/files/policy/
+	cp config/policy/hardening.yaml config/policy/pod-validity.yaml config/policy/replace.yaml $(CHART)/files/policy/
 	cp config/prometheus/rules.yaml config/prometheus/dashboard.json $(CHART)/files/prometheus/
 
 .PHONY: fmt

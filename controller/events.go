@@ -33,6 +33,11 @@ func (r *PodSetReconciler) outcomeEvents(ps *podsetv1alpha1.PodSet, plan *podset
 	}
 	r.lostEvents(ps, plan, done)
 	for _, why := range slices.Sorted(maps.Keys(done.Recreated)) {
+		if why == podset.WhyReplace {
+			r.note(ps, podsetv1alpha1.ReplacingRequestedReason, "Delete",
+				"deleted pods %s to make them again: %s", podset.Summarize(done.Recreated[why]), why)
+			continue
+		}
 		r.note(ps, podsetv1alpha1.RollingOutReason, "Delete",
 			"deleted out-of-date pods %s to recreate them: %s", podset.Summarize(done.Recreated[why]), why)
 	}
@@ -46,8 +51,11 @@ func (r *PodSetReconciler) outcomeEvents(ps *podsetv1alpha1.PodSet, plan *podset
 	}
 	for _, why := range slices.Sorted(maps.Keys(done.Stopping)) {
 		reason := podsetv1alpha1.RollingOutReason
-		if why == podset.WhySurplus {
+		switch why {
+		case podset.WhySurplus:
 			reason = podsetv1alpha1.ScalingDownReason
+		case podset.WhyReplace:
+			reason = podsetv1alpha1.ReplacingRequestedReason
 		}
 		r.note(ps, reason, "Drain", "took pods %s out of Ready to delete them once drained: %s", podset.Summarize(done.Stopping[why]), why)
 	}

@@ -43,6 +43,12 @@ const (
 	// ConvergedReason: nothing is left to do.
 	ConvergedReason = "Converged"
 
+	// PausedReason: spec.paused is true and pods run an older template:
+	// every desired pod exists and is available, and only the rollout the
+	// pause holds back is left. Ready, Reconciling and Stalled are all
+	// False with this reason; resuming rolls the pods out.
+	PausedReason = "Paused"
+
 	// InvalidTemplateReason: the pod template asks for something the
 	// operator refuses (it weakens the Pod Security "restricted" profile).
 	InvalidTemplateReason = "InvalidTemplate"
@@ -74,6 +80,11 @@ const (
 	// ReplacingFinishedReason: Failed or Succeeded pods were deleted to be
 	// created again.
 	ReplacingFinishedReason = "ReplacingFinished"
+
+	// ReplacingRequestedReason: pods that carry the podset.dev/replace=true
+	// label (kubectl podset replace) were drained and deleted, to be made
+	// again under their names.
+	ReplacingRequestedReason = "ReplacingRequested"
 
 	// ReplacingLostReason: pods whose node has been lost for
 	// spec.lostNodeReplacement.afterSeconds were force-deleted to be

@@ -35,6 +35,16 @@ const (
 	TemplateHashLabel = "podset.dev/template-hash"
 )
 
+// ReplaceLabel asks the operator, set to "true" on a pod a PodSet controls,
+// to replace the pod, as OpenKruise's apps.kruise.io/specified-delete
+// label does for a CloneSet's: the pod is drained, deleted and made again
+// under its name, from the revision it would be made from after a
+// deletion, on whichever node the scheduler picks, within
+// maxUnavailable (a pod that is not Ready goes at once). The new pod does
+// not carry it, so setting it again on a pod being replaced changes
+// nothing. `kubectl podset replace` sets it.
+const ReplaceLabel = "podset.dev/replace"
+
 // Defaults of the rollout fields, as Deployment and StatefulSet have them.
 const (
 	// DefaultProgressDeadlineSeconds is spec.progressDeadlineSeconds when
@@ -170,6 +180,24 @@ type PodSetSpec struct {
 	// +kubebuilder:default={type: RollingUpdate}
 	// +optional
 	UpdateStrategy PodSetUpdateStrategy `json:"updateStrategy,omitempty"`
+
+	// paused stops rollouts: while it is true, no pod is updated in place
+	// or recreated because the template changed, and a template change
+	// only records a new revision. Everything else goes on: scaling up and
+	// down, the repair of deleted or failed pods, lost-node replacement,
+	// and the drain of every pod the operator stops. A pod made while
+	// paused starts from the revision it ran before (a deleted or failed
+	// pod), or from status.currentRevision, the revision the oldest pods
+	// run (a new ordinal), as a paused Deployment scales its existing
+	// ReplicaSets and creates no new one; a PodSet created paused makes
+	// its pods from its template, the only revision there is. The Ready
+	// condition is False with reason Paused while pods wait for the
+	// template, and Stalled stays False: the progress deadline does not
+	// run while paused. Setting it back to false (or removing it) rolls
+	// out what is pending. `kubectl podset rollout pause` and `resume` set
+	// it. Defaults to false.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
 
 	// disruptionBudget makes the operator keep a policy/v1
 	// PodDisruptionBudget for the PodSet's pods: named like the PodSet,
@@ -472,6 +500,7 @@ type PodSetStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`
 // +kubebuilder:printcolumn:name="Up-to-date",type=integer,JSONPath=`.status.updatedReplicas`
+// +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Containers",type=string,JSONPath=`.spec.template.spec.containers[*].name`,priority=1
 // +kubebuilder:printcolumn:name="Images",type=string,JSONPath=`.spec.template.spec.containers[*].image`,priority=1

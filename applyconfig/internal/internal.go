@@ -86,6 +86,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: ordinals
       type:
         namedType: com.github.podset-dev.podset-operator.apis.v1alpha1.PodSetOrdinals
+    - name: paused
+      type:
+        scalar: boolean
     - name: progressDeadlineSeconds
       type:
         scalar: numeric

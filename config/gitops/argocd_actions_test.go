@@ -135,7 +135,7 @@ func TestArgoCDConfigMapEmbedsActions(t *testing.T) {
 			t.Errorf("argocd-cm-patch.yaml action %s differs (-resource_customizations +argocd-cm-patch.yaml):\n%s", d.Name, diff)
 		}
 	}
-	if want := []string{"restart"}; !slices.Equal(names, want) {
+	if want := []string{"restart", "pause", "resume"}; !slices.Equal(names, want) {
 		t.Errorf("argocd-cm-patch.yaml defines actions %v, want %v", names, want)
 	}
 }

@@ -55,6 +55,7 @@ type kstatusHealth struct {
 // computeStatus).
 const (
 	deadlineMessage = "no progress for 10m0s (spec.progressDeadlineSeconds), 0/2 pods available; web-0, web-1: Unschedulable: 0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+	pausedMessage   = "3/3 pods ready, 3/3 available, 0/3 up to date; 3 pods run an older template (spec.paused: updated once resumed)"
 	heldMessage     = "4/4 pods ready, 4/4 available, 2/4 up to date; 2 pods run an older template (partition 2 holds back ordinals below it)"
 )
 
@@ -193,6 +194,33 @@ func TestHealthOfPodSets(t *testing.T) {
 			},
 		},
 		want: healthy(heldMessage),
+	}, {
+		// spec.paused holds a new template back, every pod available:
+		// Suspended in Argo CD, as a paused Deployment; in progress for
+		// kstatus and Flux, as a paused Deployment with a new template
+		// (kstatus: "Updated: 0/3"), so a Kustomization with wait: true
+		// fails its health check at its timeout until the PodSet is
+		// resumed.
+		name:        "paused with changes pending",
+		specChanged: true,
+		status: &podsetv1alpha1.PodSetStatus{
+			ObservedGeneration: 2,
+			Replicas:           3,
+			ReadyReplicas:      3,
+			AvailableReplicas:  3,
+			CurrentRevision:    "web-old",
+			UpdateRevision:     "web-new",
+			Conditions: []metav1.Condition{
+				condition(podsetv1alpha1.ReadyCondition, metav1.ConditionFalse, podsetv1alpha1.PausedReason, pausedMessage),
+				condition(podsetv1alpha1.ReconcilingCondition, metav1.ConditionFalse, podsetv1alpha1.PausedReason, pausedMessage),
+				condition(podsetv1alpha1.StalledCondition, metav1.ConditionFalse, podsetv1alpha1.PausedReason, pausedMessage),
+			},
+		},
+		want: health{
+			Argo:    argoHealth{"Suspended", pausedMessage},
+			Kstatus: kstatusHealth{status.InProgressStatus, pausedMessage},
+			Flux:    status.InProgressStatus,
+		},
 	}, {
 		// A fix for a stalled PodSet is Progressing as soon as it is pushed,
 		// not Degraded until the operator catches up.

@@ -1,6 +1,7 @@
 package podset
 
-// Held is which older revision each pod that the partition holds back ran
+// Held is which older revision each pod that the partition (or
+// spec.paused) holds back ran
 // when the operator last saw it, by ordinal, so that a held-back pod that
 // is deleted or fails is recreated from the revision it had, even when
 // three revisions are live at once (the partition was moved between two
@@ -21,7 +22,7 @@ type Held map[int]string
 func (h Held) Observe(v *View) Held {
 	ps, update := v.PodSet, v.Revs.Update
 	start := Start(ps)
-	partition := min(UpdateFrom(ps), start+int(Replicas(ps)))
+	partition := min(RolloutFrom(ps), start+int(Replicas(ps)))
 	var held Held
 	for ordinal, hash := range h {
 		if ordinal >= start && ordinal < partition {

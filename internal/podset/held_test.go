@@ -18,21 +18,38 @@ func withPartition(ps *podsetv1alpha1.PodSet, partition int32) *podsetv1alpha1.P
 	return ps
 }
 
+// threeRevisions is the PodSet web at three templates (images
+// busybox:1.36, b:2 and b:3), their hashes and their stored revisions;
+// its pod method makes a Ready pod of an ordinal from the revision of a
+// hash.
+type threeRevisions struct {
+	v1, v2, v3 *podsetv1alpha1.PodSet
+	h1, h2, h3 string
+	history    []appsv1.ControllerRevision
+}
+
+func makeThreeRevisions(replicas int32) threeRevisions {
+	v1 := makePodSet("web").replicas(replicas).obj()
+	v2, v3 := withImage(v1, "b:2"), withImage(v1, "b:3")
+	return threeRevisions{
+		v1: v1, v2: v2, v3: v3,
+		h1: TemplateHash(v1), h2: TemplateHash(v2), h3: TemplateHash(v3),
+		history: []appsv1.ControllerRevision{storedRevision(v1, 1), storedRevision(v2, 2), storedRevision(v3, 3)},
+	}
+}
+
+func (r threeRevisions) pod(ordinal int, hash string) corev1.Pod {
+	byHash := map[string]*podsetv1alpha1.PodSet{r.h1: r.v1, r.h2: r.v2, r.h3: r.v3}
+	return makePod(PodName("web", ordinal)).controlledBy(byHash[hash]).ready().hash(hash).obj()
+}
+
 // TestPartitionedPlan checks what a pass does under a partition: pods below
 // it keep their revision, also when recreated, and the rollout stays above.
 func TestPartitionedPlan(t *testing.T) {
-	v1 := makePodSet("web").replicas(4).obj()
-	v2 := withImage(v1, "b:2")
-	v3 := withImage(v1, "b:3")
-	h1, h2, h3 := TemplateHash(v1), TemplateHash(v2), TemplateHash(v3)
-	history := []appsv1.ControllerRevision{storedRevision(v1, 1), storedRevision(v2, 2), storedRevision(v3, 3)}
+	r := makeThreeRevisions(4)
+	v1, v3, h1, h2, h3, history, pod := r.v1, r.v3, r.h1, r.h2, r.h3, r.history, r.pod
 	ps := withPartition(v3, 2)
 	ps.Status.CurrentRevision = RevisionName(ps, h1)
-	// pod is the pod of an ordinal as made from the revision of the hash.
-	byHash := map[string]*podsetv1alpha1.PodSet{h1: v1, h2: v2, h3: v3}
-	pod := func(ordinal int, hash string) corev1.Pod {
-		return makePod(PodName("web", ordinal)).controlledBy(byHash[hash]).ready().hash(hash).obj()
-	}
 	type want struct {
 		Plan      planNames
 		Revisions map[int]string

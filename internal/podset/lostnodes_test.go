@@ -69,6 +69,12 @@ func TestPlanReplacesPodsOfLostNodes(t *testing.T) {
 			nodes: small(map[string]time.Time{"gone": lostLong}),
 			want:  lostPlan{ReplaceLost: []string{"web-2"}},
 		},
+		"paused: a pod of a lost node is replaced all the same": {
+			ps:    paused(ps),
+			pods:  append(healthy(0, 1), pod(2, "gone").obj()),
+			nodes: small(map[string]time.Time{"gone": lostLong}),
+			want:  lostPlan{ReplaceLost: []string{"web-2"}},
+		},
 		"a node lost for less than afterSeconds: a pass wakes when it is due": {
 			ps:    ps,
 			pods:  append(healthy(0, 1), pod(2, "gone").running().obj()),

@@ -100,6 +100,9 @@ const (
 	StateHeldOnDelete
 	// StateHeldByPartition: the pod is out of date, below the partition.
 	StateHeldByPartition
+	// StateHeldByPause: the pod is out of date, and spec.paused holds it
+	// on its revision until the PodSet is resumed.
+	StateHeldByPause
 	// StateStale: the pod is out of date, and the strategy updates it
 	// (Decision.Way says how).
 	StateStale
@@ -259,17 +262,17 @@ type classified struct {
 func (v *View) classify(p *Plan, in Input) classified {
 	ps, revs, now := v.PodSet, v.Revs, v.Now
 	deadline := progressDeadline(ps)
-	partition := UpdateFrom(ps)
+	partition, holdFrom := UpdateFrom(ps), RolloutFrom(ps)
 	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
 	var c classified
 	ways := updateWays{}
 	for i, m := range v.Slots {
 		ordinal := v.Start + i
-		d := Decision{Name: PodName(ps.Name, ordinal), Ordinal: ordinal, Member: m, State: slotState(m, revs, ordinal, partition, onDelete)}
+		d := Decision{Name: PodName(ps.Name, ordinal), Ordinal: ordinal, Member: m, State: slotState(m, revs, ordinal, partition, onDelete, ps.Spec.Paused)}
 		if m == nil {
 			if !in.InFlight(d.Name) {
 				d.Action, d.Revision = ActionCreate, revs.Update
-				if ordinal < partition {
+				if ordinal < holdFrom {
 					d.Revision = heldRevision(ps, revs, in.Held, ordinal)
 				}
 			}
@@ -278,8 +281,13 @@ func (v *View) classify(p *Plan, in Input) classified {
 			continue
 		}
 		pod := m.Pod
+		replace := ReplaceRequested(pod)
 		if d.State == StateStale {
 			d.Way = ways.of(ps, revs, pod)
+			if replace {
+				// Recreated, not updated in place.
+				d.Way = UpdateWay{Why: WhyReplace}
+			}
 		}
 		if wait, lost := v.lostFor(m); lost && !in.InFlight(pod.Name) {
 			if wait <= 0 {
@@ -346,6 +354,9 @@ func (v *View) classify(p *Plan, in Input) classified {
 			if ok && resizeTowards(tmpl, pod) {
 				why, wait = resizeStuck(pod, deadline, now)
 			}
+			if why == "" && replace {
+				why, wait = WhyReplace, 0
+			}
 			// New, or its containers restarted for its revision, or the
 			// stop its gate closed for is no longer wanted.
 			d.Resume = why == "" && GateOpens(pod)
@@ -377,7 +388,7 @@ func (v *View) classify(p *Plan, in Input) classified {
 }
 
 // slotState is where the pod of a slot stands (nil: none).
-func slotState(m *Member, revs *Revisions, ordinal, partition int, onDelete bool) SlotState {
+func slotState(m *Member, revs *Revisions, ordinal, partition int, onDelete, paused bool) SlotState {
 	switch {
 	case m == nil:
 		return StateMissing
@@ -393,6 +404,8 @@ func slotState(m *Member, revs *Revisions, ordinal, partition int, onDelete bool
 		return StateHeldOnDelete
 	case ordinal < partition:
 		return StateHeldByPartition
+	case paused:
+		return StateHeldByPause
 	}
 	return StateStale
 }
@@ -556,6 +569,12 @@ func (p *Plan) recreating(pod *corev1.Pod, why string) {
 	p.Why[pod.Name] = why
 }
 
+// ReplaceRequested reports whether a pod carries ReplaceLabel=true: the
+// operator drains, deletes and makes it again, within maxUnavailable.
+func ReplaceRequested(pod *corev1.Pod) bool {
+	return pod.Labels[podsetv1alpha1.ReplaceLabel] == "true"
+}
+
 // heldRevision is the revision to recreate a missing pod from that the
 // partition holds back: the one it ran when the operator last saw it, else
 // the revision status.currentRevision names (the one the oldest pods run,
@@ -705,6 +724,18 @@ func Partition(ps *podsetv1alpha1.PodSet) int {
 // replicas - partition pods to update, holds with any start.
 func UpdateFrom(ps *podsetv1alpha1.PodSet) int {
 	return Start(ps) + Partition(ps)
+}
+
+// RolloutFrom is the lowest ordinal this pass moves to the current
+// template: UpdateFrom, or, while spec.paused holds every pod on its
+// revision, MaxReplicas, above every ordinal. Pods below it that are
+// deleted or fail are made again from the revision they ran, and new ones
+// from status.currentRevision (heldRevision).
+func RolloutFrom(ps *podsetv1alpha1.PodSet) int {
+	if ps.Spec.Paused {
+		return podsetv1alpha1.MaxReplicas
+	}
+	return UpdateFrom(ps)
 }
 
 // ordinalOf is a pod's ordinal, or MaxReplicas for a name that has none, so

@@ -118,7 +118,16 @@ func (p *Preview) Changed() bool {
 // Preview says what the view's PodSet does to its pods, pod by pod, and
 // the batches its rollout takes: the planner's decisions for this pass
 // (Plan.Decisions), named for a user, and its order pass after pass.
+//
+// A paused PodSet is previewed as it rolls out once resumed: while paused,
+// only creations and deletions happen.
 func (v *View) Preview() Preview {
+	if v.PodSet.Spec.Paused {
+		resumed := *v
+		resumed.PodSet = v.PodSet.DeepCopy()
+		resumed.PodSet.Spec.Paused = false
+		v = &resumed
+	}
 	plan := v.Plan(Input{Held: Held(nil).Observe(v), InFlight: nothingInFlight})
 	p := Preview{MaxUnavailable: maxUnavailable(v.PodSet), Pods: v.podChanges(plan.Decisions)}
 	v.previewOrder(&p, plan)

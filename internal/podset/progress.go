@@ -72,7 +72,7 @@ func (v *View) deadlineStall(available int32) *Stall {
 	ps := v.PodSet
 	desired := len(v.Slots)
 	minReady := minReadySeconds(ps)
-	partition := UpdateFrom(ps)
+	partition := RolloutFrom(ps)
 	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
 	var order []string
 	stuck := map[string][]string{}

@@ -172,7 +172,7 @@ func (v *View) PlanRevisions(kept []string) RevisionPlan {
 	for _, hash := range kept {
 		inUse[hash] = true
 	}
-	if cur, ok := revisionHash(ps, ps.Status.CurrentRevision); ok && Partition(ps) > 0 {
+	if cur, ok := revisionHash(ps, ps.Status.CurrentRevision); ok && (Partition(ps) > 0 || ps.Spec.Paused) {
 		// What a held-back pod is recreated from after a restart.
 		inUse[cur] = true
 	}

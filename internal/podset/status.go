@@ -42,7 +42,8 @@ type podCounts struct {
 	// desiredAvailable counts the available pods at wanted ordinals.
 	desiredAvailable int32
 	// older counts the desired pods on an older revision, and outdated
-	// those of them the update strategy updates.
+	// those of them the update strategy updates (once resumed, when
+	// spec.paused holds them).
 	older, outdated int32
 }
 
@@ -122,9 +123,17 @@ func (v *View) conditions(status *podsetv1alpha1.PodSetStatus, c podCounts, plan
 		}
 		progress += fmt.Sprintf("; %d %s an older template (partition %d holds back %s)", c.older, pluralPods(c.older, "runs", "run"), partition, held)
 	}
-	ready := stalled == nil && c.terminating == 0 && c.live == desired && c.desiredAvailable == desired && c.outdated == 0
+	settled := stalled == nil && c.terminating == 0 && c.live == desired && c.desiredAvailable == desired
+	ready := settled && c.outdated == 0
+	// Paused with changes pending: nothing left to do but the rollout that
+	// spec.paused holds back. Not Ready (the pods do not run the spec), not
+	// Stalled (nothing is wrong), and no deadline runs.
+	paused := settled && ps.Spec.Paused && c.outdated > 0
+	if ps.Spec.Paused && c.outdated > 0 {
+		progress += fmt.Sprintf("; %d %s an older template (spec.paused: updated once resumed)", c.outdated, pluralPods(c.outdated, "runs", "run"))
+	}
 	status.LastProgressTime = lastProgress(ps, status, ready, now)
-	if stalled == nil && !ready && deadlineIn(ps, status.LastProgressTime, v.Now) <= 0 {
+	if stalled == nil && !ready && !paused && deadlineIn(ps, status.LastProgressTime, v.Now) <= 0 {
 		stalled = v.deadlineStall(status.AvailableReplicas)
 	}
 
@@ -140,12 +149,20 @@ func (v *View) conditions(status *podsetv1alpha1.PodSetStatus, c podCounts, plan
 		set(podsetv1alpha1.ReadyCondition, metav1.ConditionTrue, podsetv1alpha1.ReadyReason, progress)
 		set(podsetv1alpha1.ReconcilingCondition, metav1.ConditionFalse, podsetv1alpha1.ConvergedReason, progress)
 		set(podsetv1alpha1.StalledCondition, metav1.ConditionFalse, podsetv1alpha1.ConvergedReason, progress)
+	case paused:
+		set(podsetv1alpha1.ReadyCondition, metav1.ConditionFalse, podsetv1alpha1.PausedReason, progress)
+		set(podsetv1alpha1.ReconcilingCondition, metav1.ConditionFalse, podsetv1alpha1.PausedReason, progress)
+		set(podsetv1alpha1.StalledCondition, metav1.ConditionFalse, podsetv1alpha1.PausedReason, progress)
 	case stalled != nil:
 		set(podsetv1alpha1.ReadyCondition, metav1.ConditionFalse, podsetv1alpha1.NotReadyReason, progress)
 		set(podsetv1alpha1.ReconcilingCondition, metav1.ConditionFalse, stalled.Reason, stalled.Message)
 		set(podsetv1alpha1.StalledCondition, metav1.ConditionTrue, stalled.Reason, stalled.Message)
 	default:
-		reason := reconcilingReason(ps, int(c.live), c.outdated, plan)
+		outdated := c.outdated
+		if ps.Spec.Paused {
+			outdated = 0 // they wait for resume: not what the pass works on
+		}
+		reason := reconcilingReason(ps, int(c.live), outdated, plan)
 		set(podsetv1alpha1.ReadyCondition, metav1.ConditionFalse, podsetv1alpha1.NotReadyReason, progress)
 		set(podsetv1alpha1.ReconcilingCondition, metav1.ConditionTrue, reason, progress)
 		set(podsetv1alpha1.StalledCondition, metav1.ConditionFalse, reason, progress)
@@ -194,7 +211,8 @@ func (v *View) WakeAfter(status *podsetv1alpha1.PodSetStatus) time.Duration {
 		}
 	}
 	if !meta.IsStatusConditionTrue(status.Conditions, podsetv1alpha1.ReadyCondition) &&
-		!meta.IsStatusConditionTrue(status.Conditions, podsetv1alpha1.StalledCondition) {
+		!meta.IsStatusConditionTrue(status.Conditions, podsetv1alpha1.StalledCondition) &&
+		!isPaused(status) {
 		// A second late rather than early: the stored time has whole
 		// seconds.
 		soonest(deadlineIn(ps, status.LastProgressTime, v.Now) + time.Second)
@@ -231,4 +249,11 @@ func SignificantChange(old, cur podsetv1alpha1.PodSetStatus) bool {
 	// counts on from the status clients see, so a deferred write would
 	// lose it.
 	return old.LostNodeReplacements != cur.LostNodeReplacements
+}
+
+// isPaused reports whether a status says the PodSet waits only for the
+// rollout spec.paused holds back.
+func isPaused(status *podsetv1alpha1.PodSetStatus) bool {
+	c := meta.FindStatusCondition(status.Conditions, podsetv1alpha1.ReadyCondition)
+	return c != nil && c.Reason == podsetv1alpha1.PausedReason
 }

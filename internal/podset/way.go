@@ -61,6 +61,9 @@ const (
 	whyDeferred     = "the kubelet deferred its resize for longer than progressDeadlineSeconds"
 	WhyResizeDenied = "the API server refused its resize"
 	whyRestart      = "a restart was asked for (" + restartedAt + ")"
+	// WhyReplace: a user asked for the pod to be replaced
+	// (podsetv1alpha1.ReplaceLabel).
+	WhyReplace = "a replacement was asked for (" + podsetv1alpha1.ReplaceLabel + "=true)"
 	// WhySurplus: a pod outside the wanted ordinals, deleted once drained.
 	WhySurplus = "it is surplus (scale-down)"
 )

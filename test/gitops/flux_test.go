@@ -403,18 +403,7 @@ func TestStalledPodSetFailsTheKustomization(t *testing.T) {
 	start := time.Now()
 	applyKustomization(t, ns, name, timeout, nil)
 
-	var ready metav1.Condition
-	eventually(t, "Kustomization "+ns+"/"+name+" fails its health check", func(ctx context.Context) error {
-		k, err := getKustomization(ctx, ns, name)
-		if err != nil {
-			return err
-		}
-		ready = k.ready()
-		if ready.Status != metav1.ConditionFalse || ready.Reason != "HealthCheckFailed" || k.Status.LastAttemptedRevision != revision {
-			return fmt.Errorf("Ready %s %s: %s", ready.Status, ready.Reason, ready.Message)
-		}
-		return nil
-	})
+	ready := healthCheckFails(t, ns, name, revision)
 	took := time.Since(start)
 	t.Logf("Kustomization Ready=False %s after %v: %s", ready.Reason, took.Round(time.Second), ready.Message)
 	if took >= timeout {

@@ -192,3 +192,22 @@ func containsAll(s string, parts []string) bool {
 	}
 	return true
 }
+
+// healthCheckFails waits until the Kustomization ns/name has failed its
+// health check at revision, and returns its Ready condition.
+func healthCheckFails(t *testing.T, ns, name, revision string) metav1.Condition {
+	t.Helper()
+	var ready metav1.Condition
+	eventually(t, "Kustomization "+ns+"/"+name+" fails its health check", func(ctx context.Context) error {
+		k, err := getKustomization(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		ready = k.ready()
+		if ready.Status != metav1.ConditionFalse || ready.Reason != "HealthCheckFailed" || k.Status.LastAttemptedRevision != revision {
+			return fmt.Errorf("Ready %s %s: %s", ready.Status, ready.Reason, ready.Message)
+		}
+		return nil
+	})
+	return ready
+}

@@ -73,13 +73,7 @@ func TestRolloutReplacesUnreadyPodsFirst(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	ps := createReady(t, testenv.MakePodSet(ns, "web").Recreate().Replicas(3).MaxUnavailable(1))
 	before := pods(t, ns)
-	setPodStatus(t, before["web-0"], corev1.PodRunning, corev1.ConditionFalse)
-	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
-		if got.Status.ReadyReplicas != 2 {
-			return fmt.Errorf("readyReplicas %d, want 2", got.Status.ReadyReplicas)
-		}
-		return nil
-	})
+	markUnready(t, ps, before["web-0"], 2)
 
 	// A broken template is fixed by a new one: the unready pod goes first,
 	// and while it is unavailable no ready pod is taken.

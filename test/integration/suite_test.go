@@ -315,6 +315,19 @@ func setPodStatus(t *testing.T, pod corev1.Pod, phase corev1.PodPhase, ready cor
 	}
 }
 
+// markUnready plays the kubelet of a pod whose readiness probe fails, and
+// waits until the PodSet's status counts ready pods left.
+func markUnready(t *testing.T, ps *podsetv1alpha1.PodSet, pod corev1.Pod, ready int32) {
+	t.Helper()
+	setPodStatus(t, pod, corev1.PodRunning, corev1.ConditionFalse)
+	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
+		if got.Status.ReadyReplicas != ready {
+			return fmt.Errorf("readyReplicas %d, want %d", got.Status.ReadyReplicas, ready)
+		}
+		return nil
+	})
+}
+
 // markAllReady marks every live pod in the namespace Running and Ready.
 func markAllReady(t *testing.T, ns string) {
 	t.Helper()

@@ -283,7 +283,7 @@ func TestZeroDroppedRequests(t *testing.T) {
 	ns := newNamespace(t)
 	ps := appPodSet(ns, "web", 4, app("v1"))
 	ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: ptr.To(intstr.FromInt32(2))}
-	spreadOverRealNodes(ps)
+	spreadOverNodes(ps, corev1.ScheduleAnyway)
 	create(t, ps)
 	waitReady(t, ps)
 	checkSpread(t, ps)

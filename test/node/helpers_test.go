@@ -118,15 +118,14 @@ func appPodSet(ns, name string, replicas int32, image string) *podsetv1alpha1.Po
 	}
 }
 
-// spreadOverRealNodes lets ps's pods run on any real node, spread over
-// their hostnames (maxSkew 1, ScheduleAnyway): on one real node they all
-// run there, on two each node runs half.
-func spreadOverRealNodes(ps *podsetv1alpha1.PodSet) {
-	spec := &ps.Spec.Template.Spec
-	spec.NodeSelector = map[string]string{"podset.dev/real-node": "true"}
-	spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
-		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway,
-		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": ps.Spec.Template.Labels["app"]}},
+// spreadOverNodes lets the PodSet's pods run on either real node, spread
+// over them by hostname (at most one pod more on one than on the other),
+// softly (ScheduleAnyway) or not (DoNotSchedule).
+func spreadOverNodes(ps *podsetv1alpha1.PodSet, when corev1.UnsatisfiableConstraintAction) {
+	ps.Spec.Template.Spec.NodeSelector = map[string]string{"podset.dev/real-node": "true"}
+	ps.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: when,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": ps.Name}},
 	}}
 }
 

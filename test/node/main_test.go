@@ -153,7 +153,7 @@ func goCommand(args ...string) ([]byte, error) {
 // 30 s at most, then kills it). Its log is bin/node/operator.log, started
 // anew unless appendLog.
 func startOperator(dir string, appendLog bool) (func(syscall.Signal), error) {
-	for _, path := range []string{"config/crd/bases", "config/policy/hardening.yaml", "config/policy/pod-validity.yaml"} {
+	for _, path := range []string{"config/crd/bases", "config/policy/hardening.yaml", "config/policy/pod-validity.yaml", "config/policy/replace.yaml"} {
 		cmd := exec.Command(suite.kubectl, "--kubeconfig", suite.kubeconfig, "apply", "--server-side", "-f", filepath.Join(suite.root, path))
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("kubectl apply -f %s: %w\n%s", path, err, out)

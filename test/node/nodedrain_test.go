@@ -39,7 +39,7 @@ func TestNodeDrainMovesPodsUnderTheirNames(t *testing.T) {
 	ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
 	// A label of this test's own: kubectl drain evicts only its pods.
 	ps.Spec.Template.Labels["drain-test"] = ns
-	spreadOverRealNodes(ps)
+	spreadOverNodes(ps, corev1.ScheduleAnyway)
 	create(t, ps)
 	waitReady(t, ps)
 	checkSpread(t, ps)

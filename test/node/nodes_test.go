@@ -47,7 +47,7 @@ func TestSpreadAndLostNode(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
 	ps := appPodSet(ns, "web", 4, app("v1"))
-	spreadOverRealNodes(ps)
+	spreadOverNodes(ps, corev1.ScheduleAnyway)
 	ps.Spec.LostNodeReplacement = &podsetv1alpha1.LostNodeReplacement{AfterSeconds: ptr.To[int32](0)}
 	create(t, ps)
 	waitReady(t, ps)

@@ -179,7 +179,7 @@ func (e *Env) Stop() error {
 func (e *Env) installPolicies(dir string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, file := range []string{"hardening.yaml", "pod-validity.yaml"} {
+	for _, file := range []string{"hardening.yaml", "pod-validity.yaml", "replace.yaml"} {
 		objs, err := ReadManifests(filepath.Join(dir, file))
 		if err != nil {
 			return err

@@ -42,6 +42,22 @@ type PodSetSpecApplyConfiguration struct {
 	ServiceName *string `json:"serviceName,omitempty"`
 	// updateStrategy is how pods are replaced after the template changes.
 	UpdateStrategy *PodSetUpdateStrategyApplyConfiguration `json:"updateStrategy,omitempty"`
+	// paused stops rollouts: while it is true, no pod is updated in place
+	// or recreated because the template changed, and a template change
+	// only records a new revision. Everything else goes on: scaling up and
+	// down, the repair of deleted or failed pods, lost-node replacement,
+	// and the drain of every pod the operator stops. A pod made while
+	// paused starts from the revision it ran before (a deleted or failed
+	// pod), or from status.currentRevision, the revision the oldest pods
+	// run (a new ordinal), as a paused Deployment scales its existing
+	// ReplicaSets and creates no new one; a PodSet created paused makes
+	// its pods from its template, the only revision there is. The Ready
+	// condition is False with reason Paused while pods wait for the
+	// template, and Stalled stays False: the progress deadline does not
+	// run while paused. Setting it back to false (or removing it) rolls
+	// out what is pending. `kubectl podset rollout pause` and `resume` set
+	// it. Defaults to false.
+	Paused *bool `json:"paused,omitempty"`
 	// disruptionBudget makes the operator keep a policy/v1
 	// PodDisruptionBudget for the PodSet's pods: named like the PodSet,
 	// selecting the pods by the podset.dev/name label, controlled by the
@@ -155,6 +171,14 @@ func (b *PodSetSpecApplyConfiguration) WithServiceName(value string) *PodSetSpec
 // If called multiple times, the UpdateStrategy field is set to the value of the last call.
 func (b *PodSetSpecApplyConfiguration) WithUpdateStrategy(value *PodSetUpdateStrategyApplyConfiguration) *PodSetSpecApplyConfiguration {
 	b.UpdateStrategy = value
+	return b
+}
+
+// WithPaused sets the Paused field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Paused field is set to the value of the last call.
+func (b *PodSetSpecApplyConfiguration) WithPaused(value bool) *PodSetSpecApplyConfiguration {
+	b.Paused = &value
 	return b
 }
 

@@ -200,6 +200,12 @@ func TestStatusMessage(t *testing.T) {
 		"partitioned, done":     {ps: partitioned(2), updated: 2, wantMsg: "partitioned roll out complete: 2 new pods have been updated...\n", wantDone: true},
 		"complete":              {ps: func() *podsetv1alpha1.PodSet { ps := partitioned(0); ps.Status.CurrentRevision = "web-b"; return ps }(), updated: 4, wantMsg: "roll out complete: 4 pods at revision web-b...\n", wantDone: true},
 		"pods not ready":        {ps: func() *podsetv1alpha1.PodSet { ps := partitioned(0); ps.Status.ReadyReplicas = 2; return ps }(), wantMsg: "Waiting for 2 pods to be ready...\n"},
+		"paused with changes pending": {ps: func() *podsetv1alpha1.PodSet {
+			ps := partitioned(0)
+			ps.Spec.Paused = true
+			ps.Status.Conditions = []metav1.Condition{{Type: podsetv1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: podsetv1alpha1.PausedReason}}
+			return ps
+		}(), updated: 1, wantMsg: "Waiting for the rollout to be resumed: podset \"web\" is paused with 1 of 4 pods updated...\n"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -384,7 +390,7 @@ func TestHistoryAndUndo(t *testing.T) {
 	if c.Image != "app:v2" || len(c.Env) != 0 {
 		t.Errorf("after undo the container is %+v, want v2's exactly (no env from v3)", c)
 	}
-	if got := templateManagersIncluding(ps.ManagedFields); !strings.Contains(got, FieldManager) {
+	if got := fieldManagersOf(ps, `"f:template"`); !strings.Contains(got, FieldManager) {
 		t.Errorf("managedFields owning spec.template: %s, want %s among them", got, FieldManager)
 	}
 
@@ -398,18 +404,6 @@ func TestHistoryAndUndo(t *testing.T) {
 	if _, _, err = kubectlPodset(t.Context(), t, ns, "rollout", "undo", "web", "--to-revision=9"); err == nil {
 		t.Fatal("undo to a missing revision succeeded")
 	}
-}
-
-// templateManagersIncluding lists every manager of spec.template fields,
-// the plugin's own included.
-func templateManagersIncluding(entries []metav1.ManagedFieldsEntry) string {
-	var out []string
-	for _, e := range entries {
-		if strings.Contains(e.FieldsV1.GetRawString(), `"f:template"`) {
-			out = append(out, e.Manager+"/"+string(e.Operation))
-		}
-	}
-	return strings.Join(out, ",")
 }
 
 func TestRestart(t *testing.T) {
@@ -451,11 +445,78 @@ func createPodSetErr(t *testing.T, ns string) error {
 	return env.Client.Patch(t.Context(), ps, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner("argocd-controller"))
 }
 
-func TestPauseIsRefused(t *testing.T) {
-	for _, verb := range []string{"pause", "resume"} {
-		_, errOut, err := kubectlPodset(t.Context(), t, "default", "rollout", verb, "web")
-		if err == nil || !strings.Contains(errOut, "no pause field") || !strings.Contains(errOut, "partition") {
-			t.Errorf("%s: err %v, stderr %q", verb, err, errOut)
+func TestPauseAndResume(t *testing.T) {
+	ns := namespace(t)
+	// Argo CD's manifest leaves spec.paused out.
+	ps := createPodSet(t, ns, "argocd-controller", 2, "app:v1")
+	pausedNow := func() bool {
+		t.Helper()
+		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ps), ps); err != nil {
+			t.Fatal(err)
+		}
+		return ps.Spec.Paused
+	}
+	for _, step := range []struct {
+		verb, wantOut string
+		wantPaused    bool
+	}{
+		{"pause", "podset.podset.dev/web paused\n", true},
+		{"pause", "podset.podset.dev/web already paused\n", true},
+		{"resume", "podset.podset.dev/web resumed\n", false},
+		{"resume", "podset.podset.dev/web already resumed\n", false},
+		{"pause", "podset.podset.dev/web paused\n", true},
+	} {
+		out, errOut, err := kubectlPodset(t.Context(), t, ns, "rollout", step.verb, "web")
+		if err != nil || out != step.wantOut {
+			t.Fatalf("rollout %s: %v, stdout %q, stderr %q; want %q", step.verb, err, out, errOut, step.wantOut)
+		}
+		if got := pausedNow(); got != step.wantPaused {
+			t.Fatalf("after rollout %s: spec.paused %v, want %v", step.verb, got, step.wantPaused)
 		}
 	}
+	if got := fieldManagersOf(ps, `"f:paused"`); got != FieldManager+"/Apply" {
+		t.Errorf("spec.paused managed by %q, want only %s/Apply", got, FieldManager)
+	}
+	// Argo CD's next sync neither conflicts nor resumes: its manifest does
+	// not own spec.paused.
+	if err := createPodSetErr(t, ns); err != nil {
+		t.Errorf("Argo CD's next apply conflicts after a pause: %v", err)
+	}
+	if !pausedNow() {
+		t.Error("Argo CD's next apply resumed the PodSet")
+	}
+	// A manifest that sets spec.paused owns it: a sync (Flux forces its
+	// applies) puts Git's value back.
+	gitops := &podsetv1alpha1.PodSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: podsetv1alpha1.GroupVersion.String(), Kind: "PodSet"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec:       podsetv1alpha1.PodSetSpec{Replicas: ptr.To[int32](2), Template: template("app:v1")},
+	}
+	body, err := json.Marshal(gitops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body = []byte(strings.Replace(string(body), `"spec":{`, `"spec":{"paused":false,`, 1))
+	if err := env.Client.Patch(t.Context(), gitops, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner("kustomize-controller"), client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+	if pausedNow() {
+		t.Error("a forced apply of paused: false left the PodSet paused")
+	}
+
+	if _, _, err := kubectlPodset(t.Context(), t, ns, "rollout", "pause", "nope"); err == nil {
+		t.Error("pause of a missing PodSet succeeded (it would have created one)")
+	}
+}
+
+// fieldManagersOf lists the managers, with their operation, whose fields
+// include field.
+func fieldManagersOf(ps *podsetv1alpha1.PodSet, field string) string {
+	var out []string
+	for _, e := range ps.ManagedFields {
+		if strings.Contains(e.FieldsV1.GetRawString(), field) {
+			out = append(out, e.Manager+"/"+string(e.Operation))
+		}
+	}
+	return strings.Join(out, ",")
 }

@@ -319,6 +319,9 @@ func printPreview(w io.Writer, ps, live *podsetv1alpha1.PodSet, revs *podset.Rev
 		out.printf("No pod changes.\n")
 		return out.err
 	}
+	if ps.Spec.Paused {
+		out.printf("Paused (spec.paused): no pod is updated until the PodSet is resumed (kubectl podset rollout resume %s); then:\n", ps.Name)
+	}
 	out.printf("Rollout, maxUnavailable %d: a rolling window, unready pods first, then from the highest ordinal; the next pod starts as soon as one before it is available again:\n", p.MaxUnavailable)
 	if len(p.AtOnce) > 0 {
 		out.printf("  at once (outside maxUnavailable): %s\n", strings.Join(p.AtOnce, ", "))

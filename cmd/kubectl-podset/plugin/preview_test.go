@@ -252,6 +252,14 @@ func TestRolloutPreview(t *testing.T) {
 			wantExit:  1,
 			wantStops: []string{"sleep 10 s in a preStop hook", "drained only when the operator stops them until they are recreated: web-0, web-1"},
 		},
+		"paused: the rollout its resume starts": {
+			live:        spec(2, "app:v1"),
+			next:        spec(2, "app:v2", func(s *podsetv1alpha1.PodSetSpec) { s.Paused = true }),
+			wantExit:    1,
+			wantPods:    map[string]string{"web-0": "true image in place app app:v1 -> app:v2; restarts app"},
+			wantRollout: []string{"first: web-1", "then, in order: web-0"},
+			wantStops:   []string{"sleep 3 s in a preStop hook", "Paused (spec.paused): no pod is updated until the PodSet is resumed (kubectl podset rollout resume web); then:"},
+		},
 		"OnDelete holds every pod; the PodSet still changes": {
 			live:     spec(1, "app:v1"),
 			next:     spec(1, "app:v2", func(s *podsetv1alpha1.PodSetSpec) { s.UpdateStrategy.Type = podsetv1alpha1.OnDeleteStrategyType }),

@@ -84,8 +84,8 @@ func newCommand(streams genericiooptions.IOStreams, newClient func() (client.Wit
 		Short: "Manage the rollout of a PodSet",
 	}
 	rollout.AddCommand(newStatusCommand(o), newRestartCommand(o), newHistoryCommand(o), newUndoCommand(o), newPreviewCommand(o),
-		newNoPauseCommand(o, "pause"), newNoPauseCommand(o, "resume"))
-	root.AddCommand(rollout)
+		newPauseCommand(o), newResumeCommand(o))
+	root.AddCommand(rollout, newReplaceCommand(o))
 	wrapErrors(root, streams)
 	return root
 }
@@ -109,20 +109,6 @@ func wrapErrors(cmd *cobra.Command, streams genericiooptions.IOStreams) {
 			_, _ = fmt.Fprintf(streams.ErrOut, "error: %v\n", err)
 		}
 		return err
-	}
-}
-
-// newNoPauseCommand explains that PodSets cannot be paused: the API has no
-// pause field. A partition holds a rollout back instead.
-func newNoPauseCommand(_ *options, verb string) *cobra.Command {
-	return &cobra.Command{
-		Use:   verb + " NAME",
-		Short: "Not supported: a PodSet has no pause; use spec.updateStrategy.rollingUpdate.partition",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("PodSets cannot be paused or resumed: the PodSet API has no pause field. " +
-				"To hold a rollout back, set spec.updateStrategy.rollingUpdate.partition " +
-				"(ordinals below it keep their revision) and lower it to continue")
-		},
 	}
 }
 

@@ -155,6 +155,12 @@ func statusMessage(ps *podsetv1alpha1.PodSet) (msg string, done bool, err error)
 	if st.AvailableReplicas < desired {
 		return fmt.Sprintf("Waiting for %d pods to be available...\n", desired-st.AvailableReplicas), false, nil
 	}
+	if c := meta.FindStatusCondition(st.Conditions, podsetv1alpha1.ReadyCondition); c != nil && c.Reason == podsetv1alpha1.PausedReason {
+		// As kubectl waits on a paused Deployment: until it is resumed
+		// and rolled out.
+		return fmt.Sprintf("Waiting for the rollout to be resumed: podset %q is paused with %d of %d pods updated...\n",
+			ps.Name, st.UpdatedReplicas, desired), false, nil
+	}
 	strategy := ps.Spec.UpdateStrategy
 	if strategy.Type == podsetv1alpha1.OnDeleteStrategyType {
 		return fmt.Sprintf("roll out complete (OnDelete): %d of %d pods run revision %s; delete the others to update them...\n",

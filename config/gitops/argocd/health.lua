@@ -4,6 +4,9 @@
 --                still converging (Reconciling=True, or Ready not yet True);
 --   Degraded     Stalled=True: it cannot progress without a change, and the
 --                condition's message says why;
+--   Suspended    spec.paused holds a rollout back: Ready=False with reason
+--                Paused (every pod exists and is available; only the paused
+--                rollout is left), as Argo CD reports a paused Deployment;
 --   Healthy      the latest spec is observed and Ready=True.
 -- Only the base library is used: Argo CD runs custom health checks without
 -- the string, math and io libraries.
@@ -49,6 +52,11 @@ end
 local ready = conditions["Ready"]
 if ready ~= nil and ready.status == "True" then
   hs.status = "Healthy"
+  hs.message = explain(ready)
+  return hs
+end
+if ready ~= nil and ready.reason == "Paused" then
+  hs.status = "Suspended"
   hs.message = explain(ready)
   return hs
 end
