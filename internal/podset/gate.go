@@ -2,6 +2,7 @@ package podset
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -45,12 +46,16 @@ import (
 // operator's own sleep of spec.drainSeconds (addDrainHooks), which every
 // pod it makes carries so that a stop by anyone else is drained too, or
 // the app's own hook. A pod restarted in place with such hooks goes
-// through steps 1, 2, 3 and 5: once the kubelet reports it not Ready and
-// the slices have dropped it, the hook holds the containers for the drain
-// (the slices' wait keeps a restart from beginning while a
-// kube-controller-manager that is down still lists the pod). Everything a
-// pass needs is on the pod, so an operator restarted mid-drain resumes it
-// where it was.
+// through steps 1, 3 and 5: once the slices have dropped it, the hook
+// holds the containers for the drain (the slices' wait keeps a restart
+// from beginning while a kube-controller-manager that is down still lists
+// the pod). It skips step 2, so that the kubelet syncs the pod once, not
+// twice (CloseGateConditions): the sync that runs the hook reports the
+// pod not Ready as it begins, and a kubelet that wrote Ready back before
+// it (its status manager's reconciliation, from a Ready it cached) only
+// puts the pod back for the moment its old containers still serve.
+// Everything a pass needs is on the pod, so an operator restarted
+// mid-drain resumes it where it was.
 
 // drainStage is where a pod the operator means to stop stands.
 type drainStage int
@@ -80,7 +85,12 @@ func drainFor(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, seen, now time.Time, e
 	case deleting && preStop && !gateClosed(pod):
 		return stopNow, 0
 	case gateClosed(pod):
-		if !kubeletNotReady(pod) {
+		// A pod whose hooks hold the drain does not wait for its kubelet's
+		// report: the kubelet sees the closed gate before the new images
+		// (its watch delivers the writes in order), so the sync that runs
+		// the hooks reports the pod not Ready as it begins
+		// (CloseGateConditions).
+		if !preStop && !kubeletNotReady(pod) {
 			// A pod to delete whose kubelet has not answered for
 			// kubeletSilence (its node is down, or partitioned) is
 			// deleted on the operator's own not-Ready: its kubelet can
@@ -442,6 +452,17 @@ func OpenGateCondition(now metav1.Time) corev1.PodCondition {
 // controller drops the pod at once rather than once the kubelet has seen
 // the gate. The reason says what follows the drain: a restart in place
 // for the PodSet's current revision, or the deletion step.Way.Why says.
+//
+// For a restart in place whose hooks hold the drain, the Ready
+// condition's message is the one the kubelet itself writes for the
+// closed gate (kubeletGateMessage), so that the kubelet, which syncs a
+// pod at once when its Ready condition's status or message is not what
+// it would write (NeedToReconcilePodReadiness), does not sync it for the
+// gate: the new images, applied a moment later, find the kubelet idle
+// and are synced at once, by the sync that reports the pod not Ready
+// and runs the hooks. Had it synced for the gate, it would sync the
+// images only after its next relist of the containers (up to a second:
+// its pod worker waits for a relist newer than its last sync).
 func CloseGateConditions(ps *podsetv1alpha1.PodSet, step Step, now metav1.Time) []corev1.PodCondition {
 	reason := podsetv1alpha1.GateStoppingReason
 	message := "the pod is deleted once it has drained: " + step.Way.Why
@@ -449,11 +470,21 @@ func CloseGateConditions(ps *podsetv1alpha1.PodSet, step Step, now metav1.Time) 
 		reason = podsetv1alpha1.GateUpdatingReason
 		message = "its containers restart for revision " + RevisionName(ps, TemplateHash(ps)) + " once the pod has drained"
 	}
+	ready := "the operator took the pod out of Service endpoints: " + message
+	if step.Way.InPlace && stopsWithPreStop(ps, step.Pod, step.Way) {
+		ready = kubeletGateMessage
+	}
 	return []corev1.PodCondition{
 		{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionFalse, Reason: reason, Message: message, LastTransitionTime: now},
-		{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: podsetv1alpha1.DrainingReason, Message: "the operator took the pod out of Service endpoints: " + message, LastTransitionTime: now},
+		{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: podsetv1alpha1.DrainingReason, Message: ready, LastTransitionTime: now},
 	}
 }
+
+// kubeletGateMessage is the message of the Ready condition a kubelet
+// writes for a Ready pod whose only unmet readiness gate is the
+// operator's, closed (GeneratePodReadyCondition in the kubelet's
+// pkg/kubelet/status/generate.go, Kubernetes 1.37).
+var kubeletGateMessage = fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", podsetv1alpha1.InPlaceUpdateReadyCondition, corev1.ConditionFalse)
 
 // ResizeDenied splits the pods whose resize the API server refused, which
 // are recreated instead: those drained first (DrainFirst), as steps to

@@ -346,8 +346,9 @@ func TestDrainsCountFromTheLastExit(t *testing.T) {
 // stopping one has a preStop hook drain themselves (the kubelet runs the
 // hook before it stops a container, on a deletion and on an in-place
 // restart alike), so the operator does not wait drainSeconds on top; a
-// restart in place still waits for the kubelet's not-Ready, and a pod to
-// delete needs no gate at all.
+// restart in place closes the gate and then waits only for the
+// EndpointSlices, not for the kubelet's report (CloseGateConditions), and
+// a pod to delete needs no gate at all.
 func TestDrainForLeavesTheDrainToPreStopHooks(t *testing.T) {
 	now := time.Date(2026, 11, 25, 7, 0, 10, 0, time.UTC)
 	ps := makePodSet("web").obj()
@@ -358,6 +359,13 @@ func TestDrainForLeavesTheDrainToPreStopHooks(t *testing.T) {
 	}
 	if stage, _ := drainFor(ps, &open, time.Time{}, now, EndpointState{}, allPreStop(ps, &open, []string{"app"}), false); stage != drainBegin {
 		t.Errorf("a Ready pod to restart in place whose containers have preStop hooks: %v, want its gate closed first", stage)
+	}
+	justClosed := makePod("web-0").controlledBy(ps).ready().gated().preStop().draining(now).obj()
+	if stage, wait := drainFor(ps, &justClosed, now, now, EndpointState{}, allPreStop(ps, &justClosed, []string{"app"}), false); stage != stopNow {
+		t.Errorf("restart in place, the gate closed, no report of the kubelet: %v (wait %v), want stopNow: the hook drains", stage, wait)
+	}
+	if stage, wait := drainFor(ps, &justClosed, now, now, EndpointState{Listed: true}, allPreStop(ps, &justClosed, []string{"app"}), false); stage != draining || wait != endpointsSilence {
+		t.Errorf("restart in place, the gate closed, the slices still list it: %v (wait %v), want draining %v", stage, wait, endpointsSilence)
 	}
 	justConfirmed := makePod("web-0").controlledBy(ps).ready().gated().preStop().draining(now).kubeletNotReadySince(now).obj()
 	if stage, wait := drainFor(ps, &justConfirmed, now, now, EndpointState{}, allPreStop(ps, &justConfirmed, []string{"app"}), false); stage != stopNow {
@@ -431,5 +439,45 @@ func TestDrainWaitsForTheEndpointSlices(t *testing.T) {
 	}
 	if stage, _ := drainFor(ps, &pod, seen, now, EndpointState{Left: now}, true, true); stage != stopNow {
 		t.Errorf("preStop, dropped now: drainFor() = %v; want stopNow", stage)
+	}
+}
+
+// TestCloseGateConditionsSpareTheKubeletASync: the write that closes the
+// gate of a pod whose restart in place its hooks drain marks it not Ready
+// with the message its kubelet writes for the closed gate, so that the
+// kubelet does not sync the pod for it (it compares a Ready condition's
+// status and message, NeedToReconcilePodReadiness) and syncs the new
+// images at once; every other drain gets the operator's own message,
+// which the kubelet answers with its report, what those drains wait for.
+func TestCloseGateConditionsSpareTheKubeletASync(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 28, 4, 0, 0, 0, time.UTC))
+	ps := makePodSet("web").obj()
+	ps.Spec.DrainSeconds = ptr.To[int32](2)
+	hooked := makePod("web-0").controlledBy(ps).ready().gated().preStop().obj()
+	bare := makePod("web-1").controlledBy(ps).ready().gated().obj()
+	inPlace := UpdateWay{InPlace: true, Restarts: []string{"app"}}
+	const kubelets = `the status of pod readiness gate "podset.dev/InPlaceUpdateReady" is not "True", but False`
+	for name, tc := range map[string]struct {
+		step        Step
+		wantKubelet bool
+	}{
+		"in place, hooks that hold the drain": {Step{Pod: &hooked, Way: inPlace}, true},
+		"in place, no hook":                   {Step{Pod: &bare, Way: inPlace}, false},
+		"a deletion, hooks that hold it":      {Step{Pod: &hooked, Way: UpdateWay{Why: "why"}}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var ready *corev1.PodCondition
+			for _, c := range CloseGateConditions(ps, tc.step, now) {
+				if c.Type == corev1.PodReady {
+					ready = &c
+				}
+			}
+			if ready == nil || ready.Status != corev1.ConditionFalse || ready.Reason != podsetv1alpha1.DrainingReason {
+				t.Fatalf("Ready condition %+v, want False with %s", ready, podsetv1alpha1.DrainingReason)
+			}
+			if got := ready.Message == kubelets; got != tc.wantKubelet {
+				t.Errorf("Ready's message %q: the kubelet's is %t, want %t", ready.Message, got, tc.wantKubelet)
+			}
+		})
 	}
 }

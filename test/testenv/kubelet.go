@@ -2,7 +2,9 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -69,22 +71,40 @@ func KubeletStatus(pod *corev1.Pod, infeasible bool) (status corev1.PodStatus, r
 			ready = false
 		}
 	}
-	setCondition(&status, corev1.PodResizePending, pending, corev1.PodReasonInfeasible, now)
+	setCondition(&status, corev1.PodResizePending, pending, corev1.PodReasonInfeasible, "", now)
 	// Resizes are carried out at once: none is left in progress.
-	setCondition(&status, corev1.PodResizeInProgress, false, "", now)
-	setCondition(&status, corev1.ContainersReady, true, "", now)
-	reason := ""
+	setCondition(&status, corev1.PodResizeInProgress, false, "", "", now)
+	setCondition(&status, corev1.ContainersReady, true, "", "", now)
+	reason, message := "", ""
 	if !ready {
-		reason = "ReadinessGatesNotReady"
+		reason, message = "ReadinessGatesNotReady", gateMessage(pod)
 	}
-	setCondition(&status, corev1.PodReady, ready, reason, now)
+	setCondition(&status, corev1.PodReady, ready, reason, message, now)
 	return status, restarted
+}
+
+// gateMessage is the message of the Ready condition False a kubelet
+// writes for a pod whose containers are ready and some of whose readiness
+// gates are not (GeneratePodReadyCondition in the kubelet's
+// pkg/kubelet/status/generate.go).
+func gateMessage(pod *corev1.Pod) string {
+	var unready []string
+	for _, g := range pod.Spec.ReadinessGates {
+		i := slices.IndexFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == g.ConditionType })
+		switch {
+		case i < 0:
+			unready = append(unready, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", g.ConditionType))
+		case pod.Status.Conditions[i].Status != corev1.ConditionTrue:
+			unready = append(unready, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", g.ConditionType, pod.Status.Conditions[i].Status))
+		}
+	}
+	return strings.Join(unready, ", ")
 }
 
 // setCondition sets a condition, keeping its transition time unless its
 // status changes; a PodResizePending or PodResizeInProgress that is no
 // longer True goes, as the kubelet removes it.
-func setCondition(status *corev1.PodStatus, typ corev1.PodConditionType, isTrue bool, reason string, now metav1.Time) {
+func setCondition(status *corev1.PodStatus, typ corev1.PodConditionType, isTrue bool, reason, message string, now metav1.Time) {
 	want := corev1.ConditionFalse
 	if isTrue {
 		want = corev1.ConditionTrue
@@ -96,12 +116,16 @@ func setCondition(status *corev1.PodStatus, typ corev1.PodConditionType, isTrue 
 			status.Conditions = slices.Delete(status.Conditions, i, i+1)
 		}
 	case i < 0:
-		status.Conditions = append(status.Conditions, corev1.PodCondition{Type: typ, Status: want, Reason: reason, LastTransitionTime: now})
-	case status.Conditions[i].Status != want, status.Conditions[i].Reason != reason:
-		// A status, or a reason someone else wrote (the operator's Ready
-		// False beside a closed gate): the kubelet writes its own, with
-		// its own time, as its status manager does from its cached Ready.
-		status.Conditions[i] = corev1.PodCondition{Type: typ, Status: want, Reason: reason, LastTransitionTime: now}
+		status.Conditions = append(status.Conditions, corev1.PodCondition{Type: typ, Status: want, Reason: reason, Message: message, LastTransitionTime: now})
+	case status.Conditions[i].Status != want, status.Conditions[i].Message != message,
+		typ != corev1.PodReady && status.Conditions[i].Reason != reason:
+		// A status, or a message someone else wrote (the operator's Ready
+		// False beside a closed gate, unless it wrote the kubelet's own):
+		// the kubelet writes its own, with its own time, as its status
+		// manager does from its cached Ready. For Ready it compares the
+		// status and the message only, as the kubelet does before it
+		// syncs a pod for its readiness (NeedToReconcilePodReadiness).
+		status.Conditions[i] = corev1.PodCondition{Type: typ, Status: want, Reason: reason, Message: message, LastTransitionTime: now}
 	}
 }
 
@@ -127,8 +151,10 @@ func ptrTrue() *bool { t := true; return &t }
 // itself (DrainingReason), and the kubelet, seeing the gate, reports the
 // pod not Ready with its own reason (GeneratePodReadyCondition's
 // ReadinessGatesNotReady), which is what the operator waits for before
-// it stops the pod. It runs until ctx ends, through API server restarts
-// (an informer relists).
+// it stops the pod, unless the operator wrote the kubelet's own message:
+// then the kubelet, which compares a Ready condition's status and message
+// only (NeedToReconcilePodReadiness), does not sync the pod for it. It
+// runs until ctx ends, through API server restarts (an informer relists).
 func reactToDrains(ctx context.Context, cfg *rest.Config) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -140,8 +166,9 @@ func reactToDrains(ctx context.Context, cfg *rest.Config) error {
 		if !ok {
 			return
 		}
+		message := gateMessage(pod)
 		i := slices.IndexFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool {
-			return c.Type == corev1.PodReady && c.Reason == podsetv1alpha1.DrainingReason
+			return c.Type == corev1.PodReady && c.Reason == podsetv1alpha1.DrainingReason && c.Message != message
 		})
 		if i < 0 {
 			return
@@ -149,8 +176,7 @@ func reactToDrains(ctx context.Context, cfg *rest.Config) error {
 		pod = pod.DeepCopy()
 		pod.Status.Conditions[i] = corev1.PodCondition{
 			Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ReadinessGatesNotReady",
-			Message:            "the status of pod readiness gate \"" + podsetv1alpha1.InPlaceUpdateReadyCondition + "\" is not \"True\", but False",
-			LastTransitionTime: metav1.Now(),
+			Message: message, LastTransitionTime: metav1.Now(),
 		}
 		// A conflict means a newer pod, whose own event follows.
 		_, _ = cs.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
