@@ -128,8 +128,9 @@ func (v *View) conditions(status *podsetv1alpha1.PodSetStatus, c podCounts, plan
 	// Paused with changes pending: nothing left to do but the rollout that
 	// spec.paused holds back. Not Ready (the pods do not run the spec), not
 	// Stalled (nothing is wrong), and no deadline runs.
-	paused := settled && ps.Spec.Paused && c.outdated > 0
-	if ps.Spec.Paused && c.outdated > 0 {
+	held := ps.Spec.Paused && c.outdated > 0
+	paused := settled && held
+	if held {
 		progress += fmt.Sprintf("; %d %s an older template (spec.paused: updated once resumed)", c.outdated, pluralPods(c.outdated, "runs", "run"))
 	}
 	status.LastProgressTime = lastProgress(ps, status, ready, now)
