@@ -454,10 +454,10 @@ func OpenGateCondition(now metav1.Time) corev1.PodCondition {
 // for the PodSet's current revision, or the deletion step.Way.Why says.
 //
 // For a restart in place whose hooks hold the drain, the Ready
-// condition's message is the one the kubelet itself writes for the
-// closed gate (kubeletGateMessage), so that the kubelet, which syncs a
+// condition's message is the one the kubelet expects of the pod with its
+// gate closed (kubeletReadyMessage), so that the kubelet, which syncs a
 // pod at once when its Ready condition's status or message is not what
-// it would write (NeedToReconcilePodReadiness), does not sync it for the
+// it expects (NeedToReconcilePodReadiness), does not sync it for the
 // gate: the new images, applied a moment later, find the kubelet idle
 // and are synced at once, by the sync that reports the pod not Ready
 // and runs the hooks. Had it synced for the gate, it would sync the
@@ -472,7 +472,7 @@ func CloseGateConditions(ps *podsetv1alpha1.PodSet, step Step, now metav1.Time) 
 	}
 	ready := "the operator took the pod out of Service endpoints: " + message
 	if step.Way.InPlace && stopsWithPreStop(ps, step.Pod, step.Way) {
-		ready = kubeletGateMessage
+		ready = kubeletReadyMessage(step.Pod)
 	}
 	return []corev1.PodCondition{
 		{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionFalse, Reason: reason, Message: message, LastTransitionTime: now},
@@ -485,6 +485,37 @@ func CloseGateConditions(ps *podsetv1alpha1.PodSet, step Step, now metav1.Time) 
 // operator's, closed (GeneratePodReadyCondition in the kubelet's
 // pkg/kubelet/status/generate.go, Kubernetes 1.37).
 var kubeletGateMessage = fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", podsetv1alpha1.InPlaceUpdateReadyCondition, corev1.ConditionFalse)
+
+// kubeletReadyMessage is the message the kubelet's check of a pod's Ready
+// condition (NeedToReconcilePodReadiness, Kubernetes 1.37) expects of a
+// Ready pod, the only kind whose gate closes, once the operator's gate is
+// closed: GeneratePodReadyCondition over the pod's status as the API
+// server holds it, in which every container is ready and every other
+// readiness gate True (the pod is Ready), so that the only unmet gate is
+// the operator's (kubeletGateMessage).
+//
+// But the check reads status.containerStatuses only, while the kubelet's
+// sync computes Ready from every container's status, the native
+// sidecars' (status.initContainerStatuses) included. So for a pod with a
+// native sidecar the check expects "containers with unknown status:
+// [<the sidecars>]", whatever the sidecars' state, and it is this
+// message, not the one its sync writes, that spares the pod a sync. It
+// stands for a moment only: the sync of the new images, which follows at
+// once, writes the kubelet's own Ready condition. A kubelet whose check
+// reads every status would sync the pod for the gate, and the restart
+// would wait up to a second for its next relist, nothing else.
+func kubeletReadyMessage(pod *corev1.Pod) string {
+	var sidecars []string
+	for i := range pod.Spec.InitContainers {
+		if sidecar(&pod.Spec.InitContainers[i]) {
+			sidecars = append(sidecars, pod.Spec.InitContainers[i].Name)
+		}
+	}
+	if len(sidecars) > 0 {
+		return fmt.Sprintf("containers with unknown status: %s", sidecars)
+	}
+	return kubeletGateMessage
+}
 
 // ResizeDenied splits the pods whose resize the API server refused, which
 // are recreated instead: those drained first (DrainFirst), as steps to
