@@ -19,22 +19,17 @@ import (
 	"github.com/podset-dev/podset-operator/internal/podset"
 )
 
-// The writes of in-place updates: the readiness gate through pods/status,
-// cpu and memory through pods/resize, and the rest with an apply to the
-// pod that sends nothing a running pod cannot change (podUpdate). Each is a
-// server-side apply with the operator's field manager and the pod's UID.
+// The writes of in-place updates: the readiness gate through pods/status
+// (a strategic merge patch, patchConditions), cpu and memory through
+// pods/resize, and the rest with an apply to the pod that sends nothing a
+// running pod cannot change (podUpdate). Each carries the operator's
+// field manager and the pod's UID.
 
-// setGate applies the pod's InPlaceUpdateReady condition True
-// (podset.OpenGateCondition) through the status subresource; expect is
-// what the write leaves the pass expecting.
+// setGate opens the pod's gate: its InPlaceUpdateReady condition True
+// (podset.OpenGateCondition), written by patchConditions; expect is what
+// the write leaves the pass expecting.
 func (r *PodSetReconciler) setGate(ctx context.Context, ps *podsetv1alpha1.PodSet, pod *corev1.Pod, now metav1.Time, expect expectWrite) error {
-	open := podset.OpenGateCondition(now)
-	cond := corev1ac.PodCondition().
-		WithType(open.Type).
-		WithLastTransitionTime(open.LastTransitionTime).
-		WithStatus(open.Status).WithReason(open.Reason).WithMessage(open.Message)
-	ac := corev1ac.Pod(pod.Name, pod.Namespace).WithUID(pod.UID).WithStatus(corev1ac.PodStatus().WithConditions(cond))
-	if err := r.sendPod(ctx, ps, writeGate, "status", ac, expect); err != nil {
+	if err := r.patchConditions(ctx, ps, pod, []corev1.PodCondition{podset.OpenGateCondition(now)}, expect); err != nil {
 		return fmt.Errorf("setting the %s condition of pod %s: %w", podsetv1alpha1.InPlaceUpdateReadyCondition, pod.Name, err)
 	}
 	return nil
@@ -42,18 +37,51 @@ func (r *PodSetReconciler) setGate(ctx context.Context, ps *podsetv1alpha1.PodSe
 
 // closeGate begins a pod's drain (podset's gate.go): one write to its
 // status sets the conditions podset.CloseGateConditions says.
-//
-// It is a strategic merge patch, not an apply: the Ready condition is the
-// kubelet's, and an apply would keep owning it, so that the next apply of
-// the gate (without it) would remove what the kubelet no longer writes.
-// A patch is an update: it owns only what it changed, until the kubelet
-// changes it again. The pod's UID in the patch makes it a write to that
-// pod only (the API server refuses to change a UID).
 func (r *PodSetReconciler) closeGate(ctx context.Context, ps *podsetv1alpha1.PodSet, step podset.Step, now metav1.Time) error {
-	pod := step.Pod
+	if err := r.patchConditions(ctx, ps, step.Pod, podset.CloseGateConditions(ps, step, now), expectUpdated); err != nil {
+		return fmt.Errorf("closing the %s gate of pod %s: %w", podsetv1alpha1.InPlaceUpdateReadyCondition, step.Pod.Name, err)
+	}
+	return nil
+}
+
+// conditionPatch is a pod condition in a strategic merge patch of
+// pods/status: every field is sent, an empty one too, so that a message
+// or reason the last write set does not outlive this one.
+type conditionPatch struct {
+	Type               corev1.PodConditionType `json:"type"`
+	Status             corev1.ConditionStatus  `json:"status"`
+	Reason             string                  `json:"reason"`
+	Message            string                  `json:"message"`
+	LastTransitionTime metav1.Time             `json:"lastTransitionTime"`
+}
+
+// patchConditions writes the gate's conditions of a pod, counted as a
+// gate write, and remembers what expect says of the pod at the version
+// written.
+//
+// It is a strategic merge patch of pods/status, which merges conditions
+// by type, as the kubelet's own status writes are, not a server-side
+// apply:
+//   - the Ready condition the drain sets is the kubelet's, and an apply
+//     would keep owning it, so that the next apply of the gate (without
+//     it) would remove what the kubelet no longer writes; a patch is an
+//     update, which owns only what it changed, until the kubelet changes
+//     it again;
+//   - the gate's condition is written by the operator alone, so an apply's
+//     ownership guards nothing a patch loses, and the API server computes
+//     a patch for a fraction of an apply's CPU (docs/benchmarks.md): one
+//     gate opens for every pod created.
+//
+// The pod's UID in the patch makes it a write to that pod only (the API
+// server refuses to change a UID).
+func (r *PodSetReconciler) patchConditions(ctx context.Context, ps *podsetv1alpha1.PodSet, pod *corev1.Pod, conditions []corev1.PodCondition, expect expectWrite) error {
+	cs := make([]conditionPatch, len(conditions))
+	for i, c := range conditions {
+		cs[i] = conditionPatch{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message, LastTransitionTime: c.LastTransitionTime}
+	}
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"uid": pod.UID},
-		"status":   map[string]any{"conditions": podset.CloseGateConditions(ps, step, now)},
+		"status":   map[string]any{"conditions": cs},
 	})
 	if err != nil {
 		return err
@@ -62,9 +90,14 @@ func (r *PodSetReconciler) closeGate(ctx context.Context, ps *podsetv1alpha1.Pod
 		metav1.PatchOptions{FieldManager: FieldManager}, "status")
 	r.metrics.countPodWrite(ps, writeGate, err)
 	if err != nil {
-		return fmt.Errorf("closing the %s gate of pod %s: %w", podsetv1alpha1.InPlaceUpdateReadyCondition, pod.Name, err)
+		return err
 	}
-	r.memory.expectUpdated(keyOf(ps), pod.Name, answer.UID, answer.ResourceVersion)
+	switch expect {
+	case expectUpdated:
+		r.memory.expectUpdated(keyOf(ps), pod.Name, answer.UID, answer.ResourceVersion)
+	case expectGateOpened:
+		r.memory.gateOpened(keyOf(ps), pod.Name, answer.UID, answer.ResourceVersion)
+	}
 	return nil
 }
 

@@ -21,8 +21,9 @@ import (
 	"github.com/podset-dev/podset-operator/internal/podset"
 )
 
-// Every write the operator sends goes through send, sendPod or deletePod:
-// one field manager, ownership of every field it applies (ForceOwnership),
+// Every write the operator sends goes through send, sendPod, deletePod or,
+// for the readiness gate's conditions, patchConditions (updates.go): one
+// field manager, ownership of every field it applies (ForceOwnership),
 // a count by kind and outcome, and, for pods, the expectation that keeps a
 // pass from acting on a cache that does not show the write yet. A pod apply
 // names the pod's UID (an update of that pod only) or a createOnly
@@ -77,8 +78,8 @@ func (r *PodSetReconciler) send(ctx context.Context, ps *podsetv1alpha1.PodSet, 
 	return err
 }
 
-// sendPod sends a pod apply to the pod or its status through the typed
-// client (answered in protobuf), or to another subresource ("resize")
+// sendPod sends a pod apply to the pod through the typed client (answered
+// in protobuf), or to a subresource ("resize")
 // through send, counts it by kind and, once it is through, leaves the
 // pod's UID and new resourceVersion in ac and remembers what it expects
 // the cache to show.
@@ -90,9 +91,6 @@ func (r *PodSetReconciler) sendPod(ctx context.Context, ps *podsetv1alpha1.PodSe
 	switch subresource {
 	case "":
 		answer, err = pods.Apply(ctx, ac, opts)
-		r.metrics.countPodWrite(ps, kind, err)
-	case "status":
-		answer, err = pods.ApplyStatus(ctx, ac, opts)
 		r.metrics.countPodWrite(ps, kind, err)
 	default:
 		// client-go has no typed apply of pods/resize; its JSON answer is
@@ -111,8 +109,6 @@ func (r *PodSetReconciler) sendPod(ctx context.Context, ps *podsetv1alpha1.PodSe
 		r.memory.expectCreated(keyOf(ps), name, uid)
 	case expectUpdated:
 		r.memory.expectUpdated(keyOf(ps), name, uid, rv)
-	case expectGateOpened:
-		r.memory.gateOpened(keyOf(ps), name, uid, rv)
 	}
 	return nil
 }

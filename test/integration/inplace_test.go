@@ -340,8 +340,10 @@ func TestImageChangeUpdatesPodsInPlaceBehindTheirGate(t *testing.T) {
 		t.Errorf("pods taken out of Ready for the update: %v, want %v", gated, want)
 	}
 	for _, p := range pods(t, ns) {
-		if c := podCondition(&p, podsetv1alpha1.InPlaceUpdateReadyCondition); c == nil || c.Status != corev1.ConditionTrue {
-			t.Errorf("pod %s gate condition %+v, want True", p.Name, c)
+		// Open again, without the words of the write that closed it.
+		if c := podCondition(&p, podsetv1alpha1.InPlaceUpdateReadyCondition); c == nil || c.Status != corev1.ConditionTrue ||
+			c.Reason != podsetv1alpha1.GateOpenReason || c.Message != "" {
+			t.Errorf("pod %s gate condition %+v, want True, reason %s and no message", p.Name, c, podsetv1alpha1.GateOpenReason)
 		}
 		if p.Status.ContainerStatuses[0].RestartCount != 1 {
 			t.Errorf("pod %s restart count %d, want 1", p.Name, p.Status.ContainerStatuses[0].RestartCount)

@@ -175,9 +175,11 @@ func TestFieldManagerOwnsTheOperatorsFields(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	testenv.MakePodSet(ns, "web").Create(t, env.Client)
 	pod := waitForPods(t, ns, "web-0")["web-0"]
-	// The pod is applied, and its readiness gate condition applied on its
-	// status, by the operator's one field manager, which may not have
-	// happened yet when the pod is first seen; nothing is ever updated.
+	// The pod is applied by the operator's one field manager, and its
+	// readiness gate condition patched on its status (a strategic merge
+	// patch, an update: the API server's cheapest write of a condition),
+	// which may not have happened yet when the pod is first seen; the pod
+	// itself is never updated.
 	var managers []string
 	for _, mf := range pod.ManagedFields {
 		m := fmt.Sprintf("%s/%s", mf.Manager, mf.Operation)
@@ -189,7 +191,7 @@ func TestFieldManagerOwnsTheOperatorsFields(t *testing.T) {
 	slices.Sort(managers)
 	want := []string{controller.FieldManager + "/Apply"}
 	if len(managers) == 2 {
-		want = append(want, controller.FieldManager+"/Apply/status")
+		want = append(want, controller.FieldManager+"/Update/status")
 	}
 	if diff := cmp.Diff(want, managers); diff != "" {
 		t.Errorf("managers of a new pod (-want +got):\n%s", diff)
@@ -202,9 +204,10 @@ func TestFieldManagerOwnsTheOperatorsFields(t *testing.T) {
 // (the terminating pod leaves endpoints while the hook runs), so the
 // drain is not waited twice. A Ready pod whose hook sleeps less (made
 // before drainSeconds grew, or by a release without the hook) is taken out
-// of endpoints first: its gate closes, the pod is not Ready, the kubelet
-// says so too, and drainSeconds pass. A pod that is not Ready serves
-// nothing and goes at once either way.
+// of endpoints first, when an EndpointSlice lists it: its gate closes,
+// the pod is not Ready, the kubelet says so too, and drainSeconds pass.
+// One that no slice lists (no Service selects it) has nothing to drain
+// from and goes at once, as does a pod that is not Ready either way.
 func TestScaleDownDrainsReadyPods(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -212,10 +215,13 @@ func TestScaleDownDrainsReadyPods(t *testing.T) {
 		// drainBefore is spec.drainSeconds when the pods are made; the
 		// scale-down runs with 2.
 		drainBefore int32
-		wantGate    bool
+		// served: a Service selects the pods (serveEndpoints).
+		served   bool
+		wantGate bool
 	}{
-		{"pods made with the drain hook", 2, false},
-		{"pods whose hook sleeps less than the drain", 1, true},
+		{"pods made with the drain hook", 2, true, false},
+		{"pods whose hook sleeps less than the drain", 1, true, true},
+		{"pods whose hook sleeps less than the drain, no Service", 1, false, false},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			t.Parallel()
@@ -226,6 +232,9 @@ func TestScaleDownDrainsReadyPods(t *testing.T) {
 			waitForPods(t, ns, "web-0", "web-1", "web-2")
 			markAllReady(t, ns)
 			waitForStatus(t, ps, readyStatus(3))
+			if tc.served {
+				serveEndpoints(t, ns)
+			}
 			for name, p := range pods(t, ns) {
 				if l := p.Spec.Containers[0].Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Sleep == nil || l.PreStop.Sleep.Seconds != int64(tc.drainBefore) {
 					t.Fatalf("pod %s: lifecycle %+v, want the operator's preStop sleep of %d s", name, l, tc.drainBefore)
@@ -276,7 +285,7 @@ func TestScaleDownDrainsReadyPods(t *testing.T) {
 				return nil
 			})
 			if !tc.wantGate && timeline["web-1"].gateClosed {
-				t.Errorf("web-1, whose hook sleeps the drain, was drained by the operator too: the drain would be waited twice")
+				t.Errorf("web-1 was drained by the operator (%s): want it deleted at once, its hook sleeping the drain or no slice listing it", tc.what)
 			}
 			if timeline["web-2"].gateClosed {
 				t.Errorf("web-2, not Ready, was drained before it was deleted: it should go at once")
