@@ -423,6 +423,18 @@ func FuzzPlanPods(f *testing.F) {
 		inFlight := func(name string) bool { return inFlightSet[name] }
 
 		in := testInput(ps, inFlight)
+		// maxUnavailableIn's high half: no Service selects the pods, so no
+		// EndpointSlice lists them; otherwise the slices list every Ready
+		// pod as ready.
+		served := maxUnavailableIn < 128
+		if served {
+			in.Endpoints = Endpoints{}
+			for i := range pods {
+				if podReady(&pods[i]) {
+					in.Endpoints[pods[i].UID] = EndpointState{Listed: true}
+				}
+			}
+		}
 		oldTmpl := ps.Spec.Template.DeepCopy()
 		oldTmpl.Spec.Containers[0].Image = fuzzOldImage
 		if rollout&32 != 0 {
@@ -536,7 +548,7 @@ func FuzzPlanPods(f *testing.F) {
 			"repair": plan.Repair, "prune": plan.Prune, "replaceFinished": plan.ReplaceFinished, "rollout": plan.Rollout,
 			"update": updated, "pause": paused,
 		}
-		checkNoForbiddenField(t, ps, in.Revs, plan)
+		checkNoForbiddenField(t, ps, in.Revs, plan, served)
 		writtenIn := map[string]string{}
 		for list, written := range lists {
 			for _, p := range written {
@@ -565,9 +577,11 @@ func FuzzPlanPods(f *testing.F) {
 				t.Errorf("prune order %s before %s: not highest first", plan.Prune[i-1].Name, p.Name)
 			}
 		}
-		// A Ready surplus pod with the gate is drained first: its gate
-		// closes (pause), and it is pruned once drained; one that waits for
-		// its kubelet is left alone.
+		// A Ready surplus pod with the gate that a slice lists is drained
+		// first: its gate closes (pause), and it is pruned once drained;
+		// one that no slice lists (its Ready is an hour old, or of unknown
+		// time) is pruned at once; one that waits for its kubelet is left
+		// alone.
 		surplusPaused := map[string]bool{}
 		for _, step := range plan.Pause {
 			if step.Way.Why == WhySurplus {
@@ -581,7 +595,7 @@ func FuzzPlanPods(f *testing.F) {
 				continue
 			}
 			switch {
-			case DrainFirst(ps, p):
+			case DrainFirst(ps, p) && served:
 				if !surplusPaused[p.Name] {
 					t.Errorf("surplus pod %s, Ready with the gate, is not drained first (in %q)", p.Name, writtenIn[p.Name])
 				}
@@ -791,8 +805,10 @@ func FuzzPlanPods(f *testing.F) {
 // restart for a new image only once the pod is out of Ready by its
 // kubelet's own word (it never reported the pod Ready, as for a Pending
 // pod it has not started, or it reported it not Ready since: a gate the
-// operator closed is not enough); only pods with the gate have it closed.
-func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *Revisions, plan Plan) {
+// operator closed is not enough); only pods with the gate have it closed;
+// and no Ready pod is deleted undrained, but a surplus pod no slice lists
+// (served says the slices list every Ready pod).
+func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *Revisions, plan Plan, served bool) {
 	t.Helper()
 	check := func(list string, pod *corev1.Pod, hash string) {
 		from, ok := revs.Templates[pod.Labels[podsetv1alpha1.TemplateHashLabel]]
@@ -921,8 +937,14 @@ func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *Revisi
 		}
 	}
 	// No Ready pod the operator controls and has gated is deleted before
-	// it drained.
-	for _, pod := range slices.Concat(plan.Prune, plan.Rollout) {
+	// it drained, but for a surplus pod no slice lists (served: the slices
+	// list every Ready pod).
+	for _, pod := range plan.Prune {
+		if served && hasGate(pod) && podReady(pod) && !allPreStop(ps, pod, nil) {
+			t.Errorf("%s is pruned while Ready and listed by a slice, without a drain", pod.Name)
+		}
+	}
+	for _, pod := range plan.Rollout {
 		if hasGate(pod) && podReady(pod) && !allPreStop(ps, pod, nil) {
 			t.Errorf("%s is deleted while Ready, without a drain", pod.Name)
 		}

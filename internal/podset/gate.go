@@ -40,6 +40,7 @@ import (
 //     revision and its resize is carried out (GateOpens).
 //
 // A pod that is not Ready serves nothing and is stopped at once, as is a
+// Ready pod to delete that no EndpointSlice lists (endpointsLag), a
 // pod without the gate (made by an operator that gave it only under
 // InPlaceIfPossible) and one whose every container has a preStop hook
 // that holds it for the drain when it is deleted (holdsDrain): the
@@ -66,6 +67,8 @@ const (
 	// drainBegin: close the pod's gate (within the budget, for a rollout).
 	drainBegin
 	// draining: the gate is closed; wait for the kubelet, or the drain.
+	// Or, for a pod no EndpointSlice lists yet, wait to see whether one
+	// does (endpointsLag).
 	draining
 )
 
@@ -83,6 +86,13 @@ const (
 func drainFor(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, seen, now time.Time, ep EndpointState, preStop, deleting bool) (drainStage, time.Duration) {
 	switch {
 	case deleting && preStop && !gateClosed(pod):
+		return stopNow, 0
+	case deleting && !gateClosed(pod) && hasGate(pod) && podReady(pod) && !ep.Listed && ep.drainLeft(ps, now) <= 0:
+		// Nothing to drain it from (endpointsLag), once it has been Ready
+		// long enough for a slice to list it if a Service selects it.
+		if left := readySince(pod).Add(endpointsLag).Sub(now); left > 0 {
+			return draining, left
+		}
 		return stopNow, 0
 	case gateClosed(pod):
 		// A pod whose hooks hold the drain does not wait for its kubelet's
@@ -138,6 +148,26 @@ func drainFor(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, seen, now time.Time, e
 // answers within a couple of seconds, and the node lifecycle controller
 // marks a node that stopped answering NotReady after 40 s or more.
 const kubeletSilence = 30 * time.Second
+
+// endpointsLag is how long a Ready pod that no EndpointSlice lists as
+// ready is waited for before the operator deletes it without a drain:
+// the EndpointSlice controller lists a Ready pod that a Service selects
+// within milliseconds of the pod's Ready, and the operator's cache shows
+// the slice a moment later.
+//
+// A pod to delete that no slice lists has nothing to drain from: every
+// path traffic takes to a pod by a Service reads the slices (kube-proxy,
+// a headless Service's DNS records, a service mesh, a load balancer's
+// controller in IP mode), and a terminating pod is never listed as ready
+// again. So it is deleted at once, as a ReplicaSet deletes its pods. A
+// client that finds pods by other means (their IPs from the API) is not
+// drained for: an app with such clients keeps its containers' own preStop
+// hooks, which the kubelet runs whoever deletes the pod. Were the
+// operator's cache to miss a slice that lists the pod for longer than
+// endpointsLag, the pod would stop undrained: its containers get SIGTERM
+// while kube-proxy still sends it new connections, until it follows the
+// slice that marks it terminating.
+const endpointsLag = time.Second
 
 // endpointsSilence is how long a drain waits for the EndpointSlices to
 // drop a pod its kubelet reports not Ready: their controller drops it

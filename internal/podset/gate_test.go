@@ -123,16 +123,31 @@ func TestPlanDrains(t *testing.T) {
 	}
 	current := func(o int) *podBuilder { return gatedPod(ps, o, h) }
 	stale := func(o int) *podBuilder { return gatedPod(recreate, o, "old") }
+	// unserved: no Service selects the pods, no EndpointSlice lists them;
+	// otherwise the slices list every Ready pod as ready.
 	cases := map[string]struct {
-		ps     *podsetv1alpha1.PodSet
-		pods   []corev1.Pod
-		drains Drains
-		want   drainNames
+		ps       *podsetv1alpha1.PodSet
+		pods     []corev1.Pod
+		drains   Drains
+		unserved bool
+		want     drainNames
 	}{
 		"scale-down: a Ready surplus pod drains first": {
 			ps:   ps,
 			pods: []corev1.Pod{current(0).obj(), current(1).obj(), current(2).obj()},
 			want: drainNames{Pause: []string{"web-2"}},
+		},
+		"scale-down: a Ready surplus pod no slice lists goes at once": {
+			ps:       ps,
+			pods:     []corev1.Pod{current(0).obj(), current(1).obj(), current(2).readySince(now.Add(-endpointsLag)).obj()},
+			unserved: true,
+			want:     drainNames{Prune: []string{"web-2"}},
+		},
+		"scale-down: a surplus pod Ready for less than endpointsLag is waited for, not drained": {
+			ps:       ps,
+			pods:     []corev1.Pod{current(0).obj(), current(1).obj(), current(2).readySince(now.Add(-300 * time.Millisecond)).obj()},
+			unserved: true,
+			want:     drainNames{Wake: endpointsLag - 300*time.Millisecond},
 		},
 		"scale-down: a surplus pod that is not Ready goes at once": {
 			ps:   ps,
@@ -217,7 +232,13 @@ func TestPlanDrains(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			v := NewView(tc.ps, NewRevisions(tc.ps, nil), tc.pods, now.Truncate(time.Second))
-			got := drainNamesOf(v.Plan(Input{InFlight: noneInFlight, Drains: tc.drains, Now: now}))
+			endpoints := Endpoints{}
+			for i := range tc.pods {
+				if !tc.unserved && podReady(&tc.pods[i]) {
+					endpoints[tc.pods[i].UID] = EndpointState{Listed: true}
+				}
+			}
+			got := drainNamesOf(v.Plan(Input{InFlight: noneInFlight, Drains: tc.drains, Endpoints: endpoints, Now: now}))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
@@ -392,7 +413,7 @@ func TestDrainForLeavesTheDrainToPreStopHooks(t *testing.T) {
 	// drainSeconds grew, or an app's own) does not hold the pod for it:
 	// the operator drains it first.
 	ps.Spec.DrainSeconds = ptr.To[int32](6)
-	if stage, _ := drainFor(ps, &open, time.Time{}, now, EndpointState{}, allPreStop(ps, &open, nil), true); stage != drainBegin {
+	if stage, _ := drainFor(ps, &open, time.Time{}, now, EndpointState{Listed: true}, allPreStop(ps, &open, nil), true); stage != drainBegin {
 		t.Errorf("a Ready pod to delete whose hooks sleep 5 s of a 6 s drain: %v, want its gate closed first", stage)
 	}
 	if !DrainFirst(ps, &open) {
