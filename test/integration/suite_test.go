@@ -401,7 +401,7 @@ func serveEndpoints(t *testing.T, ns string) {
 	t.Helper()
 	ctx := t.Context()
 	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-served", Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		ObjectMeta:  metav1.ObjectMeta{Name: "web-served", Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 	}
 	if err := env.Client.Create(ctx, slice); err != nil {
