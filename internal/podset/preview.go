@@ -128,7 +128,7 @@ func (v *View) Preview() Preview {
 		resumed.PodSet.Spec.Paused = false
 		v = &resumed
 	}
-	plan := v.Plan(Input{Held: Held(nil).Observe(v), InFlight: nothingInFlight})
+	plan := v.Plan(Input{Held: Held(nil).Observe(v), InFlight: nothingInFlight, Endpoints: v.assumeServed()})
 	p := Preview{MaxUnavailable: maxUnavailable(v.PodSet), Pods: v.podChanges(plan.Decisions)}
 	v.previewOrder(&p, plan)
 	if DrainSeconds(v.PodSet) > 0 {
@@ -197,6 +197,20 @@ func (v *View) podChanges(decisions []Decision) []PodChange {
 	return out
 }
 
+// assumeServed is what the preview takes the EndpointSlices to say: that
+// they list every Ready pod of the view, as when a Service selects them.
+// The preview does not read the slices, and a pod no slice lists is only
+// deleted sooner (no drain) than it shows.
+func (v *View) assumeServed() Endpoints {
+	ep := Endpoints{}
+	for _, m := range v.Controlled {
+		if podReady(m.Pod) {
+			ep[m.Pod.UID] = EndpointState{Listed: true}
+		}
+	}
+	return ep
+}
+
 // previewOrder follows the planner pass after pass, from plan, the view's
 // first, each time on the pods as the pass before left them, every pod it
 // touched up to date and available, until a pass has nothing more to do.
@@ -208,7 +222,7 @@ func (v *View) previewOrder(p *Preview, plan Plan) {
 	seen := map[string]bool{}
 	for pass := range len(v.Slots) + len(v.Surplus) + 2 {
 		if pass > 0 {
-			plan = cur.Plan(Input{Held: held, InFlight: nothingInFlight})
+			plan = cur.Plan(Input{Held: held, InFlight: nothingInFlight, Endpoints: cur.assumeServed()})
 		}
 		touched := map[string]string{} // pod name: the hash it runs next
 		removed := map[string]bool{}
