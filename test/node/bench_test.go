@@ -133,6 +133,53 @@ func realisticPod(t *testing.T, ns string, tmpl *corev1.PodTemplateSpec) {
 	}
 }
 
+// benchTemplate is the test app's pod template of shape for namespace ns
+// (the realistic shape makes its ConfigMap there), with a preStop sleep of
+// the drain on the app container if preStop: the hook the operator gives
+// its own pods, so that the built-in contenders' pods drain as long. Every
+// contender of the real node's benchmarks runs this template.
+func benchTemplate(t *testing.T, shape benchShape, ns string, preStop bool) corev1.PodTemplateSpec {
+	t.Helper()
+	tmpl := appPodSet(ns, "web", 1, app("v1")).Spec.Template
+	shape.shape(t, ns, &tmpl)
+	if preStop {
+		tmpl.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: drainSeconds}}}
+	}
+	return tmpl
+}
+
+// benchDeployment is the Deployment web of n pods of tmpl in ns, hardened
+// as the operator hardens its pods (the namespace enforces Pod Security
+// "restricted"). Its strategy is the API server's default until the
+// caller sets one.
+func benchDeployment(ns string, n int32, tmpl corev1.PodTemplateSpec) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(n),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: hardened(tmpl),
+		},
+	}
+}
+
+// benchStatefulSet is the StatefulSet web of n pods of tmpl in ns,
+// hardened as benchDeployment's, that creates and deletes its pods all at
+// once (Parallel), as a PodSet and a Deployment do, rather than one after
+// the other. Its update strategy is the API server's default until the
+// caller sets one.
+func benchStatefulSet(ns string, n int32, tmpl corev1.PodTemplateSpec) *appsv1.StatefulSet {
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            ptr.To(n),
+			Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template:            hardened(tmpl),
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+		},
+	}
+}
+
 // shapeResult is what benchShape prints: its tables, and its two summary
 // lines.
 type shapeResult struct {
@@ -152,27 +199,14 @@ type contenderResult struct {
 
 func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
 	maxUnavailable := intstr.FromString("25%")
-	template := func(ns string, preStop bool) corev1.PodTemplateSpec {
-		tmpl := appPodSet(ns, "web", 1, app("v1")).Spec.Template
-		shape.shape(t, ns, &tmpl)
-		if preStop {
-			tmpl.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: drainSeconds}}}
-		}
-		return tmpl
-	}
+	template := func(ns string, preStop bool) corev1.PodTemplateSpec { return benchTemplate(t, shape, ns, preStop) }
 	deployment := func(surge *intstr.IntOrString, preStop bool) func(ns string) client.Object {
 		return func(ns string) client.Object {
-			return &appsv1.Deployment{
-				ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-				Spec: appsv1.DeploymentSpec{
-					Replicas: ptr.To(n),
-					Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-					Template: hardened(template(ns, preStop)),
-					Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
-						MaxUnavailable: &maxUnavailable, MaxSurge: surge,
-					}},
-				},
-			}
+			d := benchDeployment(ns, n, template(ns, preStop))
+			d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: &maxUnavailable, MaxSurge: surge,
+			}}
+			return d
 		}
 	}
 	type contender struct {
@@ -193,18 +227,11 @@ func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
 		}, func(obj client.Object) { setImage(t, obj.(*podsetv1alpha1.PodSet), app("v2")) }, nil},
 		{fmt.Sprintf("Deployment (maxSurge 0, preStop sleep %d s)", drainSeconds), deployment(ptr.To(intstr.FromInt32(0)), true), func(obj client.Object) { patchImage(t, obj) }, nil},
 		{fmt.Sprintf("StatefulSet (Parallel, preStop sleep %d s)", drainSeconds), func(ns string) client.Object {
-			return &appsv1.StatefulSet{
-				ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-				Spec: appsv1.StatefulSetSpec{
-					Replicas:            ptr.To(n),
-					Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-					Template:            hardened(template(ns, true)),
-					PodManagementPolicy: appsv1.ParallelPodManagement,
-					UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType, RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{
-						MaxUnavailable: &maxUnavailable,
-					}},
-				},
-			}
+			ss := benchStatefulSet(ns, n, template(ns, true))
+			ss.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType, RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{
+				MaxUnavailable: &maxUnavailable,
+			}}
+			return ss
 		}, func(obj client.Object) { patchImage(t, obj) }, nil},
 		{"Deployment (default surge 25%, no preStop; unequal safety)", deployment(nil, false), func(obj client.Object) { patchImage(t, obj) }, nil},
 	}
