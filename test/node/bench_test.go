@@ -59,6 +59,17 @@ import (
 // it when the machine can run the node) and asserts nothing about the
 // figures.
 func TestRolloutBenchmark(t *testing.T) {
+	runBenchmark(t, func(shape benchShape, n int32) (string, []string) {
+		r := runShape(t, shape, n)
+		return r.table, r.summary
+	})
+}
+
+// runBenchmark is what the real node's benchmarks share: skipped without
+// NODE_BENCH=1; NODE_BENCH_PODS pods (40); run, the benchmark of one
+// shape, for each of benchShapes (NODE_BENCH_SHAPES, comma-separated,
+// runs only those); then every shape's table, and their summary lines.
+func runBenchmark(t *testing.T, run func(shape benchShape, n int32) (table string, summary []string)) {
 	if os.Getenv("NODE_BENCH") == "" {
 		t.Skip("a benchmark: run it with make bench-node")
 	}
@@ -69,14 +80,12 @@ func TestRolloutBenchmark(t *testing.T) {
 	var out strings.Builder
 	var summary []string
 	for _, shape := range benchShapes {
-		// NODE_BENCH_SHAPES (minimal, realistic; comma-separated) runs
-		// only those.
 		if only := os.Getenv("NODE_BENCH_SHAPES"); only != "" && !slices.Contains(strings.Split(only, ","), shape.name) {
 			continue
 		}
-		r := runShape(t, shape, n)
-		out.WriteString(r.table)
-		summary = append(summary, r.summary...)
+		table, lines := run(shape, n)
+		out.WriteString(table)
+		summary = append(summary, lines...)
 	}
 	fmt.Print(out.String())
 	fmt.Println()
@@ -310,15 +319,7 @@ func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
 		timeline.stop()
 		results = append(results, r)
 		// The next contender gets the node to itself.
-		if err := suite.client.Delete(t.Context(), obj); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, c.name+": its pods are gone", func(context.Context) error {
-			if got := len(listPods(t, ns)); got > 0 {
-				return fmt.Errorf("%d pods left", got)
-			}
-			return nil
-		})
+		deleteAndWait(t, c.name, ns, obj)
 		if err := stop(); err != nil {
 			t.Errorf("%s: stopping: %v", c.name, err)
 		}
@@ -709,4 +710,19 @@ func cloneSet(t *testing.T, ns string, n int32, tmpl corev1.PodTemplateSpec, max
 		},
 	}
 	return cs
+}
+
+// deleteAndWait deletes a contender's workload obj and waits until none of
+// the pods of its namespace ns is left.
+func deleteAndWait(t *testing.T, name, ns string, obj client.Object) {
+	t.Helper()
+	if err := suite.client.Delete(t.Context(), obj); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, name+": its pods are gone", func(context.Context) error {
+		if got := len(listPods(t, ns)); got > 0 {
+			return fmt.Errorf("%d pods left", got)
+		}
+		return nil
+	})
 }

@@ -5,9 +5,7 @@ package node
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -42,28 +40,7 @@ import (
 // status writes per pod, podset / deployment = <ratio>`. It runs with
 // NODE_BENCH=1 (make bench-node) and asserts nothing about the figures.
 func TestCreateBenchmark(t *testing.T) {
-	if os.Getenv("NODE_BENCH") == "" {
-		t.Skip("a benchmark: run it with make bench-node")
-	}
-	n := int32(40)
-	if v, err := strconv.Atoi(os.Getenv("NODE_BENCH_PODS")); err == nil && v > 0 {
-		n = int32(v)
-	}
-	var out strings.Builder
-	var summary []string
-	for _, shape := range benchShapes {
-		if only := os.Getenv("NODE_BENCH_SHAPES"); only != "" && !slices.Contains(strings.Split(only, ","), shape.name) {
-			continue
-		}
-		table, lines := runCreateShape(t, shape, n)
-		out.WriteString(table)
-		summary = append(summary, lines...)
-	}
-	fmt.Print(out.String())
-	fmt.Println()
-	for _, line := range summary {
-		fmt.Println(line)
-	}
+	runBenchmark(t, func(shape benchShape, n int32) (string, []string) { return runCreateShape(t, shape, n) })
 }
 
 // createResult is one contender's creation of its pods.
@@ -110,15 +87,7 @@ func runCreateShape(t *testing.T, shape benchShape, n int32) (string, []string) 
 			name: c.name, took: readyAt.Sub(start), statusWrites: float64(statusWrites) / float64(n), writes: writes,
 		})
 		// The next contender gets the node to itself.
-		if err := suite.client.Delete(t.Context(), obj); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, c.name+": its pods are gone", func(context.Context) error {
-			if got := len(listPods(t, ns)); got > 0 {
-				return fmt.Errorf("%d pods left", got)
-			}
-			return nil
-		})
+		deleteAndWait(t, c.name, ns, obj)
 	}
 
 	var b strings.Builder
