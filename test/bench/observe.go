@@ -190,7 +190,13 @@ func (o *observer) update(obj any, deleted, initial bool) {
 	switch obj := obj.(type) {
 	case *corev1.Pod:
 		if tracing {
-			logf("trace pod %s deleted=%v phase=%s ready=%v terminating=%v image=%s stale=%v", key, deleted, obj.Status.Phase, testenv.PodReady(obj), obj.DeletionTimestamp != nil, specImage(obj), staleImage(obj))
+			gate := "none"
+			for _, c := range obj.Status.Conditions {
+				if c.Type == podsetv1alpha1.InPlaceUpdateReadyCondition {
+					gate = string(c.Status)
+				}
+			}
+			logf("trace pod %s deleted=%v node=%s phase=%s ready=%v gate=%s terminating=%v image=%s stale=%v rv=%s", key, deleted, obj.Spec.NodeName, obj.Status.Phase, testenv.PodReady(obj), gate, obj.DeletionTimestamp != nil, specImage(obj), staleImage(obj), obj.ResourceVersion)
 		}
 		if deleted {
 			delete(o.st.pods, key)

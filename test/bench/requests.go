@@ -113,10 +113,15 @@ type counts struct {
 	// Writes to pods/status: kwok's fake kubelet patches them; the
 	// operator applies its readiness gate condition (server-side apply is
 	// APPLY, kwok's stages send PATCH).
-	kwokStatus  int // pods/status writes other than APPLY: kwok
-	gateApplies int // pods/status APPLYs: the operator's readiness gate
-	bindings    int // pods/binding: the scheduler
-	other       string
+	kwokStatus int // pods/status writes other than APPLY: kwok
+	// statusRefused is how many of the pods/status writes the API server
+	// refused, by code ("409=386"): a patch that carries a
+	// resourceVersion fails when another write came first, and is sent
+	// again.
+	statusRefused string
+	gateApplies   int // pods/status APPLYs: the operator's readiness gate
+	bindings      int // pods/binding: the scheduler
+	other         string
 	// time is the API server's time answering writes, by request
 	// (timeByRequest).
 	time string
@@ -144,6 +149,17 @@ func (r requests) counts() counts {
 		gateApplies: r.count(func(k requestKey) bool { return pods(k) && k.subresource == "status" && k.verb == "APPLY" }),
 		bindings:    r.count(func(k requestKey) bool { return pods(k) && k.subresource == "binding" }),
 	}
+	refused := map[string]int{}
+	for k, v := range r {
+		if !k.seconds && pods(k) && k.subresource == "status" && isWrite(k.verb) && !strings.HasPrefix(k.code, "2") {
+			refused[k.code] += int(v)
+		}
+	}
+	var codes []string
+	for code, n := range refused {
+		codes = append(codes, fmt.Sprintf("%s=%d", code, n))
+	}
+	c.statusRefused = strings.Join(sortStrings(codes), " ")
 	// Everything else that wrote, for the log.
 	other := map[string]int{}
 	for k, v := range r {
@@ -202,6 +218,6 @@ func (r requests) timeByRequest() string {
 }
 
 func (c counts) String() string {
-	return fmt.Sprintf("pod writes %d (%d POST, +%d DELETE), status writes %d, pod GETs %d; pods/status %d APPLY + %d kwok, bindings %d; other writes: %s; API server time on writes: %s",
-		c.podCreates, c.podPosts, c.podDeletes, c.statusWrites, c.podGets, c.gateApplies, c.kwokStatus, c.bindings, c.other, c.time)
+	return fmt.Sprintf("pod writes %d (%d POST, +%d DELETE), status writes %d, pod GETs %d; pods/status %d APPLY + %d kwok (refused: %s), bindings %d; other writes: %s; API server time on writes: %s",
+		c.podCreates, c.podPosts, c.podDeletes, c.statusWrites, c.podGets, c.gateApplies, c.kwokStatus, cmp.Or(c.statusRefused, "none"), c.bindings, c.other, c.time)
 }
