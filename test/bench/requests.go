@@ -110,10 +110,11 @@ type counts struct {
 	podDeletes   int // successful DELETEs on pods; includes kwok's own final delete of each pod
 	statusWrites int // writes to podsets/status, replicasets/status, deployments/status, statefulsets/status
 	podGets      int // GET on pods: reads that bypass any cache
-	// Writes to pods/status: kwok's fake kubelet patches them; the
-	// operator applies its readiness gate condition (server-side apply is
-	// APPLY, kwok's stages send PATCH).
-	kwokStatus int // pods/status writes other than APPLY: kwok
+	// Writes to pods/status: kwok's fake kubelet patches them, and so
+	// does the operator with its readiness gate condition (one patch per
+	// pod created, one per gate closed); an operator older than the patch
+	// applied the gate (APPLY).
+	kwokStatus int // pods/status writes other than APPLY: kwok's and the operator's gates
 	// statusRefused is how many of the pods/status writes the API server
 	// refused, by code ("409=386"): a patch that carries a
 	// resourceVersion fails when another write came first, and is sent
