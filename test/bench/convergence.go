@@ -43,7 +43,7 @@ func (s *convergence) run(ctx context.Context, b *bench) result {
 			break
 		}
 		logf("== %s, %s", res.ready.id, x.name())
-		sample := b.converge(ctx, x, s.k, s.n, res.ready, res.down)
+		sample := b.converge(ctx, x, s.k, s.n, res.ready, res.down, b.size.scaleTo)
 		if key := sampleKey(x.name()); samples[key] == nil && sample != nil {
 			samples[key] = sample
 		}
@@ -59,9 +59,10 @@ func (s *convergence) run(ctx context.Context, b *bench) result {
 }
 
 // converge runs 0 -> n for k sets with one contender, into res, and then,
-// when down is not nil, the scale-down to scaleTo, into down. It returns
-// the contender's pod s0-0 once converged, if it made one.
-func (b *bench) converge(ctx context.Context, x contender, k, n int32, res, down *timedResult) (sample *corev1.Pod) {
+// when down is not nil, the scale-down of every set to `to` pods, into
+// down. It returns the contender's pod s0-0 once converged, if it made
+// one.
+func (b *bench) converge(ctx context.Context, x contender, k, n int32, res, down *timedResult, to int32) (sample *corev1.Pod) {
 	err := b.session(ctx, fmt.Sprintf("%dx%d-%s", k, n, slug(x.name())), x, x.kinds(), func(ns string) error {
 		j := job{ns: ns, sets: setNames(k), n: n}
 		if err := prepareContender(ctx, x, j); err != nil {
@@ -76,7 +77,7 @@ func (b *bench) converge(ctx context.Context, x contender, k, n int32, res, down
 		if b.trace && contenderKind(x.name()) == "podset" {
 			b.traceSet(res.id, ns, j.sets[0], logPath(b.logDir, "podset-operator"), m.start)
 		}
-		sc, scales := x.(scaler)
+		_, scales := x.(scaler)
 		if m.cutoff && down != nil && scales {
 			down.record(b, x.name(), &measurement{skipped: true,
 				note: fmt.Sprintf("not run: %s did not reach %d ready pods", x.name(), n)})
@@ -94,20 +95,27 @@ func (b *bench) converge(ctx context.Context, x contender, k, n int32, res, down
 			return nil
 		}
 		time.Sleep(settle)
-		to := b.size.scaleTo
-		m = b.timed(ctx, b.tutorialBudget(down, x), func(ctx context.Context) error { return sc.scale(ctx, j, to) },
-			func(s *state) bool { return podsRemaining(s, ns, j.sets, to) }, nil)
-		m.pods = int(k * (n - to))
-		down.record(b, x.name(), m)
-		if m.err == nil {
-			b.verifyPods(ctx, down.id, x, j, to)
-		}
+		b.scaleDown(ctx, x, j, to, down)
 		return nil
 	})
 	if err != nil {
 		b.fail("%s, %s: %v", res.id, x.name(), err)
 	}
 	return sample
+}
+
+// scaleDown scales every set of j, converged at j.n pods, down to `to`
+// (x must be a scaler), and records the time until the pods above are gone
+// into down.
+func (b *bench) scaleDown(ctx context.Context, x contender, j job, to int32, down *timedResult) {
+	sc := x.(scaler)
+	m := b.timed(ctx, b.tutorialBudget(down, x), func(ctx context.Context) error { return sc.scale(ctx, j, to) },
+		func(s *state) bool { return podsRemaining(s, j.ns, j.sets, to) }, nil)
+	m.pods = len(j.sets) * int(j.n-to)
+	down.record(b, x.name(), m)
+	if m.err == nil {
+		b.verifyPods(ctx, down.id, x, j, to)
+	}
 }
 
 // checkSamePods checks that the limit applied the operator's pods: the same

@@ -31,7 +31,8 @@ import (
 // (1000 x 10 by default) to Ready, beside K ReplicaSets and K
 // StatefulSets of the same shape, each in a namespace of its own; then,
 // over the converged PodSets, the operator restarted, and a leader change
-// between two replicas. A restart and a leader change must cost no write,
+// between two replicas; last, each contender's sets scaled down to a
+// tenth of N (at least one pod), by an operator started again for it. A restart and a leader change must cost no write,
 // and the first full pass over every PodSet must end within twice the time
 // the caches took to sync. The operator runs as a subprocess with its
 // metrics endpoint on 127.0.0.1, read with a token bound to
@@ -40,8 +41,10 @@ import (
 // scaleResult is what the scale scenario measured.
 type scaleResult struct {
 	k, n int32
-	// res is every contender's K x N to Ready.
-	res *timedResult
+	// res is every contender's K x N to Ready, down its scale-down to
+	// `to` pods per set.
+	res, down *timedResult
+	to        int32
 	// peakHeap is the operator's largest heap in use (HeapAlloc, sampled)
 	// while it converged the PodSets, peakRSS its peak resident set.
 	peakHeap, peakRSS uint64
@@ -111,7 +114,9 @@ func (s scaleUp) run(ctx context.Context, b *bench) result {
 	k, n := s.k, s.n
 	id := "scale " + convID(k, n)
 	logf("== %s", id)
-	res := &scaleResult{k: k, n: n, res: &timedResult{id: id}}
+	to := max(1, n/10)
+	res := &scaleResult{k: k, n: n, res: &timedResult{id: id}, to: to,
+		down: &timedResult{id: fmt.Sprintf("%s → %d per set", id, to)}}
 	// 110 pods fit a kwok node; ten percent to spare.
 	nodes := max(b.size.nodes, int(k*n)*11/1000+1)
 	if err := b.c.up(ctx, nodes); err != nil {
@@ -124,7 +129,7 @@ func (s scaleUp) run(ctx context.Context, b *bench) result {
 			continue
 		}
 		logf("== %s, %s", id, x.name())
-		b.converge(ctx, x, k, n, res.res, nil)
+		b.converge(ctx, x, k, n, res.res, res.down, to)
 	}
 	if b.runs("podset") {
 		logf("== %s, podset, then its restart and a leader change", id)
@@ -169,6 +174,15 @@ func (b *bench) scalePodSet(ctx context.Context, res *scaleResult, id string) er
 		logf("%s, podset restart: %s", id, res.restart)
 		res.leader = b.leaderChange(ctx, ns, token, int(res.k))
 		logf("%s, podset leader change: %s", id, res.leader)
+
+		// The scale-down, under an operator of its own, once it has
+		// passed over every PodSet (its caches synced, nothing to do).
+		if _, err := x.start(ctx, []string{ns}); err != nil {
+			return fmt.Errorf("starting the operator again: %w", err)
+		}
+		defer func() { _ = x.stop() }()
+		time.Sleep(settle)
+		b.scaleDown(ctx, x, j, res.to, res.down)
 		return nil
 	})
 }
@@ -603,6 +617,7 @@ func (sr *scaleResult) rows(b *bench) []row {
 	id := sr.res.id
 	pods := int(sr.k * sr.n)
 	rows := b.timedRows(id+" → ready", sr.res, pods, true)
+	rows = append(rows, b.timedRows(fmt.Sprintf("%s → %d per set (pods gone)", id, sr.to), sr.down, 0, false)...)
 	if sr.peakHeap > 0 {
 		perPod := float64(sr.peakHeap) / 1024 / float64(pods)
 		rows = append(rows, row{scenario: id + " → ready", contender: "podset",

@@ -343,11 +343,11 @@ func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
 	}
 	ps := results[0].phases
 	fmt.Fprintf(&b, "\nThe in-place pods, seconds from the change (median / p90 of %d pods):\n\n", ps.pods)
-	fmt.Fprintln(&b, "| contender | gate closed | out of ready EndpointSlices | image applied | container restarted | Ready | critical path (gate closed → Ready) |")
-	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|")
+	fmt.Fprintln(&b, "| contender | first gate closed | gate closed | out of ready EndpointSlices | image applied | container restarted | gate open again | Ready | critical path (gate closed → Ready) | per pod: restarted → gate open | per pod: gate open → Ready | handover: a pod Ready → the next gate closed |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		if ph := r.phases; ph != nil {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.name, ph.gateClosed, ph.outOfEndpoints, ph.imageApplied, ph.restarted, ph.ready, ph.critical)
+			fmt.Fprintf(&b, "| %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.name, ph.firstClosed.Seconds(), ph.gateClosed, ph.outOfEndpoints, ph.imageApplied, ph.restarted, ph.gateOpened, ph.ready, ph.critical, ph.restartToGate, ph.gateToReady, ph.handover)
 		}
 	}
 	fmt.Fprintf(&b, "\nFloor: the drain (%d s) + the kubelet's own restart and Ready report of a bare pod of this shape (image patched, %s at a time: median %.2f s, p90 %.2f s) = %.2f s\n",
@@ -439,8 +439,8 @@ type podTimeline struct {
 	mu sync.Mutex
 	// restarts is each pod's restart count of its app container when
 	// first seen.
-	restarts                                     map[string]int32
-	gateClosed, imageApplied, restarted, readyAt map[string]time.Time
+	restarts                                                 map[string]int32
+	gateClosed, imageApplied, restarted, gateOpened, readyAt map[string]time.Time
 	// stop ends the watch.
 	stop func()
 }
@@ -449,7 +449,7 @@ func watchPods(t *testing.T, ns string) *podTimeline {
 	t.Helper()
 	tl := &podTimeline{
 		restarts: map[string]int32{}, gateClosed: map[string]time.Time{}, imageApplied: map[string]time.Time{},
-		restarted: map[string]time.Time{}, readyAt: map[string]time.Time{},
+		restarted: map[string]time.Time{}, gateOpened: map[string]time.Time{}, readyAt: map[string]time.Time{},
 	}
 	tl.stop = watchEvents(t, func(ctx context.Context, cs kubernetes.Interface) (watch.Interface, error) {
 		return cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
@@ -485,6 +485,8 @@ func (tl *podTimeline) observe(p *corev1.Pod, at time.Time) {
 	once(tl.gateClosed, gate != nil && gate.Status == corev1.ConditionFalse)
 	once(tl.imageApplied, p.Spec.Containers[0].Image == app("v2"))
 	once(tl.restarted, count > first)
+	_, closed := tl.gateClosed[p.Name]
+	once(tl.gateOpened, closed && gate != nil && gate.Status == corev1.ConditionTrue)
 	ready := podCondition(p, corev1.PodReady)
 	once(tl.readyAt, count > first && p.Spec.Containers[0].Image == app("v2") && ready != nil && ready.Status == corev1.ConditionTrue)
 }
@@ -498,12 +500,20 @@ func (tl *podTimeline) readyCount() int {
 
 // podPhases is the steps of pods' in-place updates, from the change.
 type podPhases struct {
-	pods                                                       int
-	gateClosed, outOfEndpoints, imageApplied, restarted, ready quantiles
+	pods                                                                   int
+	gateClosed, outOfEndpoints, imageApplied, restarted, gateOpened, ready quantiles
 	// critical is each pod's time from its gate closing to Ready again;
-	// readyFromImage from its image applied to Ready again.
-	critical, readyFromImage quantiles
-	criticalMedian           time.Duration
+	// readyFromImage from its image applied to Ready again; restartToGate
+	// from its restarted container's report to its gate open again, and
+	// gateToReady from there to Ready.
+	critical, readyFromImage, restartToGate, gateToReady quantiles
+	// firstClosed is the first gate closed, from the change; handover is
+	// from a pod's Ready to the gate that closes in its place: the k-th
+	// Ready pod's to the gate closed k-th after the window's first ones
+	// (those closed before any pod was Ready again).
+	firstClosed    time.Duration
+	handover       quantiles
+	criticalMedian time.Duration
 }
 
 func (tl *podTimeline) phases(start time.Time, leftEndpoints map[string]time.Time) *podPhases {
@@ -516,7 +526,15 @@ func (tl *podTimeline) phases(start time.Time, leftEndpoints map[string]time.Tim
 		}
 		return quantilesOf(ds)
 	}
-	var critical, fromImage []time.Duration
+	var critical, fromImage, restartToGate, gateToReady []time.Duration
+	for name, opened := range tl.gateOpened {
+		if restarted, ok := tl.restarted[name]; ok {
+			restartToGate = append(restartToGate, opened.Sub(restarted))
+		}
+		if ready, ok := tl.readyAt[name]; ok {
+			gateToReady = append(gateToReady, ready.Sub(opened))
+		}
+	}
 	for name, ready := range tl.readyAt {
 		if closed, ok := tl.gateClosed[name]; ok {
 			critical = append(critical, ready.Sub(closed))
@@ -527,11 +545,37 @@ func (tl *podTimeline) phases(start time.Time, leftEndpoints map[string]time.Tim
 	}
 	ph := &podPhases{
 		pods: len(tl.readyAt), gateClosed: since(tl.gateClosed), outOfEndpoints: since(leftEndpoints),
-		imageApplied: since(tl.imageApplied), restarted: since(tl.restarted), ready: since(tl.readyAt),
+		imageApplied: since(tl.imageApplied), restarted: since(tl.restarted), gateOpened: since(tl.gateOpened), ready: since(tl.readyAt),
 		critical: quantilesOf(critical), readyFromImage: quantilesOf(fromImage),
+		restartToGate: quantilesOf(restartToGate), gateToReady: quantilesOf(gateToReady),
 	}
 	ph.criticalMedian = ph.critical.median
+	closes, readies := sortedTimes(tl.gateClosed), sortedTimes(tl.readyAt)
+	if len(closes) > 0 {
+		ph.firstClosed = closes[0].Sub(start)
+	}
+	if len(readies) > 0 {
+		window := 0
+		for window < len(closes) && !closes[window].After(readies[0]) {
+			window++
+		}
+		var handover []time.Duration
+		for k := 0; window+k < len(closes) && k < len(readies); k++ {
+			handover = append(handover, closes[window+k].Sub(readies[k]))
+		}
+		ph.handover = quantilesOf(handover)
+	}
 	return ph
+}
+
+// sortedTimes is the times of m, earliest first.
+func sortedTimes(m map[string]time.Time) []time.Time {
+	ts := make([]time.Time, 0, len(m))
+	for _, t := range m {
+		ts = append(ts, t)
+	}
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	return ts
 }
 
 // hardened is a pod template as the operator hardens it, for the
