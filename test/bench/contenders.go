@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -298,17 +297,15 @@ func (l *limitContender) createPod(ctx context.Context, ps *podsetv1alpha1.PodSe
 }
 
 // openGate sets the pod's podset.dev/InPlaceUpdateReady condition True
-// through pods/status, as the operator does, when the pod has that gate.
+// through pods/status, as the operator does (openGatePatch), when the pod
+// has that gate.
 func (l *limitContender) openGate(ctx context.Context, pod *corev1.Pod) error {
 	if !slices.ContainsFunc(pod.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool {
 		return g.ConditionType == podsetv1alpha1.InPlaceUpdateReadyCondition
 	}) {
 		return nil
 	}
-	gate := corev1ac.PodCondition().WithType(podsetv1alpha1.InPlaceUpdateReadyCondition).
-		WithStatus(corev1.ConditionTrue).WithLastTransitionTime(metav1.Now())
-	status := corev1ac.Pod(pod.Name, pod.Namespace).WithUID(pod.UID).WithStatus(corev1ac.PodStatus().WithConditions(gate))
-	if _, err := l.b.c.cs.CoreV1().Pods(pod.Namespace).ApplyStatus(ctx, status, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
+	if err := openGatePatch(ctx, l.b.c.cs.CoreV1().Pods(pod.Namespace), pod.Name, pod.UID); err != nil {
 		return fmt.Errorf("opening the readiness gate of pod %s: %w", pod.Name, err)
 	}
 	return nil

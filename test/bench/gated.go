@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -221,16 +221,27 @@ func (g *gatedLimitContender) updateInPlace(ctx context.Context, ps *podsetv1alp
 	}
 
 	// 5. Open the gate (setGate).
-	cond := corev1ac.PodCondition().
-		WithType(podsetv1alpha1.InPlaceUpdateReadyCondition).
-		WithLastTransitionTime(metav1.Now()).
-		WithStatus(corev1.ConditionTrue).WithReason(podsetv1alpha1.GateOpenReason).WithMessage("")
-	ac := corev1ac.Pod(name, ps.Namespace).WithUID(pod.UID).WithStatus(corev1ac.PodStatus().WithConditions(cond))
-	if err := send(func() error {
-		_, err := pods.ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
-		return err
-	}); err != nil {
+	if err := send(func() error { return openGatePatch(ctx, pods, name, pod.UID) }); err != nil {
 		return fmt.Errorf("opening the gate of pod %s: %w", name, err)
 	}
 	return nil
+}
+
+// openGatePatch opens a pod's readiness gate as the operator does
+// (controller's setGate): a strategic merge patch of pods/status that sets
+// its InPlaceUpdateReady condition True, every field sent, with the pod's
+// UID as a precondition.
+func openGatePatch(ctx context.Context, pods typedcorev1.PodInterface, name string, uid types.UID) error {
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": uid},
+		"status": map[string]any{"conditions": []map[string]any{{
+			"type": podsetv1alpha1.InPlaceUpdateReadyCondition, "status": corev1.ConditionTrue,
+			"reason": podsetv1alpha1.GateOpenReason, "message": "", "lastTransitionTime": metav1.Now(),
+		}}},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = pods.Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
+	return err
 }
