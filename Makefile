@@ -364,7 +364,7 @@ bench-node: node-host node-deps node-bins $(NODE_IMAGES) $(COREDNS) kruise ## On
 SCALE ?= 1000x10
 
 .PHONY: bench-scale
-bench-scale: controlplane ## The scale scenario: SCALE (1000x10) PodSets beside as many ReplicaSets and StatefulSets, then an operator restart and a leader change over the PodSets.
+bench-scale: controlplane ## The scale scenario: SCALE (1000x10) PodSets beside as many ReplicaSets and StatefulSets, then an operator restart and a leader change over the PodSets, then each contender's sets scaled down to a tenth.
 	CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) go run ./test/bench -size full -only scale -scale $(SCALE) $(BENCHFLAGS)
 
 # The soak: the seeded model-based fault test, repeated for SOAK_DURATION
