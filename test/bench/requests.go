@@ -110,17 +110,15 @@ type counts struct {
 	podDeletes   int // successful DELETEs on pods; includes kwok's own final delete of each pod
 	statusWrites int // writes to podsets/status, replicasets/status, deployments/status, statefulsets/status
 	podGets      int // GET on pods: reads that bypass any cache
-	// Writes to pods/status: kwok's fake kubelet patches them, and so
-	// does the operator with its readiness gate condition (one patch per
-	// pod created, one per gate closed); an operator older than the patch
-	// applied the gate (APPLY).
-	kwokStatus int // pods/status writes other than APPLY: kwok's and the operator's gates
+	// podStatus is the writes to pods/status: kwok's fake kubelet's
+	// patches, and the readiness gate's (the operator's, or the limit's:
+	// one per pod created, one per gate closed).
+	podStatus int
 	// statusRefused is how many of the pods/status writes the API server
 	// refused, by code ("409=386"): a patch that carries a
 	// resourceVersion fails when another write came first, and is sent
 	// again.
 	statusRefused string
-	gateApplies   int // pods/status APPLYs: the operator's readiness gate
 	bindings      int // pods/binding: the scheduler
 	other         string
 	// time is the API server's time answering writes, by request
@@ -143,12 +141,9 @@ func (r requests) counts() counts {
 				(k.group == podsetv1alpha1.GroupVersion.Group && k.resource == "podsets" ||
 					k.group == "apps" && (k.resource == "replicasets" || k.resource == "deployments" || k.resource == "statefulsets"))
 		}),
-		podGets: r.count(func(k requestKey) bool { return pods(k) && k.subresource == "" && k.verb == "GET" }),
-		kwokStatus: r.count(func(k requestKey) bool {
-			return pods(k) && k.subresource == "status" && isWrite(k.verb) && k.verb != "APPLY"
-		}),
-		gateApplies: r.count(func(k requestKey) bool { return pods(k) && k.subresource == "status" && k.verb == "APPLY" }),
-		bindings:    r.count(func(k requestKey) bool { return pods(k) && k.subresource == "binding" }),
+		podGets:   r.count(func(k requestKey) bool { return pods(k) && k.subresource == "" && k.verb == "GET" }),
+		podStatus: r.count(func(k requestKey) bool { return pods(k) && k.subresource == "status" && isWrite(k.verb) }),
+		bindings:  r.count(func(k requestKey) bool { return pods(k) && k.subresource == "binding" }),
 	}
 	refused := map[string]int{}
 	for k, v := range r {
@@ -219,6 +214,6 @@ func (r requests) timeByRequest() string {
 }
 
 func (c counts) String() string {
-	return fmt.Sprintf("pod writes %d (%d POST, +%d DELETE), status writes %d, pod GETs %d; pods/status %d APPLY + %d kwok (refused: %s), bindings %d; other writes: %s; API server time on writes: %s",
-		c.podCreates, c.podPosts, c.podDeletes, c.statusWrites, c.podGets, c.gateApplies, c.kwokStatus, cmp.Or(c.statusRefused, "none"), c.bindings, c.other, c.time)
+	return fmt.Sprintf("pod writes %d (%d POST, +%d DELETE), status writes %d, pod GETs %d; pods/status %d, kwok's and the gates' (refused: %s), bindings %d; other writes: %s; API server time on writes: %s",
+		c.podCreates, c.podPosts, c.podDeletes, c.statusWrites, c.podGets, c.podStatus, cmp.Or(c.statusRefused, "none"), c.bindings, c.other, c.time)
 }

@@ -32,11 +32,12 @@ import (
 // StatefulSets of the same shape, each in a namespace of its own; then,
 // over the converged PodSets, the operator restarted, and a leader change
 // between two replicas; last, each contender's sets scaled down to a
-// tenth of N (at least one pod), by an operator started again for it. A restart and a leader change must cost no write,
-// and the first full pass over every PodSet must end within twice the time
-// the caches took to sync. The operator runs as a subprocess with its
-// metrics endpoint on 127.0.0.1, read with a token bound to
-// podset-bench-metrics: its passes, work queue, writes and heap.
+// tenth of N (at least one pod), by an operator started again for it. A
+// restart and a leader change must cost no write, and the first full pass
+// over every PodSet must end within twice the time the caches took to
+// sync. The operator runs as a subprocess with its metrics endpoint on
+// 127.0.0.1, read with a token bound to podset-bench-metrics: its passes,
+// work queue, writes and heap.
 
 // scaleResult is what the scale scenario measured.
 type scaleResult struct {
