@@ -90,17 +90,6 @@ func budgetConflict(ps *podsetv1alpha1.PodSet) *podset.Stall {
 	}
 }
 
-// budgetEvents records what the PodDisruptionBudget's writes did.
-func (r *PodSetReconciler) budgetEvents(ps *podsetv1alpha1.PodSet, done *podset.Outcome) {
-	if done.BudgetDeleted != "" {
-		r.note(ps, podsetv1alpha1.DisruptionBudgetDeletedReason, "Delete",
-			"deleted PodDisruptionBudget %s: spec.disruptionBudget was removed", done.BudgetDeleted)
-	}
-	if done.BudgetApplied {
-		r.note(ps, podsetv1alpha1.DisruptionBudgetAppliedReason, "Apply", "applied PodDisruptionBudget %s: %s", ps.Name, budgetBound(ps))
-	}
-}
-
 // budgetBound is the bound of spec.disruptionBudget, for events.
 func budgetBound(ps *podsetv1alpha1.PodSet) string {
 	if b := ps.Spec.DisruptionBudget; b.MaxUnavailable != nil {

@@ -14,7 +14,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -205,20 +204,16 @@ func (p *pass) publish(ctx context.Context) error {
 }
 
 // record leaves the pass's traces, all from its plan, its outcome and its
-// status: the pass in the debug log, the events of what the writes did
-// (outcomeEvents), the status clients now see and the rollout's duration
-// in the metrics, and the events of a stall (which recur each pass while
-// it lasts, as the stall's backoff spaces the passes) and of the progress
-// deadline passing (once).
+// status: the pass in the debug log, its events (passEvents) sent through
+// the writer, and in the metrics the pods replaced on lost nodes, the
+// status clients now see and the rollout's duration.
 func (p *pass) record(ctx context.Context, statusErr error) {
 	p.logPass(ctx, statusErr)
-	p.r.outcomeEvents(p.ps, &p.podPlan, &p.outcome, p.view.Revs)
-	if s := p.outcome.Stall; s != nil {
-		action := "Create"
-		if s.Reason == podsetv1alpha1.InvalidTemplateReason {
-			action = "Validate"
-		}
-		p.r.warn(p.ps, s.Reason, action, s.Message)
+	for _, e := range passEvents(p.ps, &p.podPlan, &p.outcome, p.view.Revs, &p.ps.Status, &p.status, statusErr) {
+		p.r.writes.event(p.ps, e)
+	}
+	if n := len(p.outcome.ReplacedLost); n > 0 {
+		p.r.metrics.lostNodeReplacements.WithLabelValues(p.ps.Namespace, p.ps.Name).Add(float64(n))
 	}
 	if statusErr != nil {
 		return
@@ -229,10 +224,6 @@ func (p *pass) record(ctx context.Context, statusErr error) {
 	}
 	if started, done := p.r.memory.rolloutEnded(p.ps, shown); done {
 		p.r.metrics.rolloutDuration.WithLabelValues(p.ps.Namespace, p.ps.Name).Observe(p.r.Clock.Since(started).Seconds())
-	}
-	if deadlineExceeded(&p.status) && !deadlineExceeded(&p.ps.Status) {
-		c := meta.FindStatusCondition(p.status.Conditions, podsetv1alpha1.StalledCondition)
-		p.r.warn(p.ps, c.Reason, "Rollout", c.Message)
 	}
 }
 

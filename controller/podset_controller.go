@@ -94,6 +94,9 @@ type PodSetReconciler struct {
 	// metrics endpoint) when nil.
 	Registerer prometheus.Registerer
 
+	// writes is where every write goes (writer): the API server, through
+	// Client, Pods and Recorder, unless a test set it.
+	writes    writer
 	memory    *memory
 	metrics   *metrics
 	endpoints *endpoints
@@ -101,6 +104,25 @@ type PodSetReconciler struct {
 }
 
 var _ reconcile.Reconciler = (*PodSetReconciler)(nil)
+
+// init fills in the defaults and makes the reconciler's state: what its
+// passes remember, its metrics, the writer every write goes through (the
+// API server's unless a test set one) and the slots of the gates opening.
+func (r *PodSetReconciler) init() {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.Workers < 1 {
+		r.Workers = DefaultWorkers
+	}
+	if r.writes == nil {
+		r.writes = apiWriter{client: r.Client, pods: r.Pods, recorder: r.Recorder}
+	}
+	r.memory = newMemory(r.Clock)
+	r.metrics = newMetrics(r.memory)
+	r.endpoints = newEndpoints()
+	r.gateSlots = make(chan struct{}, r.Workers)
+}
 
 // SetupWithManager registers the reconciler: PodSets by generation change,
 // pods they control by the changes that matter (podChanged), spaced by
@@ -110,19 +132,10 @@ var _ reconcile.Reconciler = (*PodSetReconciler)(nil)
 // found, for the PodSets with spec.lostNodeReplacement that have pods on
 // them, and EndpointSlices dropping or listing their pods (sliceEvents).
 func (r *PodSetReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	if r.Clock == nil {
-		r.Clock = clock.RealClock{}
-	}
-	if r.Workers < 1 {
-		r.Workers = DefaultWorkers
-	}
 	if r.Registerer == nil {
 		r.Registerer = ctrlmetrics.Registry
 	}
-	r.memory = newMemory(r.Clock)
-	r.metrics = newMetrics(r.memory)
-	r.endpoints = newEndpoints()
-	r.gateSlots = make(chan struct{}, r.Workers)
+	r.init()
 	if err := mgr.Add(r.metrics.registered(r.Registerer)); err != nil {
 		return fmt.Errorf("adding the metrics: %w", err)
 	}

@@ -86,8 +86,7 @@ func (r *PodSetReconciler) patchConditions(ctx context.Context, ps *podsetv1alph
 	if err != nil {
 		return err
 	}
-	answer, err := r.Pods.Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch,
-		metav1.PatchOptions{FieldManager: FieldManager}, "status")
+	answer, err := r.writes.patchPodStatus(ctx, pod.Namespace, pod.Name, patch)
 	r.metrics.countPodWrite(ps, writeGate, err)
 	if err != nil {
 		return err

@@ -21,11 +21,14 @@ import (
 	"github.com/podset-dev/podset-operator/internal/podset"
 )
 
-// Every write the operator sends goes through send, sendPod, deletePod or,
-// for the readiness gate's conditions, patchConditions (updates.go): one
-// field manager, ownership of every field it applies (ForceOwnership),
-// a count by kind and outcome, and, for pods, the expectation that keeps a
-// pass from acting on a cache that does not show the write yet. A pod apply
+// Every write the operator sends goes through the writer (writer.go),
+// which holds the one field manager and ownership of every field it
+// applies (ForceOwnership). Above it, the writes a pass counts go
+// through send, sendPod, deletePod or, for the readiness gate's
+// conditions, patchConditions (updates.go): a count by kind and outcome,
+// and, for pods, the expectation that keeps a pass from acting on a cache
+// that does not show the write yet. The deletions of a
+// ControllerRevision and of a PodDisruptionBudget are not counted. A pod apply
 // names the pod's UID (an update of that pod only) or a createOnly
 // resourceVersion (a create only); a delete carries the UID as a
 // precondition.
@@ -62,12 +65,7 @@ const (
 // send applies ac, to the object or to a subresource of it ("status",
 // "resize"), as the operator's field manager, and counts it by kind.
 func (r *PodSetReconciler) send(ctx context.Context, ps *podsetv1alpha1.PodSet, kind, subresource string, ac runtime.ApplyConfiguration) error {
-	var err error
-	if subresource == "" {
-		err = r.Client.Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
-	} else {
-		err = r.Client.SubResource(subresource).Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
-	}
+	err := r.writes.apply(ctx, ac, subresource)
 	switch kind {
 	case writeStatus:
 		r.metrics.countStatusWrite(ps, err)
@@ -84,19 +82,8 @@ func (r *PodSetReconciler) send(ctx context.Context, ps *podsetv1alpha1.PodSet, 
 // pod's UID and new resourceVersion in ac and remembers what it expects
 // the cache to show.
 func (r *PodSetReconciler) sendPod(ctx context.Context, ps *podsetv1alpha1.PodSet, kind, subresource string, ac *corev1ac.PodApplyConfiguration, expect expectWrite) error {
-	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
-	pods := r.Pods.Pods(ptr.Deref(ac.Namespace, ""))
-	var answer *corev1.Pod
-	var err error
-	switch subresource {
-	case "":
-		answer, err = pods.Apply(ctx, ac, opts)
-		r.metrics.countPodWrite(ps, kind, err)
-	default:
-		// client-go has no typed apply of pods/resize; its JSON answer is
-		// decoded into ac, which the resize reads.
-		err = r.send(ctx, ps, kind, subresource, ac)
-	}
+	answer, err := r.writes.applyPod(ctx, ac, subresource)
+	r.metrics.countPodWrite(ps, kind, err)
 	if err != nil {
 		return err
 	}
@@ -117,7 +104,7 @@ func (r *PodSetReconciler) sendPod(ctx context.Context, ps *podsetv1alpha1.PodSe
 // the same name is never deleted by mistake, counts it, and expects the
 // cache to show the pod gone. opts add to the deletion (forceDelete).
 func (r *PodSetReconciler) deletePod(ctx context.Context, ps *podsetv1alpha1.PodSet, pod *corev1.Pod, opts ...client.DeleteOption) error {
-	err := r.Client.Delete(ctx, pod, append([]client.DeleteOption{client.Preconditions{UID: &pod.UID}}, opts...)...)
+	err := r.writes.delete(ctx, pod, append([]client.DeleteOption{client.Preconditions{UID: &pod.UID}}, opts...)...)
 	r.metrics.countPodWrite(ps, writeDelete, err)
 	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		r.memory.expectDeleted(keyOf(ps), pod.Name, pod.UID)
@@ -130,7 +117,7 @@ func (r *PodSetReconciler) deletePod(ctx context.Context, ps *podsetv1alpha1.Pod
 // made under the name since is never deleted. NotFound and Conflict mean
 // it is gone or not the one seen: nothing is left to do.
 func (r *PodSetReconciler) deleteBudget(ctx context.Context, pdb *policyv1.PodDisruptionBudget) error {
-	err := r.Client.Delete(ctx, pdb, client.Preconditions{UID: &pdb.UID})
+	err := r.writes.delete(ctx, pdb, client.Preconditions{UID: &pdb.UID})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
@@ -308,7 +295,7 @@ func (r *PodSetReconciler) syncRevisions(ctx context.Context, ps *podsetv1alpha1
 		}
 	}
 	for _, cr := range plan.Prune {
-		if err := r.Client.Delete(ctx, cr, client.Preconditions{UID: &cr.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		if err := r.writes.delete(ctx, cr, client.Preconditions{UID: &cr.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return fmt.Errorf("deleting ControllerRevision %s: %w", cr.Name, err)
 		}
 	}

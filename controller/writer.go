@@ -1,0 +1,98 @@
+package controller
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+)
+
+// writer is the one seam every write of the operator goes through: pods
+// applied (created, updated, resized), pod conditions patched, the
+// PodSet's status, its ControllerRevisions and its PodDisruptionBudget
+// applied, objects deleted, and events. Nothing else in the reconciler
+// holds a client that writes. apiWriter is the one that talks to the API
+// server, with the operator's field manager on every write;
+// writer_test.go's recordingWriter records the writes for the tests of
+// execute and of a pass's events, which need no control plane.
+//
+// The layer above it (send, sendPod, deletePod and patchConditions in
+// writes.go and updates.go) counts each write and remembers what it
+// expects the cache to show.
+type writer interface {
+	// applyPod applies ac to its pod, or to the pod's subresource
+	// ("resize"), with ownership of every field it sends. The pod's
+	// answer: the pod written for an apply to the pod, nil for a
+	// subresource, whose answer is decoded into ac instead.
+	applyPod(ctx context.Context, ac *corev1ac.PodApplyConfiguration, subresource string) (*corev1.Pod, error)
+	// apply applies ac (a PodSet's status, a ControllerRevision, a
+	// PodDisruptionBudget) to its object, or to the object's subresource
+	// ("status"), with ownership of every field it sends, and decodes the
+	// answer into ac.
+	apply(ctx context.Context, ac runtime.ApplyConfiguration, subresource string) error
+	// patchPodStatus sends a strategic merge patch to a pod's status and
+	// returns the pod written.
+	patchPodStatus(ctx context.Context, namespace, name string, patch []byte) (*corev1.Pod, error)
+	// delete deletes obj with opts (the callers' preconditions).
+	delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error
+	// event records an event about a PodSet.
+	event(ps *podsetv1alpha1.PodSet, e podSetEvent)
+}
+
+// podSetEvent is one event about a PodSet: its type (Normal or Warning), its
+// reason (apis/v1alpha1/conditions.go), what the operator did (action) and
+// the note, already cut to fit (eventNote).
+type podSetEvent struct {
+	Type, Reason, Action, Note string
+}
+
+// apiWriter writes to the API server as the operator's field manager.
+type apiWriter struct {
+	// client sends the applies of everything but pods, and deletions.
+	client client.Client
+	// pods sends the pod applies and patches, answered in protobuf
+	// (PodSetReconciler.Pods).
+	pods corev1client.PodsGetter
+	// recorder emits events through the events.k8s.io API.
+	recorder events.EventRecorder
+}
+
+var _ writer = apiWriter{}
+
+func (w apiWriter) applyPod(ctx context.Context, ac *corev1ac.PodApplyConfiguration, subresource string) (*corev1.Pod, error) {
+	if subresource != "" {
+		// client-go has no typed apply of pods/resize; its JSON answer is
+		// decoded into ac.
+		return nil, w.apply(ctx, ac, subresource)
+	}
+	return w.pods.Pods(ptr.Deref(ac.Namespace, "")).Apply(ctx, ac, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+}
+
+func (w apiWriter) apply(ctx context.Context, ac runtime.ApplyConfiguration, subresource string) error {
+	if subresource == "" {
+		return w.client.Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
+	}
+	return w.client.SubResource(subresource).Apply(ctx, ac, client.FieldOwner(FieldManager), client.ForceOwnership)
+}
+
+func (w apiWriter) patchPodStatus(ctx context.Context, namespace, name string, patch []byte) (*corev1.Pod, error) {
+	return w.pods.Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch,
+		metav1.PatchOptions{FieldManager: FieldManager}, "status")
+}
+
+func (w apiWriter) delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	return w.client.Delete(ctx, obj, opts...)
+}
+
+func (w apiWriter) event(ps *podsetv1alpha1.PodSet, e podSetEvent) {
+	w.recorder.Eventf(ps, nil, e.Type, e.Reason, e.Action, "%s", e.Note)
+}
