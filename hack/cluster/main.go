@@ -7,7 +7,9 @@
 //	go run ./hack/cluster [-name podset] kubeconfig
 //
 // up prints the kubeconfig's path on standard output, its progress on
-// standard error; kubeconfig prints the path without starting anything.
+// standard error, and keeps the output of kwokctl and kubectl in
+// .logs/cluster.log; kubeconfig prints the path without starting
+// anything.
 package main
 
 import (
@@ -15,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/podset-dev/podset-operator/internal/localcluster"
 )
@@ -53,6 +56,15 @@ func main() {
 	}
 	switch flag.Arg(0) {
 	case "up":
+		// kwokctl's and kubectl's own output goes to a log file: the
+		// terminal shows what the project says, as `make test` does.
+		var toolLog *os.File
+		if toolLog, err = openToolLog(root); err != nil {
+			break
+		}
+		defer func() { _ = toolLog.Close() }() // a log file: its last lines are already written
+		c.ToolLog = toolLog
+		fmt.Fprintf(os.Stderr, "Starting the local cluster %q (kwokctl's output: %s)...\n", c.Name, toolLogPath)
 		var kubeconfig string
 		if kubeconfig, err = c.Up(ctx); err == nil {
 			fmt.Println(kubeconfig)
@@ -69,4 +81,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
 		os.Exit(1)
 	}
+}
+
+// toolLogPath is where up keeps the output of kwokctl and kubectl, from
+// the repository root; .logs/ holds the logs of `make test` too.
+const toolLogPath = ".logs/cluster.log"
+
+// openToolLog opens the tools' log under root for appending, making its
+// folder.
+func openToolLog(root string) (*os.File, error) {
+	path := filepath.Join(root, toolLogPath)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 }

@@ -2,6 +2,7 @@ package localcluster
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,9 +56,15 @@ type Cluster struct {
 	// AuditPolicy is the path of kube-apiserver's audit policy; empty for
 	// no audit log. The log is clusters/<Name>/logs/audit.log of WorkDir.
 	AuditPolicy string
-	// Log receives the progress of kwokctl and kubectl; nil discards it.
-	// A failed command's error carries the end of its output either way.
+	// Log receives the cluster's progress (a cluster recreated, and why)
+	// and, unless ToolLog is set, the output of kwokctl and kubectl; nil
+	// discards it. A failed command's error carries the end of its output
+	// either way.
 	Log io.Writer
+	// ToolLog, if set, receives the output of kwokctl and kubectl instead
+	// of Log: `make run` keeps it in .logs/cluster.log, so that the
+	// terminal shows what the project says.
+	ToolLog io.Writer
 }
 
 // WorkDir is kwokctl's work folder (KWOK_WORKDIR), shared by every local
@@ -276,13 +283,13 @@ func (c Cluster) kubectl(ctx context.Context, args ...string) *exec.Cmd {
 	return c.command(ctx, filepath.Join(c.ControlPlane, "kubectl"), append([]string{"--kubeconfig", c.Kubeconfig()}, args...)...)
 }
 
-// run runs cmd with its output going to Log; its error ends with the last
-// 20 lines of that output.
+// run runs cmd with its output going to ToolLog, or Log; its error ends
+// with the last 20 lines of that output.
 func (c Cluster) run(cmd *exec.Cmd) error {
 	var out bytes.Buffer
 	w := io.Writer(&out)
-	if c.Log != nil {
-		w = io.MultiWriter(&out, c.Log)
+	if log := cmp.Or[io.Writer](c.ToolLog, c.Log); log != nil {
+		w = io.MultiWriter(&out, log)
 	}
 	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Run(); err != nil {
