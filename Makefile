@@ -527,6 +527,11 @@ docker-push: ## Push the operator image $(IMG).
 .PHONY: controlplane
 controlplane: $(KUBE_APISERVER) $(ETCD) $(KUBE_CONTROLLER_MANAGER) $(KUBE_SCHEDULER) $(KUBECTL) $(KWOK) $(KWOKCTL) ## Build the control plane and kwok into bin/.
 
+.PHONY: tool-env
+tool-env: ## Print, as shell exports, where every tool the suites read is built (versions from the go.mod files and this Makefile), to run one test by hand: eval "$$(make -s tool-env)". It builds nothing.
+	@echo "export KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) CONTROLPLANE=$(CONTROLPLANE) KWOK_DIR=$(KWOK_DIR) KUSTOMIZE=$(KUSTOMIZE) HELM=$(HELM) FLUX_DIR=$(FLUX_DIR) KRUISE_DIR=$(KRUISE_DIR)"
+	@echo "export CONTAINERD_DIR=$(CONTAINERD_DIR) RUNC=$(RUNC) NODE_IMAGES=$(NODE_IMAGES) COREDNS=$(COREDNS)"
+
 .PHONY: envtest-assets
 envtest-assets: $(KUBE_APISERVER) $(ETCD) ## Build only what envtest needs.
 	@echo "KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS)"

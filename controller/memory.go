@@ -35,7 +35,7 @@ type record struct {
 	// writes are the pod writes the cache has not shown yet, by pod name
 	// (expectations.go).
 	writes map[string]expectation
-	// status is the last status write (status.go).
+	// status is the last status write (statuswrites.go).
 	status statusWrite
 	// held is what the pods the partition holds back ran (podset.Held).
 	held podset.Held

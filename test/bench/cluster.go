@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,12 +66,12 @@ func newCluster() (*cluster, error) {
 		kwokDir:      os.Getenv("KWOK_DIR"),
 		runID:        strconv.FormatInt(time.Now().Unix()%1e6, 36),
 	}
-	if c.controlplane == "" {
-		c.controlplane = filepath.Join(root, "bin", "controlplane", "k8s-v1.37.1_etcd-v3.7.3")
+	controlplane, kwok, err := testenv.ToolDirs(root)
+	if err != nil {
+		return nil, err
 	}
-	if c.kwokDir == "" {
-		c.kwokDir = filepath.Join(root, "bin", "kwok-v0.8.0")
-	}
+	c.controlplane = cmp.Or(c.controlplane, controlplane)
+	c.kwokDir = cmp.Or(c.kwokDir, kwok)
 	for _, f := range []string{filepath.Join(c.controlplane, "kube-apiserver"), filepath.Join(c.kwokDir, "kwokctl")} {
 		if _, err := os.Stat(f); err != nil {
 			return nil, fmt.Errorf("%s is missing: run `make controlplane` (or set CONTROLPLANE and KWOK_DIR): %w", f, err)

@@ -11,12 +11,10 @@
 // Ready without pulling an image.
 //
 // Every file carries the build constraint e2e, so `go test ./...` skips the
-// suite. Run it from the repository root with the binaries that
-// `make controlplane` and the kustomize target build:
+// suite. `make test-e2e` runs it with the binaries it needs; to run it
+// by hand from the repository root, once `make test-e2e` has built them:
 //
-//	CONTROLPLANE=$PWD/bin/controlplane/k8s-v1.37.1_etcd-v3.7.3 \
-//	KWOK_DIR=$PWD/bin/kwok-v0.8.0 \
-//	KUSTOMIZE=$PWD/bin/kustomize-v5.8.2/kustomize \
+//	eval "$(make -s tool-env)"
 //	go test -tags e2e ./test/e2e/ -count=1 -v
 //
 // TestMain builds the operator with the Dockerfile's build command (read

@@ -21,10 +21,9 @@
 // send none.
 //
 // Every file carries the build constraint gitops, so `go test ./...` skips
-// the suite. `make test-gitops` runs it with the binaries it needs:
+// the suite. `make test-gitops` runs it with the binaries it needs; by
+// hand, once it has built them:
 //
-//	CONTROLPLANE=$PWD/bin/controlplane/k8s-v1.37.1_etcd-v3.7.3 \
-//	KWOK_DIR=$PWD/bin/kwok-v0.8.0 \
-//	FLUX_DIR=$PWD/bin/flux-v1.9.6 \
+//	eval "$(make -s tool-env)"
 //	go test -tags gitops ./test/gitops/ -count=1 -v
 package gitops
