@@ -167,7 +167,7 @@ func TestExecute(t *testing.T) {
 			},
 		},
 		"the drain closes gates: a surplus pod to delete, a pod to restart in place": {
-			plan: podset.Plan{Pause: []podset.Step{{Pod: ownPod(ps, "web-3"), Way: surplus}, {Pod: ownPod(ps, "web-0"), Way: inPlace}}},
+			plan: podset.Plan{Drain: []podset.Step{{Pod: ownPod(ps, "web-3"), Way: surplus}, {Pod: ownPod(ps, "web-0"), Way: inPlace}}},
 			want: []string{
 				"PATCH pods/web-0/status uid=u-web-0 podset.dev/InPlaceUpdateReady=False Ready=False",
 				"PATCH pods/web-3/status uid=u-web-3 podset.dev/InPlaceUpdateReady=False Ready=False",
@@ -177,7 +177,7 @@ func TestExecute(t *testing.T) {
 			},
 		},
 		"a gate that closes on a pod gone is not a drain begun": {
-			plan:    podset.Plan{Pause: []podset.Step{{Pod: ownPod(ps, "web-3"), Way: surplus}}},
+			plan:    podset.Plan{Drain: []podset.Step{{Pod: ownPod(ps, "web-3"), Way: surplus}}},
 			fail:    map[string]error{"PATCH pods/web-3/status": notFound("web-3")},
 			want:    []string{"PATCH pods/web-3/status uid=u-web-3 podset.dev/InPlaceUpdateReady=False Ready=False"},
 			outcome: podset.Outcome{Stopping: map[string][]string{}},

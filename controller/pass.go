@@ -261,6 +261,6 @@ func (p *pass) logPass(ctx context.Context, statusErr error) {
 	plan := &p.podPlan
 	log.Info("pass", "began", p.began.UTC().Format(time.RFC3339Nano), "took", p.r.Clock.Since(p.began).String(), "pods", len(p.pods),
 		"create", len(plan.Create), "delete", len(plan.Prune)+len(plan.Rollout), "update", len(plan.Update),
-		"repair", len(plan.Repair), "gates", len(plan.Pause)+len(plan.Resume), "status", outcome,
+		"repair", len(plan.Repair), "gates", len(plan.Drain)+len(plan.Resume), "status", outcome,
 		"ready", p.status.ReadyReplicas)
 }

@@ -35,10 +35,10 @@ func (r *PodSetReconciler) setGate(ctx context.Context, ps *podsetv1alpha1.PodSe
 	return nil
 }
 
-// closeGate begins a pod's drain (podset's gate.go): one write to its
-// status sets the conditions podset.CloseGateConditions says.
-func (r *PodSetReconciler) closeGate(ctx context.Context, ps *podsetv1alpha1.PodSet, step podset.Step, now metav1.Time) error {
-	if err := r.patchConditions(ctx, ps, step.Pod, podset.CloseGateConditions(ps, step, now), expectUpdated); err != nil {
+// beginDrain begins a pod's drain (podset's gate.go): one write to its
+// status sets the conditions podset.DrainConditions says.
+func (r *PodSetReconciler) beginDrain(ctx context.Context, ps *podsetv1alpha1.PodSet, step podset.Step, now metav1.Time) error {
+	if err := r.patchConditions(ctx, ps, step.Pod, podset.DrainConditions(ps, step, now), expectUpdated); err != nil {
 		return fmt.Errorf("closing the %s gate of pod %s: %w", podsetv1alpha1.InPlaceUpdateReadyCondition, step.Pod.Name, err)
 	}
 	return nil
@@ -141,14 +141,14 @@ func (r *PodSetReconciler) openGates(ctx context.Context, ps *podsetv1alpha1.Pod
 	}
 }
 
-// closeGates begins the drains of pods, in parallel, and returns the pods
+// beginDrains begins the drains of pods, in parallel, and returns the pods
 // whose gates it closed: to restart them in place, and to delete them,
 // by why.
-func (r *PodSetReconciler) closeGates(ctx context.Context, ps *podsetv1alpha1.PodSet, steps []podset.Step, now metav1.Time, errs *[]error) (restart []string, stop map[string][]string) {
+func (r *PodSetReconciler) beginDrains(ctx context.Context, ps *podsetv1alpha1.PodSet, steps []podset.Step, now metav1.Time, errs *[]error) (restart []string, stop map[string][]string) {
 	var mu sync.Mutex
 	stop = map[string][]string{}
 	err := parallel(len(steps), r.Workers, func(i int) error {
-		err := r.closeGate(ctx, ps, steps[i], now)
+		err := r.beginDrain(ctx, ps, steps[i], now)
 		switch {
 		case apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsInvalid(err):
 			// Gone, or another pod of the name (its UID differs): the

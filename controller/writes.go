@@ -145,7 +145,7 @@ func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSe
 	done.Updated = updated
 	drain, deny := podset.ResizeDenied(ps, denied)
 	done.Recreating(r.deletePods(ctx, ps, deny, &errs), func(string) string { return podset.WhyResizeDenied })
-	done.Restarting, done.Stopping = r.closeGates(ctx, ps, append(plan.Pause, drain...), now, &errs)
+	done.Restarting, done.Stopping = r.beginDrains(ctx, ps, append(plan.Drain, drain...), now, &errs)
 	r.openGates(ctx, ps, plan.Resume, now, &errs)
 
 	created, taken, err := r.createPods(ctx, ps, plan, revs, now)

@@ -1,7 +1,6 @@
 package podset
 
 import (
-	"cmp"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,131 +26,163 @@ type classified struct {
 // repair, replace or update at once, gates to open, and the out-of-date
 // pods to weigh against the budget.
 func (v *View) classify(p *Plan, in Input) classified {
-	ps, revs, now := v.PodSet, v.Revs, v.Now
-	deadline := progressDeadline(ps)
-	partition, holdFrom := UpdateFrom(ps), RolloutFrom(ps)
-	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
-	var c classified
-	ways := updateWays{}
+	ps := v.PodSet
+	s := slotClassifier{
+		v: v, p: p, in: in, ways: updateWays{},
+		deadline:  progressDeadline(ps),
+		partition: UpdateFrom(ps), holdFrom: RolloutFrom(ps),
+		onDelete: ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType,
+	}
 	for i, m := range v.Slots {
 		ordinal := v.Start + i
-		d := Decision{Name: PodName(ps.Name, ordinal), Ordinal: ordinal, Member: m, State: slotState(m, revs, ordinal, partition, onDelete, ps.Spec.Paused)}
-		if m == nil {
-			if !in.InFlight(d.Name) {
-				d.Action, d.Revision = ActionCreate, revs.Update
-				if ordinal < holdFrom {
-					d.Revision = heldRevision(ps, revs, in.Held, ordinal)
-				}
-			}
-			c.unavailable++
-			p.Decisions = append(p.Decisions, d)
-			continue
-		}
-		pod := m.Pod
-		replace := ReplaceRequested(pod)
-		if d.State == StateStale {
-			d.Way = ways.of(ps, revs, pod)
-			if replace {
-				// Recreated, not updated in place.
-				d.Way = UpdateWay{Why: WhyReplace}
-			}
-		}
-		if wait, lost := v.lostFor(m); lost && !in.InFlight(pod.Name) {
-			if wait <= 0 {
-				// Terminating or not: only a force deletion frees the
-				// name of a pod whose node does not answer.
-				d.Action = ActionReplaceLost
-				c.unavailable++
-				p.Decisions = append(p.Decisions, d)
-				continue
-			}
-			p.wakeIn(wait + time.Second) // a second late: the node's times are whole seconds
-		}
-		switch {
-		case !m.Controlled || in.InFlight(pod.Name) || m.Terminating:
-			c.unavailable++
-		case d.State == StateFinished:
-			d.Action = ActionReplaceFinished
-			c.unavailable++
-		case d.State == StateStale:
-			// Out of date, and the strategy updates it: in place where it
-			// can, else by recreating it.
-			way := d.Way
-			switch {
-			case way.metadataOnly():
-				// Nothing restarts: every such pod at once, outside the
-				// budget.
-				d.Action = ActionUpdate
-			case gateClosed(pod):
-				// Draining: once the kubelet has taken the pod out of
-				// Ready (and so out of endpoints), and the dataplane has
-				// had drainSeconds to follow, its containers restart in
-				// place, or it is deleted to be recreated.
-				stage, wait := drainFor(ps, pod, in.Drains[pod.UID], cmp.Or(in.Now, now), in.Endpoints[pod.UID], stopsWithPreStop(ps, pod, way), !way.InPlace)
-				switch {
-				case stage != stopNow:
-					p.wakeIn(wait)
-				case way.InPlace:
-					d.Action = ActionUpdate
-				default:
-					d.Action = ActionRecreate
-				}
-			case way.InPlace && !m.Ready:
-				// Serves nothing: update it at once, without draining.
-				d.Action = ActionUpdate
-			case !m.Ready:
-				d.Action, d.stage = ActionRecreate, stageUnready
-			case m.Available:
-				c.staleReady = append(c.staleReady, len(p.Decisions))
-			}
-			if !m.Available {
-				c.unavailable++
-			}
-		default:
-			// Up to date, or held back on the revision it runs (by the
-			// partition, or until a user deletes it under OnDelete): keep
-			// it, restore what drifted from its revision, and finish an
-			// in-place update.
-			if !m.Available {
-				c.unavailable++
-			}
-			tmpl, ok := revs.Templates[m.Hash]
-			d.Repair = ok && drifted(ps, tmpl, pod, ordinal, m.Hash)
-			why, wait := "", time.Duration(0)
-			if ok && resizeTowards(tmpl, pod) {
-				why, wait = resizeStuck(pod, deadline, now)
-			}
-			if why == "" && replace {
-				why, wait = WhyReplace, 0
-			}
-			// New, or its containers restarted for its revision, or the
-			// stop its gate closed for is no longer wanted.
-			d.Resume = why == "" && GateOpens(pod)
-			if why != "" {
-				d.Way = UpdateWay{Why: why}
-			}
-			switch {
-			case wait > 0:
-				p.wakeIn(wait)
-			case why != "" && gateClosed(pod):
-				// Draining, to be recreated.
-				if stage, wait := drainFor(ps, pod, in.Drains[pod.UID], cmp.Or(in.Now, now), in.Endpoints[pod.UID], allPreStop(ps, pod, nil), true); stage != stopNow {
-					p.wakeIn(wait)
-				} else {
-					d.Action = ActionRecreate
-				}
-			case why != "" && m.Available:
-				c.staleReady = append(c.staleReady, len(p.Decisions))
-			case why != "":
-				d.Action, d.stage = ActionRecreate, stageUnready
-			}
-		}
+		d := Decision{Name: PodName(ps.Name, ordinal), Ordinal: ordinal, Member: m, State: slotState(m, v.Revs, ordinal, s.partition, s.onDelete, ps.Spec.Paused)}
+		s.decide(&d)
 		if d.moves() {
-			c.unready = append(c.unready, len(p.Decisions))
+			s.c.unready = append(s.c.unready, len(p.Decisions))
 		}
 		p.Decisions = append(p.Decisions, d)
 	}
-	return c
+	return s.c
+}
+
+// slotClassifier is what classify reads for every slot, and what it
+// leaves for spend (c).
+type slotClassifier struct {
+	v    *View
+	p    *Plan
+	in   Input
+	ways updateWays
+	// deadline is the progress deadline (a resize stuck for longer is
+	// recreated); partition and holdFrom are UpdateFrom and RolloutFrom.
+	deadline            time.Duration
+	partition, holdFrom int
+	onDelete            bool
+	c                   classified
+}
+
+// decide fills in the decision of one slot: a pod to create, one to
+// replace (its node lost, or finished), one out of date (stale), or one to
+// keep (kept).
+func (s *slotClassifier) decide(d *Decision) {
+	ps, revs, in, m := s.v.PodSet, s.v.Revs, s.in, d.Member
+	if m == nil {
+		if !in.InFlight(d.Name) {
+			d.Action, d.Revision = ActionCreate, revs.Update
+			if d.Ordinal < s.holdFrom {
+				d.Revision = heldRevision(ps, revs, in.Held, d.Ordinal)
+			}
+		}
+		s.c.unavailable++
+		return
+	}
+	pod := m.Pod
+	replace := ReplaceRequested(pod)
+	if d.State == StateStale {
+		d.Way = s.ways.of(ps, revs, pod)
+		if replace {
+			// Recreated, not updated in place.
+			d.Way = UpdateWay{Why: WhyReplace}
+		}
+	}
+	if wait, lost := s.v.lostFor(m); lost && !in.InFlight(pod.Name) {
+		if wait <= 0 {
+			// Terminating or not: only a force deletion frees the
+			// name of a pod whose node does not answer.
+			d.Action = ActionReplaceLost
+			s.c.unavailable++
+			return
+		}
+		s.p.wakeIn(wait + time.Second) // a second late: the node's times are whole seconds
+	}
+	switch {
+	case !m.Controlled || in.InFlight(pod.Name) || m.Terminating:
+		s.c.unavailable++
+	case d.State == StateFinished:
+		d.Action = ActionReplaceFinished
+		s.c.unavailable++
+	case d.State == StateStale:
+		s.stale(d)
+	default:
+		s.kept(d, replace)
+	}
+}
+
+// stale decides for a pod out of date that the strategy updates: in
+// place where it can, else by recreating it.
+func (s *slotClassifier) stale(d *Decision) {
+	m, way := d.Member, d.Way
+	switch {
+	case way.metadataOnly():
+		// Nothing restarts: every such pod at once, outside the
+		// budget.
+		d.Action = ActionUpdate
+	case gateClosed(m.Pod):
+		// Draining: once the kubelet has taken the pod out of
+		// Ready (and so out of endpoints), and the dataplane has
+		// had drainSeconds to follow, its containers restart in
+		// place, or it is deleted to be recreated.
+		stage, wait := s.v.drain(s.in, m.Pod, stopsWithPreStop(s.v.PodSet, m.Pod, way), !way.InPlace)
+		switch {
+		case stage != stopNow:
+			s.p.wakeIn(wait)
+		case way.InPlace:
+			d.Action = ActionUpdate
+		default:
+			d.Action = ActionRecreate
+		}
+	case way.InPlace && !m.Ready:
+		// Serves nothing: update it at once, without draining.
+		d.Action = ActionUpdate
+	case !m.Ready:
+		d.Action, d.stage = ActionRecreate, stageUnready
+	case m.Available:
+		s.c.staleReady = append(s.c.staleReady, len(s.p.Decisions))
+	}
+	if !m.Available {
+		s.c.unavailable++
+	}
+}
+
+// kept decides for a pod up to date, or held back on the revision it runs
+// (by the partition, or until a user deletes it under OnDelete): keep it,
+// restore what drifted from its revision, and finish an in-place update;
+// recreate it where its resize is stuck or a replacement was asked for.
+func (s *slotClassifier) kept(d *Decision, replace bool) {
+	ps, m := s.v.PodSet, d.Member
+	pod := m.Pod
+	if !m.Available {
+		s.c.unavailable++
+	}
+	tmpl, ok := s.v.Revs.Templates[m.Hash]
+	d.Repair = ok && drifted(ps, tmpl, pod, d.Ordinal, m.Hash)
+	why, wait := "", time.Duration(0)
+	if ok && resizeTowards(tmpl, pod) {
+		why, wait = resizeStuck(pod, s.deadline, s.v.Now)
+	}
+	if why == "" && replace {
+		why, wait = WhyReplace, 0
+	}
+	// New, or its containers restarted for its revision, or the
+	// stop its gate closed for is no longer wanted.
+	d.Resume = why == "" && GateOpens(pod)
+	if why != "" {
+		d.Way = UpdateWay{Why: why}
+	}
+	switch {
+	case wait > 0:
+		s.p.wakeIn(wait)
+	case why != "" && gateClosed(pod):
+		// Draining, to be recreated.
+		if stage, wait := s.v.drain(s.in, pod, allPreStop(ps, pod, nil), true); stage != stopNow {
+			s.p.wakeIn(wait)
+		} else {
+			d.Action = ActionRecreate
+		}
+	case why != "" && m.Available:
+		s.c.staleReady = append(s.c.staleReady, len(s.p.Decisions))
+	case why != "":
+		d.Action, d.stage = ActionRecreate, stageUnready
+	}
 }
 
 // slotState is where the pod of a slot stands (nil: none).

@@ -541,7 +541,7 @@ func FuzzPlanPods(f *testing.F) {
 		for _, step := range plan.Update {
 			updated = append(updated, step.Pod)
 		}
-		for _, step := range plan.Pause {
+		for _, step := range plan.Drain {
 			paused = append(paused, step.Pod)
 		}
 		lists := map[string][]*corev1.Pod{
@@ -583,7 +583,7 @@ func FuzzPlanPods(f *testing.F) {
 		// time) is pruned at once; one that waits for its kubelet is left
 		// alone.
 		surplusPaused := map[string]bool{}
-		for _, step := range plan.Pause {
+		for _, step := range plan.Drain {
 			if step.Way.Why == WhySurplus {
 				surplusPaused[step.Pod.Name] = true
 			}
@@ -667,7 +667,7 @@ func FuzzPlanPods(f *testing.F) {
 		budget := max(0, maxUnavailable(ps)-unavailable)
 		var readyTaken []string
 		taken := slices.Clone(plan.Rollout)
-		for _, step := range plan.Pause {
+		for _, step := range plan.Drain {
 			if step.Way.Why != WhySurplus {
 				taken = append(taken, step.Pod)
 			}
@@ -928,7 +928,7 @@ func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *Revisi
 			t.Errorf("update restarts the containers of %s before its kubelet reports it not Ready", step.Pod.Name)
 		}
 	}
-	for _, step := range plan.Pause {
+	for _, step := range plan.Drain {
 		if !hasGate(step.Pod) {
 			t.Errorf("pause closes the gate of %s, which has none", step.Pod.Name)
 		}

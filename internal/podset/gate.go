@@ -19,7 +19,7 @@ import (
 // the pod out of Service endpoints:
 //
 //  1. close the gate, and mark the pod not Ready, in one status write
-//     (the controller's closeGates): the EndpointSlice controller drops
+//     (the controller's beginDrains): the EndpointSlice controller drops
 //     the pod at once, without waiting for the kubelet;
 //  2. wait for the kubelet to report the pod not Ready itself (a Ready
 //     condition False with a reason that is not DrainingReason): from then
@@ -48,7 +48,7 @@ import (
 // holds the containers for the drain (the slices' wait keeps a restart
 // from beginning while a kube-controller-manager that is down still lists
 // the pod). It skips step 2, so that the kubelet syncs the pod once, not
-// twice (CloseGateConditions): the sync that runs the hook reports the
+// twice (DrainConditions): the sync that runs the hook reports the
 // pod not Ready as it begins, and a kubelet that wrote Ready back before
 // it (its status manager's reconciliation, from a Ready it cached) only
 // puts the pod back for the moment its old containers still serve.
@@ -96,7 +96,7 @@ func drainFor(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, seen, now time.Time, e
 		// report: the kubelet sees the closed gate before the new images
 		// (its watch delivers the writes in order), so the sync that runs
 		// the hooks reports the pod not Ready as it begins
-		// (CloseGateConditions).
+		// (DrainConditions).
 		if !preStop && !kubeletNotReady(pod) {
 			// A pod to delete whose kubelet has not answered for
 			// kubeletSilence (its node is down, or partitioned) is

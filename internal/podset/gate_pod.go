@@ -151,7 +151,7 @@ func OpenGateCondition(now metav1.Time) corev1.PodCondition {
 	}
 }
 
-// CloseGateConditions are the conditions the write that begins a pod's
+// DrainConditions are the conditions the write that begins a pod's
 // drain sets, at now: its InPlaceUpdateReady condition False, and its
 // Ready condition False with DrainingReason, so the EndpointSlice
 // controller drops the pod at once rather than once the kubelet has seen
@@ -168,7 +168,7 @@ func OpenGateCondition(now metav1.Time) corev1.PodCondition {
 // and runs the hooks. Had it synced for the gate, it would sync the
 // images only after its next relist of the containers (up to a second:
 // its pod worker waits for a relist newer than its last sync).
-func CloseGateConditions(ps *podsetv1alpha1.PodSet, step Step, now metav1.Time) []corev1.PodCondition {
+func DrainConditions(ps *podsetv1alpha1.PodSet, step Step, now metav1.Time) []corev1.PodCondition {
 	reason := podsetv1alpha1.GateStoppingReason
 	message := "the pod is deleted once it has drained: " + step.Way.Why
 	if step.Way.InPlace {

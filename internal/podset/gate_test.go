@@ -80,14 +80,14 @@ func (b *podBuilder) setCondition(c corev1.PodCondition) {
 
 // drainNames is what a plan does about drains, by pod name.
 type drainNames struct {
-	Pause, Prune, Rollout, Update, Resume []string
+	Drain, Prune, Rollout, Update, Resume []string
 	Wake                                  time.Duration
 }
 
 func drainNamesOf(p Plan) drainNames {
 	var out drainNames
-	for _, s := range p.Pause {
-		out.Pause = append(out.Pause, s.Pod.Name)
+	for _, s := range p.Drain {
+		out.Drain = append(out.Drain, s.Pod.Name)
 	}
 	for _, s := range p.Update {
 		out.Update = append(out.Update, s.Pod.Name)
@@ -135,7 +135,7 @@ func TestPlanDrains(t *testing.T) {
 		"scale-down: a Ready surplus pod drains first": {
 			ps:   ps,
 			pods: []corev1.Pod{current(0).obj(), current(1).obj(), current(2).obj()},
-			want: drainNames{Pause: []string{"web-2"}},
+			want: drainNames{Drain: []string{"web-2"}},
 		},
 		"scale-down: a Ready surplus pod no slice lists goes at once": {
 			ps:       ps,
@@ -199,7 +199,7 @@ func TestPlanDrains(t *testing.T) {
 		"Recreate: Ready out-of-date pods drain within maxUnavailable, from the highest ordinal": {
 			ps:   recreate,
 			pods: []corev1.Pod{stale(0).obj(), stale(1).obj(), stale(2).obj()},
-			want: drainNames{Pause: []string{"web-2"}},
+			want: drainNames{Drain: []string{"web-2"}},
 		},
 		"Recreate: a draining pod is unavailable, and deleted once drained": {
 			ps: recreate,
@@ -379,7 +379,7 @@ func TestDrainsCountFromTheLastExit(t *testing.T) {
 // hook before it stops a container, on a deletion and on an in-place
 // restart alike), so the operator does not wait drainSeconds on top; a
 // restart in place closes the gate and then waits only for the
-// EndpointSlices, not for the kubelet's report (CloseGateConditions), and
+// EndpointSlices, not for the kubelet's report (DrainConditions), and
 // a pod to delete needs no gate at all.
 func TestDrainForLeavesTheDrainToPreStopHooks(t *testing.T) {
 	now := time.Date(2026, 11, 25, 7, 0, 10, 0, time.UTC)
@@ -505,7 +505,7 @@ func TestCloseGateConditionsSpareTheKubeletASync(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var ready *corev1.PodCondition
-			for _, c := range CloseGateConditions(ps, tc.step, now) {
+			for _, c := range DrainConditions(ps, tc.step, now) {
 				if c.Type == corev1.PodReady {
 					ready = &c
 				}

@@ -55,11 +55,12 @@ type Plan struct {
 	// they run: metadata at once, a resize, or new images once their gate is
 	// closed and the kubelet took them out of Ready.
 	Update []Step
-	// Pause lists Ready pods whose readiness gate closes, so they drain
-	// before the operator stops them: a restart in place (Way.InPlace) or
-	// a recreation within maxUnavailable, or a surplus pod (Way.Why says
-	// why it is deleted).
-	Pause []Step
+	// Drain lists Ready pods whose drain begins (ActionDrain): their
+	// readiness gate closes, so they leave Service endpoints before the
+	// operator stops them: a restart in place (Way.InPlace) or a
+	// recreation within maxUnavailable, or a surplus pod (Way.Why says
+	// why it is deleted). The controller's beginDrains writes it.
+	Drain []Step
 	// Resume lists pods whose readiness gate opens: new, or their
 	// containers run the new images.
 	Resume []*corev1.Pod
@@ -176,7 +177,7 @@ func (p *Plan) Deletions() []*corev1.Pod {
 // Empty reports whether the plan sends no write at all.
 func (p *Plan) Empty() bool {
 	return len(p.Create) == 0 && len(p.Repair) == 0 && len(p.Deletions()) == 0 &&
-		len(p.Update) == 0 && len(p.Pause) == 0 && len(p.Resume) == 0
+		len(p.Update) == 0 && len(p.Drain) == 0 && len(p.Resume) == 0
 }
 
 // RevisionOf is the template hash an ordinal to create is made from.
@@ -223,11 +224,10 @@ func (v *View) Plan(in Input) Plan {
 // prune decides for each surplus pod: deleted now, drained first, or
 // waited for.
 func (v *View) prune(p *Plan, in Input) {
-	now := cmp.Or(in.Now, v.Now)
 	for _, m := range v.Surplus {
 		d := Decision{Name: m.Pod.Name, Ordinal: m.Ordinal, Member: m, State: StateSurplus}
 		if !in.InFlight(m.Pod.Name) {
-			switch stage, wait := drainFor(v.PodSet, m.Pod, in.Drains[m.Pod.UID], now, in.Endpoints[m.Pod.UID], allPreStop(v.PodSet, m.Pod, nil), true); stage {
+			switch stage, wait := v.drain(in, m.Pod, allPreStop(v.PodSet, m.Pod, nil), true); stage {
 			case stopNow:
 				d.Action = ActionPrune
 			case drainBegin:
@@ -239,6 +239,18 @@ func (v *View) prune(p *Plan, in Input) {
 		p.Decisions = append(p.Decisions, d)
 	}
 }
+
+// drain is where the drain of a pod the plan means to stop stands
+// (drainFor), with what the pass knows of it: when it was first seen
+// draining, what the EndpointSlices say, measured on the pass's clock
+// (Input.clock).
+func (v *View) drain(in Input, pod *corev1.Pod, preStop, deleting bool) (drainStage, time.Duration) {
+	return drainFor(v.PodSet, pod, in.Drains[pod.UID], in.clock(v), in.Endpoints[pod.UID], preStop, deleting)
+}
+
+// clock is the time the drains are measured against: the pass's start to
+// the nanosecond, or View.Now (whole seconds) where the input has none.
+func (in Input) clock(v *View) time.Time { return cmp.Or(in.Now, v.Now) }
 
 // Step is a pod to update where it runs, and how.
 type Step struct {

@@ -252,7 +252,7 @@ func (v *View) previewOrder(p *Preview, plan Plan) {
 				atOnce(s.Pod.Name)
 			}
 		}
-		for _, s := range plan.Pause {
+		for _, s := range plan.Drain {
 			if s.Way.Why == WhySurplus {
 				// Drained, then deleted: at once, as a scale-down.
 				removed[s.Pod.Name] = true

@@ -96,13 +96,13 @@ func TestReplacePlan(t *testing.T) {
 			in.Revs = NewRevisions(tc.ps, r.history)
 			p := PlanPods(tc.ps, tc.pods, in)
 			got := want{Plan: namesOf(p), Why: p.Why}
-			for _, s := range p.Pause {
+			for _, s := range p.Drain {
 				got.Drained = append(got.Drained, s.Pod.Name)
 			}
 			if len(got.Why) == 0 {
 				got.Why = nil
 			}
-			if len(p.Pause) > 0 {
+			if len(p.Drain) > 0 {
 				got.Plan.Empty = false
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {

@@ -69,74 +69,91 @@ func (p *Plan) RolloutOrder() []*Decision {
 // unready pods before the drained ones.
 func (v *View) group(p *Plan) {
 	slots, surplus := p.Decisions[:len(v.Slots)], p.Decisions[len(v.Slots):]
-	step := func(d *Decision) Step { return Step{Pod: d.Member.Pod, Way: d.Way} }
 	for i := range surplus {
 		switch d := &surplus[i]; d.Action {
 		case ActionPrune:
 			p.Prune = append(p.Prune, d.Member.Pod)
 		case ActionDrain:
-			p.Pause = append(p.Pause, step(d))
+			p.Drain = append(p.Drain, d.step())
 		}
 	}
-	var lost, drained []*corev1.Pod
+	var later slotLists
 	for i := range slots {
-		d := &slots[i]
-		if d.Repair {
-			p.Repair = append(p.Repair, d.Member.Pod)
-		}
-		if d.Resume {
-			p.Resume = append(p.Resume, d.Member.Pod)
-		}
-		switch d.Action {
-		case ActionCreate:
-			p.Create = append(p.Create, d.Ordinal)
-			if d.Revision != v.Revs.Update {
-				if p.Revisions == nil {
-					p.Revisions = map[int]string{}
-				}
-				p.Revisions[d.Ordinal] = d.Revision
-			}
-		case ActionReplaceFinished:
-			p.ReplaceFinished = append(p.ReplaceFinished, d.Member.Pod)
-		case ActionReplaceLost:
-			lost = append(lost, d.Member.Pod)
-		}
-		if d.stage == stageSpent {
-			continue
-		}
-		switch d.Action {
-		case ActionUpdate:
-			p.Update = append(p.Update, step(d))
-		case ActionRecreate:
-			if d.stage == stageUnready {
-				p.Rollout = append(p.Rollout, d.Member.Pod)
-			} else {
-				drained = append(drained, d.Member.Pod)
-			}
-			p.recreating(d.Member.Pod, d.Way.Why)
-		}
+		v.groupSlot(p, &slots[i], &later)
 	}
-	p.Rollout = append(p.Rollout, drained...)
-	v.replaceLost(p, lost)
+	p.Rollout = append(p.Rollout, later.drained...)
+	v.replaceLost(p, later.lost)
 	for i := len(slots) - 1; i >= 0; i-- {
-		d := &slots[i]
-		if d.stage != stageSpent {
-			continue
-		}
-		switch d.Action {
-		case ActionDrain:
-			p.Pause = append(p.Pause, step(d))
-			if !d.Way.InPlace {
-				p.recreating(d.Member.Pod, d.Way.Why)
-			}
-		case ActionUpdate:
-			p.Update = append(p.Update, step(d))
-		case ActionRecreate:
-			p.Rollout = append(p.Rollout, d.Member.Pod)
-			p.recreating(d.Member.Pod, d.Way.Why)
+		if d := &slots[i]; d.stage == stageSpent {
+			p.groupSpent(d)
 		}
 	}
 }
+
+// slotLists are the pods group lists after every slot's: those of lost
+// nodes (View.replaceLost decides which go this pass) and those drained
+// to be recreated, which follow the unready ones in the rollout.
+type slotLists struct {
+	lost, drained []*corev1.Pod
+}
+
+// groupSlot lists a slot's decision that needs no budget; what spend took
+// waits for groupSpent.
+func (v *View) groupSlot(p *Plan, d *Decision, later *slotLists) {
+	if d.Repair {
+		p.Repair = append(p.Repair, d.Member.Pod)
+	}
+	if d.Resume {
+		p.Resume = append(p.Resume, d.Member.Pod)
+	}
+	switch d.Action {
+	case ActionCreate:
+		p.Create = append(p.Create, d.Ordinal)
+		if d.Revision != v.Revs.Update {
+			if p.Revisions == nil {
+				p.Revisions = map[int]string{}
+			}
+			p.Revisions[d.Ordinal] = d.Revision
+		}
+	case ActionReplaceFinished:
+		p.ReplaceFinished = append(p.ReplaceFinished, d.Member.Pod)
+	case ActionReplaceLost:
+		later.lost = append(later.lost, d.Member.Pod)
+	}
+	if d.stage == stageSpent {
+		return
+	}
+	switch d.Action {
+	case ActionUpdate:
+		p.Update = append(p.Update, d.step())
+	case ActionRecreate:
+		if d.stage == stageUnready {
+			p.Rollout = append(p.Rollout, d.Member.Pod)
+		} else {
+			later.drained = append(later.drained, d.Member.Pod)
+		}
+		p.recreating(d.Member.Pod, d.Way.Why)
+	}
+}
+
+// groupSpent lists a decision that spend took from the budget.
+func (p *Plan) groupSpent(d *Decision) {
+	switch d.Action {
+	case ActionDrain:
+		p.Drain = append(p.Drain, d.step())
+		if !d.Way.InPlace {
+			p.recreating(d.Member.Pod, d.Way.Why)
+		}
+	case ActionUpdate:
+		p.Update = append(p.Update, d.step())
+	case ActionRecreate:
+		p.Rollout = append(p.Rollout, d.Member.Pod)
+		p.recreating(d.Member.Pod, d.Way.Why)
+	}
+}
+
+// step is the decision's pod and way, for the writes.
+func (d *Decision) step() Step { return Step{Pod: d.Member.Pod, Way: d.Way} }
 
 // stopsWithPreStop reports whether every container an update stops has a
 // preStop hook: all of the pod's to recreate it, those that restart to

@@ -26,7 +26,7 @@ import (
 //
 //  1. close the gate: a strategic merge patch of pods/status with the pod's
 //     UID that sets the podset.dev/InPlaceUpdateReady condition False and
-//     Ready False with reason PodSetDraining (closeGate);
+//     Ready False with reason PodSetDraining (beginDrain);
 //  2. wait for the kubelet's own not-Ready (Ready False with another
 //     reason: kwok's stage), then the PodSet's spec.drainSeconds;
 //  3. apply the pod of the new template (podset.PodUpdate, with the restart
@@ -141,7 +141,7 @@ func (g *gatedLimitContender) updateInPlace(ctx context.Context, ps *podsetv1alp
 	}
 	hash := podset.TemplateHash(ps)
 
-	// 1. Close the gate (closeGate).
+	// 1. Close the gate (beginDrain).
 	now := metav1.Now()
 	message := "its containers restart for revision " + podset.RevisionName(ps, hash) + " once the pod has drained"
 	patch, err := json.Marshal(map[string]any{
