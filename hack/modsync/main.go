@@ -139,21 +139,7 @@ func raise(mods []string) error {
 		if err != nil {
 			return err
 		}
-		gets := map[string][]string{} // go.mod folder: MODULE@VERSION to get
-		for path, byVersion := range versions {
-			if len(byVersion) < 2 {
-				continue
-			}
-			highest := slices.MaxFunc(slices.Collect(maps.Keys(byVersion)), compareSemver)
-			for v, files := range byVersion {
-				if v == highest {
-					continue
-				}
-				for _, f := range files {
-					gets[filepath.Dir(f)] = append(gets[filepath.Dir(f)], path+"@"+highest)
-				}
-			}
-		}
+		gets := raises(versions)
 		if len(gets) == 0 {
 			return check(mods)
 		}
@@ -171,6 +157,28 @@ func raise(mods []string) error {
 			}
 		}
 	}
+}
+
+// raises is, by go.mod folder, the MODULE@VERSION arguments of the go get
+// that raises each module the go.mod requires to the highest version any
+// go.mod requires (versions: by module, the go.mod files by version).
+func raises(versions map[string]map[string][]string) map[string][]string {
+	gets := map[string][]string{}
+	for path, byVersion := range versions {
+		if len(byVersion) < 2 {
+			continue
+		}
+		highest := slices.MaxFunc(slices.Collect(maps.Keys(byVersion)), compareSemver)
+		for v, files := range byVersion {
+			if v == highest {
+				continue
+			}
+			for _, f := range files {
+				gets[filepath.Dir(f)] = append(gets[filepath.Dir(f)], path+"@"+highest)
+			}
+		}
+	}
+	return gets
 }
 
 // compareSemver orders two module versions by semantic versioning.
@@ -275,81 +283,115 @@ func countDuplicates(mods, at []string) error {
 	if err != nil {
 		return err
 	}
-	for _, a := range at {
-		modVersion, pkgs, ok := strings.Cut(a, "=")
-		if !ok {
-			return fmt.Errorf("-at %s: want MODULE@VERSION=PKG,PKG", a)
-		}
-		out, err := run(".", nil, "go", "mod", "download", "-json", modVersion)
-		if err != nil {
-			return err
-		}
-		var m struct{ Dir string }
-		if err := json.Unmarshal(out, &m); err != nil {
-			return err
-		}
-		bs = append(bs, build{modVersion, m.Dir, strings.Split(pkgs, ",")})
+	more, err := atBuilds(at)
+	if err != nil {
+		return err
 	}
-	// keys[importPath] is the set of compile keys of the package; size
-	// and modules are per key.
-	keys := map[string]map[string]bool{}
-	size := map[string]int64{}
-	moduleOf := map[string]string{}
-	for _, b := range bs {
+	c := compileKeys{keys: map[string]map[string]bool{}, size: map[string]int64{}, moduleOf: map[string]string{}}
+	for _, b := range append(bs, more...) {
 		pkgs, err := list(b)
 		if err != nil {
 			return err
 		}
-		key := map[string]string{}
-		var keyOf func(string) string
-		keyOf = func(path string) string {
-			if k, ok := key[path]; ok {
-				return k
-			}
-			p := pkgs[path]
-			if p == nil || p.Standard || p.Module == nil || p.Module.Main {
-				key[path] = ""
-				return ""
-			}
-			key[path] = "" // an import cycle is impossible; this ends one anyway
-			h := sha256.New()
-			_, _ = fmt.Fprintf(h, "%s %s@%s\n", p.ImportPath, p.Module.Path, p.Module.Version) // a hash.Hash never fails a write
-			var deps []string
-			for _, imp := range p.Imports {
-				if k := keyOf(imp); k != "" {
-					deps = append(deps, k)
-				}
-			}
-			slices.Sort(deps)
-			_, _ = fmt.Fprintln(h, strings.Join(deps, " "))
-			k := fmt.Sprintf("%x", h.Sum(nil))
-			key[path] = k
-			if keys[path] == nil {
-				keys[path] = map[string]bool{}
-			}
-			keys[path][k] = true
-			moduleOf[k] = p.Module.Path + "@" + p.Module.Version
-			size[k] = sourceSize(p)
-			return k
-		}
-		n := 0
-		for path := range pkgs {
-			if keyOf(path) != "" {
-				n++
-			}
-		}
-		fmt.Printf("%-40s %5d dependency packages\n", b.name, n)
+		fmt.Printf("%-40s %5d dependency packages\n", b.name, c.add(pkgs))
 	}
+	c.report()
+	return nil
+}
+
+// atBuilds are the builds -at names: MODULE@VERSION=PKG,PKG, the packages
+// of that module version, downloaded.
+func atBuilds(at []string) ([]build, error) {
+	var bs []build
+	for _, a := range at {
+		modVersion, pkgs, ok := strings.Cut(a, "=")
+		if !ok {
+			return nil, fmt.Errorf("-at %s: want MODULE@VERSION=PKG,PKG", a)
+		}
+		out, err := run(".", nil, "go", "mod", "download", "-json", modVersion)
+		if err != nil {
+			return nil, err
+		}
+		var m struct{ Dir string }
+		if err := json.Unmarshal(out, &m); err != nil {
+			return nil, err
+		}
+		bs = append(bs, build{modVersion, m.Dir, strings.Split(pkgs, ",")})
+	}
+	return bs, nil
+}
+
+// compileKeys are the compilations of dependency packages over builds: a
+// package is compiled once per compile key (its module version and the
+// keys of what it imports).
+type compileKeys struct {
+	// keys is, by import path, the set of compile keys of the package;
+	// size and moduleOf are by key.
+	keys     map[string]map[string]bool
+	size     map[string]int64
+	moduleOf map[string]string
+}
+
+// add adds the dependency packages of one build and returns how many it
+// compiles.
+func (c *compileKeys) add(pkgs map[string]*pkg) int {
+	key := map[string]string{}
+	n := 0
+	for path := range pkgs {
+		if c.keyOf(pkgs, key, path) != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// keyOf is the compile key of the package at path in a build whose
+// packages are pkgs, remembered in key; "" for the standard library and
+// the main module.
+func (c *compileKeys) keyOf(pkgs map[string]*pkg, key map[string]string, path string) string {
+	if k, ok := key[path]; ok {
+		return k
+	}
+	p := pkgs[path]
+	if p == nil || p.Standard || p.Module == nil || p.Module.Main {
+		key[path] = ""
+		return ""
+	}
+	key[path] = "" // an import cycle is impossible; this ends one anyway
+	h := sha256.New()
+	_, _ = fmt.Fprintf(h, "%s %s@%s\n", p.ImportPath, p.Module.Path, p.Module.Version) // a hash.Hash never fails a write
+	var deps []string
+	for _, imp := range p.Imports {
+		if k := c.keyOf(pkgs, key, imp); k != "" {
+			deps = append(deps, k)
+		}
+	}
+	slices.Sort(deps)
+	_, _ = fmt.Fprintln(h, strings.Join(deps, " "))
+	k := fmt.Sprintf("%x", h.Sum(nil))
+	key[path] = k
+	if c.keys[path] == nil {
+		c.keys[path] = map[string]bool{}
+	}
+	c.keys[path][k] = true
+	c.moduleOf[k] = p.Module.Path + "@" + p.Module.Version
+	c.size[k] = sourceSize(p)
+	return k
+}
+
+// report prints how many compilations there are, how many repeat a
+// package already compiled, the modules at more than one version and the
+// module versions compiled most often.
+func (c *compileKeys) report() {
 	var compiles, extra int
 	var total, extraSize int64
 	repeated := map[string]int{} // module@version: its extra compilations
 	versions := map[string]map[string]bool{}
-	for _, ks := range keys {
+	for _, ks := range c.keys {
 		compiles += len(ks)
-		sorted := slices.Sorted(maps.Keys(ks))
-		for i, k := range sorted {
-			total += size[k]
-			mv := moduleOf[k]
+		for i, k := range slices.Sorted(maps.Keys(ks)) {
+			total += c.size[k]
+			mv := c.moduleOf[k]
 			mp, v, _ := strings.Cut(mv, "@")
 			if versions[mp] == nil {
 				versions[mp] = map[string]bool{}
@@ -357,12 +399,12 @@ func countDuplicates(mods, at []string) error {
 			versions[mp][v] = true
 			if i > 0 {
 				extra++
-				extraSize += size[k]
+				extraSize += c.size[k]
 				repeated[mv]++
 			}
 		}
 	}
-	fmt.Printf("\n%d compilations of %d dependency packages, %.1f MB of Go source\n", compiles, len(keys), mb(total))
+	fmt.Printf("\n%d compilations of %d dependency packages, %.1f MB of Go source\n", compiles, len(c.keys), mb(total))
 	fmt.Printf("%d compilations repeat a package (%.1f MB), from %d module versions\n", extra, mb(extraSize), len(repeated))
 	var multi []string
 	for mp, vs := range versions {
@@ -380,7 +422,6 @@ func countDuplicates(mods, at []string) error {
 	for _, mv := range top[:min(len(top), 15)] {
 		fmt.Printf("  %4d %s\n", repeated[mv], mv)
 	}
-	return nil
 }
 
 func mb(n int64) float64 { return float64(n) / 1e6 }

@@ -58,76 +58,78 @@ func hardenContainer(c *corev1ac.ContainerApplyConfiguration) {
 // ValidatingAdmissionPolicy in config/policy, so a PodSet that reached the
 // API server without that policy is still refused, as a Stalled condition.
 func TemplateViolations(spec *corev1.PodSpec) []string {
-	const restricted = " (Pod Security restricted)"
-	var v []string
-	add := func(format string, args ...any) { v = append(v, fmt.Sprintf(format, args...)+restricted) }
-
+	var v violations
 	if spec.HostNetwork {
-		add("spec.template.spec.hostNetwork: must not be true")
+		v.add("spec.template.spec.hostNetwork: must not be true")
 	}
 	if spec.HostPID {
-		add("spec.template.spec.hostPID: must not be true")
+		v.add("spec.template.spec.hostPID: must not be true")
 	}
 	if spec.HostIPC {
-		add("spec.template.spec.hostIPC: must not be true")
+		v.add("spec.template.spec.hostIPC: must not be true")
 	}
 	for _, vol := range spec.Volumes {
 		if vol.HostPath != nil {
-			add("spec.template.spec.volumes[name=%s].hostPath: must not be set", vol.Name)
+			v.add("spec.template.spec.volumes[name=%s].hostPath: must not be set", vol.Name)
 		}
 	}
 	if len(spec.EphemeralContainers) > 0 {
 		v = append(v, "spec.template.spec.ephemeralContainers: must not be set; ephemeral containers cannot be part of a pod when it is created")
 	}
 	if sc := spec.SecurityContext; sc != nil {
-		if sc.RunAsNonRoot != nil && !*sc.RunAsNonRoot {
-			add("spec.template.spec.securityContext.runAsNonRoot: must not be false")
-		}
-		if sc.RunAsUser != nil && *sc.RunAsUser == 0 {
-			add("spec.template.spec.securityContext.runAsUser: must not be 0")
-		}
-		if sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeUnconfined {
-			add("spec.template.spec.securityContext.seccompProfile.type: must not be Unconfined")
-		}
-	}
-	check := func(list string, c *corev1.Container) {
-		path := fmt.Sprintf("spec.template.spec.%s[name=%s]", list, c.Name)
-		for _, p := range c.Ports {
-			if p.HostPort != 0 {
-				add("%s.ports.hostPort: must not be set", path)
-				break
-			}
-		}
-		sc := c.SecurityContext
-		if sc == nil {
-			return
-		}
-		if sc.Privileged != nil && *sc.Privileged {
-			add("%s.securityContext.privileged: must not be true", path)
-		}
-		if sc.AllowPrivilegeEscalation != nil && *sc.AllowPrivilegeEscalation {
-			add("%s.securityContext.allowPrivilegeEscalation: must not be true", path)
-		}
-		if sc.Capabilities != nil && slices.ContainsFunc(sc.Capabilities.Add, func(c corev1.Capability) bool { return c != "NET_BIND_SERVICE" }) {
-			add("%s.securityContext.capabilities.add: may only contain NET_BIND_SERVICE", path)
-		}
-		if sc.RunAsNonRoot != nil && !*sc.RunAsNonRoot {
-			add("%s.securityContext.runAsNonRoot: must not be false", path)
-		}
-		if sc.RunAsUser != nil && *sc.RunAsUser == 0 {
-			add("%s.securityContext.runAsUser: must not be 0", path)
-		}
-		if sc.SeccompProfile != nil && sc.SeccompProfile.Type == corev1.SeccompProfileTypeUnconfined {
-			add("%s.securityContext.seccompProfile.type: must not be Unconfined", path)
-		}
+		v.identity("spec.template.spec.securityContext", sc.RunAsNonRoot, sc.RunAsUser, sc.SeccompProfile)
 	}
 	for i := range spec.InitContainers {
-		check("initContainers", &spec.InitContainers[i])
+		v.container("initContainers", &spec.InitContainers[i])
 	}
 	for i := range spec.Containers {
-		check("containers", &spec.Containers[i])
+		v.container("containers", &spec.Containers[i])
 	}
 	return v
+}
+
+// violations are TemplateViolations' findings.
+type violations []string
+
+// add adds a finding of the restricted profile.
+func (v *violations) add(format string, args ...any) {
+	*v = append(*v, fmt.Sprintf(format, args...)+" (Pod Security restricted)")
+}
+
+// identity checks who a pod or a container runs as, and its seccomp
+// profile, at path.
+func (v *violations) identity(path string, runAsNonRoot *bool, runAsUser *int64, seccomp *corev1.SeccompProfile) {
+	if runAsNonRoot != nil && !*runAsNonRoot {
+		v.add("%s.runAsNonRoot: must not be false", path)
+	}
+	if runAsUser != nil && *runAsUser == 0 {
+		v.add("%s.runAsUser: must not be 0", path)
+	}
+	if seccomp != nil && seccomp.Type == corev1.SeccompProfileTypeUnconfined {
+		v.add("%s.seccompProfile.type: must not be Unconfined", path)
+	}
+}
+
+// container checks a container of the list (containers, initContainers).
+func (v *violations) container(list string, c *corev1.Container) {
+	path := fmt.Sprintf("spec.template.spec.%s[name=%s]", list, c.Name)
+	if slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.HostPort != 0 }) {
+		v.add("%s.ports.hostPort: must not be set", path)
+	}
+	sc := c.SecurityContext
+	if sc == nil {
+		return
+	}
+	if sc.Privileged != nil && *sc.Privileged {
+		v.add("%s.securityContext.privileged: must not be true", path)
+	}
+	if sc.AllowPrivilegeEscalation != nil && *sc.AllowPrivilegeEscalation {
+		v.add("%s.securityContext.allowPrivilegeEscalation: must not be true", path)
+	}
+	if sc.Capabilities != nil && slices.ContainsFunc(sc.Capabilities.Add, func(c corev1.Capability) bool { return c != "NET_BIND_SERVICE" }) {
+		v.add("%s.securityContext.capabilities.add: may only contain NET_BIND_SERVICE", path)
+	}
+	v.identity(path+".securityContext", sc.RunAsNonRoot, sc.RunAsUser, sc.SeccompProfile)
 }
 
 // ReservedLabelViolations refuses template labels under the operator's

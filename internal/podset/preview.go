@@ -220,50 +220,12 @@ func (v *View) previewOrder(p *Preview, plan Plan) {
 		if pass > 0 {
 			plan = cur.Plan(Input{Held: held, InFlight: nothingInFlight, Endpoints: cur.assumeServed()})
 		}
-		touched := map[string]string{} // pod name: the hash it runs next
-		removed := map[string]bool{}
-		atOnce := func(name string) {
+		touched, removed := v.effect(&plan, func(name string) {
 			if !seen[name] {
 				seen[name] = true
 				p.AtOnce = append(p.AtOnce, name)
 			}
-		}
-		for _, o := range plan.Create {
-			name := PodName(ps.Name, o)
-			touched[name] = plan.RevisionOf(o, revs)
-			atOnce(name)
-		}
-		for _, pod := range plan.Prune {
-			removed[pod.Name] = true
-			atOnce(pod.Name)
-		}
-		for _, pod := range plan.ReplaceFinished {
-			// A finished pod the partition holds back is made again from
-			// the revision it ran.
-			touched[pod.Name] = revs.Update
-			if ordinalOf(ps, pod) < UpdateFrom(ps) {
-				touched[pod.Name] = pod.Labels[podsetv1alpha1.TemplateHashLabel]
-			}
-			atOnce(pod.Name)
-		}
-		for _, s := range plan.Update {
-			touched[s.Pod.Name] = revs.Update
-			if s.Way.metadataOnly() {
-				atOnce(s.Pod.Name)
-			}
-		}
-		for _, s := range plan.Drain {
-			if s.Way.Why == WhySurplus {
-				// Drained, then deleted: at once, as a scale-down.
-				removed[s.Pod.Name] = true
-				atOnce(s.Pod.Name)
-				continue
-			}
-			touched[s.Pod.Name] = revs.Update
-		}
-		for _, pod := range plan.Rollout {
-			touched[pod.Name] = revs.Update
-		}
+		})
 		if len(touched) == 0 && len(removed) == 0 {
 			break
 		}
@@ -287,6 +249,53 @@ func (v *View) previewOrder(p *Preview, plan Plan) {
 			p.Waiting = append(p.Waiting, m.Pod.Name)
 		}
 	}
+}
+
+// effect is what one pass of plan does to the pods: the revision each pod
+// it touches runs next (touched), and the pods it removes. It calls
+// atOnce with each pod changed at once rather than in the rollout's
+// batches: created, pruned, replaced when finished, updated in its labels
+// and annotations only, or drained to be deleted as surplus.
+func (v *View) effect(plan *Plan, atOnce func(name string)) (touched map[string]string, removed map[string]bool) {
+	ps, revs := v.PodSet, v.Revs
+	touched, removed = map[string]string{}, map[string]bool{}
+	for _, o := range plan.Create {
+		name := PodName(ps.Name, o)
+		touched[name] = plan.RevisionOf(o, revs)
+		atOnce(name)
+	}
+	for _, pod := range plan.Prune {
+		removed[pod.Name] = true
+		atOnce(pod.Name)
+	}
+	for _, pod := range plan.ReplaceFinished {
+		// A finished pod the partition holds back is made again from
+		// the revision it ran.
+		touched[pod.Name] = revs.Update
+		if ordinalOf(ps, pod) < UpdateFrom(ps) {
+			touched[pod.Name] = pod.Labels[podsetv1alpha1.TemplateHashLabel]
+		}
+		atOnce(pod.Name)
+	}
+	for _, s := range plan.Update {
+		touched[s.Pod.Name] = revs.Update
+		if s.Way.metadataOnly() {
+			atOnce(s.Pod.Name)
+		}
+	}
+	for _, s := range plan.Drain {
+		if s.Way.Why == WhySurplus {
+			// Drained, then deleted: at once, as a scale-down.
+			removed[s.Pod.Name] = true
+			atOnce(s.Pod.Name)
+			continue
+		}
+		touched[s.Pod.Name] = revs.Update
+	}
+	for _, pod := range plan.Rollout {
+		touched[pod.Name] = revs.Update
+	}
+	return touched, removed
 }
 
 // after is the view once every pod in touched runs the revision it names,

@@ -346,29 +346,14 @@ func (l *applyLimit) rollout(ctx context.Context, j job) error {
 		l.owners[j.ns+"/"+set] = ps
 		l.mu.Unlock()
 	}
-	type item struct {
-		set     string
-		ordinal int
-	}
-	var items []item
+	r := &limitRollout{l: l, j: j, uids: map[string]types.UID{}}
 	for i := int(j.n) - 1; i >= 0; i-- {
 		for _, set := range j.sets {
-			items = append(items, item{set, i})
+			r.items = append(r.items, limitItem{set, i})
 		}
 	}
-	var mu sync.Mutex
-	uids := map[string]types.UID{} // the pod each name was last applied as
-	apply := func(it item) error {
-		pod, err := l.apply(ctx, l.owner(j.ns, it.set), it.ordinal)
-		if err == nil {
-			mu.Lock()
-			uids[pod.Name] = pod.UID
-			mu.Unlock()
-		}
-		return err
-	}
-	err := parallel(len(items), l.w, func(i int) error {
-		name := podName(items[i].set, items[i].ordinal)
+	err := parallel(len(r.items), l.w, func(i int) error {
+		name := podName(r.items[i].set, r.items[i].ordinal)
 		if err := l.b.c.cs.CoreV1().Pods(j.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			return err
 		}
@@ -376,26 +361,59 @@ func (l *applyLimit) rollout(ctx context.Context, j job) error {
 		if err := l.b.obs.waitFor(ctx, "pod "+name+" gone", func(s *state) bool { return s.pods[key] == nil }); err != nil {
 			return err
 		}
-		return apply(items[i])
+		return r.apply(ctx, r.items[i])
 	})
 	if err != nil {
 		return err
 	}
-	// kwok deletes a terminating pod by name, without a UID precondition,
-	// and sometimes twice: the second delete can hit the pod re-created
-	// under that name. A controller re-creates it; so does the limit.
+	return r.reapplyDeleted(ctx)
+}
+
+// limitItem is a pod of the limit's rollout: its set and ordinal.
+type limitItem struct {
+	set     string
+	ordinal int
+}
+
+// limitRollout is one rollout of the apply limit: its pods, and the UID
+// each name was last applied as.
+type limitRollout struct {
+	l     *applyLimit
+	j     job
+	items []limitItem
+	mu    sync.Mutex
+	uids  map[string]types.UID
+}
+
+// apply applies the pod of it and remembers its UID.
+func (r *limitRollout) apply(ctx context.Context, it limitItem) error {
+	pod, err := r.l.apply(ctx, r.l.owner(r.j.ns, it.set), it.ordinal)
+	if err == nil {
+		r.mu.Lock()
+		r.uids[pod.Name] = pod.UID
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// reapplyDeleted waits for the rollout, applying again the pods kwok
+// deleted: kwok deletes a terminating pod by name, without a UID
+// precondition, and sometimes twice: the second delete can hit the pod
+// re-created under that name. A controller re-creates it; so does the
+// limit.
+func (r *limitRollout) reapplyDeleted(ctx context.Context) error {
 	for {
-		var missing []item
-		err := l.b.obs.waitFor(ctx, "the rollout", func(s *state) bool {
+		var missing []limitItem
+		err := r.l.b.obs.waitFor(ctx, "the rollout", func(s *state) bool {
 			missing = missing[:0]
-			if podsReady(s, j, "2", true) {
+			if podsReady(s, r.j, "2", true) {
 				return true
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			for _, it := range items {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			for _, it := range r.items {
 				name := podName(it.set, it.ordinal)
-				if s.pods[j.ns+"/"+name] == nil && s.gone[uids[name]] {
+				if s.pods[r.j.ns+"/"+name] == nil && s.gone[r.uids[name]] {
 					missing = append(missing, it)
 				}
 			}
@@ -404,9 +422,9 @@ func (l *applyLimit) rollout(ctx context.Context, j job) error {
 		if err != nil || len(missing) == 0 {
 			return err
 		}
-		logf("rollout, %s: re-applying %d pods that kwok deleted", l.name(), len(missing))
+		logf("rollout, %s: re-applying %d pods that kwok deleted", r.l.name(), len(missing))
 		for _, it := range missing {
-			if err := apply(it); err != nil {
+			if err := r.apply(ctx, it); err != nil {
 				return err
 			}
 		}

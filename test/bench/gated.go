@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -142,23 +144,7 @@ func (g *gatedLimitContender) updateInPlace(ctx context.Context, ps *podsetv1alp
 	hash := podset.TemplateHash(ps)
 
 	// 1. Close the gate (beginDrain).
-	now := metav1.Now()
-	message := "its containers restart for revision " + podset.RevisionName(ps, hash) + " once the pod has drained"
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"uid": pod.UID},
-		"status": map[string]any{"conditions": []corev1.PodCondition{
-			{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionFalse, Reason: podsetv1alpha1.GateUpdatingReason, Message: message, LastTransitionTime: now},
-			{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: podsetv1alpha1.DrainingReason, Message: "the operator took the pod out of Service endpoints: " + message, LastTransitionTime: now},
-		}},
-	})
-	if err != nil {
-		return err
-	}
-	if err := send(func() error {
-		g.closes.Add(1)
-		_, err := pods.Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
-		return err
-	}); err != nil {
+	if err := send(func() error { g.closes.Add(1); return closeGatePatch(ctx, pods, ps, pod, hash) }); err != nil {
 		return fmt.Errorf("closing the gate of pod %s: %w", name, err)
 	}
 
@@ -175,44 +161,15 @@ func (g *gatedLimitContender) updateInPlace(ctx context.Context, ps *podsetv1alp
 		return ctx.Err()
 	}
 
-	// 3. The apply of the new template (updateInPlace), from the pod as
-	// the cache shows it; a conflict (the cache was behind) is retried.
-	var before int32
-	for {
-		if pod, err = cached(); err != nil {
-			return err
-		}
-		var restart []string
-		for _, c := range pod.Spec.Containers {
-			for _, t := range ps.Spec.Template.Spec.Containers {
-				if c.Name == t.Name && c.Image != t.Image {
-					restart = append(restart, c.Name)
-				}
-			}
-		}
-		ac, err := podset.PodUpdate(ps, &ps.Spec.Template, pod, hash)
-		if err != nil {
-			return err
-		}
-		rec, err := podset.NewRestartRecord(pod, hash, restart)
-		if err != nil {
-			return err
-		}
-		ac.WithAnnotations(map[string]string{podset.RestartRecordAnnotation: rec}).WithResourceVersion(pod.ResourceVersion)
-		err = send(func() error {
+	// 3. The apply of the new template (updateInPlace).
+	pod, before, err := applyRestart(ctx, ps, hash, cached, func(ac *corev1ac.PodApplyConfiguration) error {
+		return send(func() error {
 			_, err := pods.Apply(ctx, ac, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
 			return err
 		})
-		if apierrors.IsConflict(err) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("updating pod %s in place: %w", name, err)
-		}
-		for _, s := range pod.Status.ContainerStatuses {
-			before += s.RestartCount
-		}
-		break
+	})
+	if err != nil {
+		return fmt.Errorf("updating pod %s in place: %w", name, err)
 	}
 
 	// 4. The containers restarted for the update.
@@ -225,6 +182,70 @@ func (g *gatedLimitContender) updateInPlace(ctx context.Context, ps *podsetv1alp
 		return fmt.Errorf("opening the gate of pod %s: %w", name, err)
 	}
 	return nil
+}
+
+// closeGatePatch closes a pod's readiness gate for a restart in place as
+// the operator does (controller's beginDrain): the gate and Ready False in
+// one strategic merge patch of pods/status, with the pod's UID.
+func closeGatePatch(ctx context.Context, pods typedcorev1.PodInterface, ps *podsetv1alpha1.PodSet, pod *corev1.Pod, hash string) error {
+	now := metav1.Now()
+	message := "its containers restart for revision " + podset.RevisionName(ps, hash) + " once the pod has drained"
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": pod.UID},
+		"status": map[string]any{"conditions": []corev1.PodCondition{
+			{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionFalse, Reason: podsetv1alpha1.GateUpdatingReason, Message: message, LastTransitionTime: now},
+			{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: podsetv1alpha1.DrainingReason, Message: "the operator took the pod out of Service endpoints: " + message, LastTransitionTime: now},
+		}},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = pods.Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
+	return err
+}
+
+// applyRestart sends, through apply, the apply of ps's template to the pod
+// as cached shows it, with the restart record of the containers whose
+// image changes and the pod's resourceVersion, as the operator's
+// updateInPlace does; a conflict (the cache was behind) is retried. It
+// returns the pod the apply was made from and its containers' restarts
+// then.
+func applyRestart(ctx context.Context, ps *podsetv1alpha1.PodSet, hash string, cached func() (*corev1.Pod, error), apply func(*corev1ac.PodApplyConfiguration) error) (*corev1.Pod, int32, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+		pod, err := cached()
+		if err != nil {
+			return nil, 0, err
+		}
+		var restart []string
+		for _, c := range pod.Spec.Containers {
+			if i := slices.IndexFunc(ps.Spec.Template.Spec.Containers, func(t corev1.Container) bool { return t.Name == c.Name }); i >= 0 && ps.Spec.Template.Spec.Containers[i].Image != c.Image {
+				restart = append(restart, c.Name)
+			}
+		}
+		ac, err := podset.PodUpdate(ps, &ps.Spec.Template, pod, hash)
+		if err != nil {
+			return nil, 0, err
+		}
+		rec, err := podset.NewRestartRecord(pod, hash, restart)
+		if err != nil {
+			return nil, 0, err
+		}
+		ac.WithAnnotations(map[string]string{podset.RestartRecordAnnotation: rec}).WithResourceVersion(pod.ResourceVersion)
+		switch err := apply(ac); {
+		case apierrors.IsConflict(err):
+			continue
+		case err != nil:
+			return nil, 0, err
+		}
+		var before int32
+		for _, s := range pod.Status.ContainerStatuses {
+			before += s.RestartCount
+		}
+		return pod, before, nil
+	}
 }
 
 // openGatePatch opens a pod's readiness gate as the operator does

@@ -189,55 +189,7 @@ func (o *observer) update(obj any, deleted, initial bool) {
 	key := mo.GetNamespace() + "/" + mo.GetName()
 	switch obj := obj.(type) {
 	case *corev1.Pod:
-		if tracing {
-			gate := "none"
-			for _, c := range obj.Status.Conditions {
-				if c.Type == podsetv1alpha1.InPlaceUpdateReadyCondition {
-					gate = string(c.Status)
-				}
-			}
-			logf("trace pod %s deleted=%v node=%s phase=%s ready=%v gate=%s terminating=%v image=%s stale=%v rv=%s", key, deleted, obj.Spec.NodeName, obj.Status.Phase, testenv.PodReady(obj), gate, obj.DeletionTimestamp != nil, specImage(obj), staleImage(obj), obj.ResourceVersion)
-		}
-		if deleted {
-			delete(o.st.pods, key)
-			o.st.gone[obj.UID] = true
-			return
-		}
-		p := o.st.pods[key]
-		if p == nil {
-			p = &podState{ns: obj.Namespace, name: obj.Name}
-			if !initial {
-				p.added = now
-			}
-			o.st.pods[key] = p
-		}
-		was := *p
-		p.set, p.rev, p.uid = obj.Labels[setLabel], obj.Labels[revLabel], obj.UID
-		p.image, p.staleImage = specImage(obj), staleImage(obj)
-		p.running = obj.Status.Phase == corev1.PodRunning
-		p.ready = p.running && testenv.PodReady(obj)
-		p.terminating = obj.DeletionTimestamp != nil
-		p.readyReason, p.restarts = "", 0
-		for _, c := range obj.Status.Conditions {
-			if c.Type == corev1.PodReady {
-				p.readyReason = c.Reason
-			}
-		}
-		for _, c := range obj.Status.ContainerStatuses {
-			p.restarts += c.RestartCount
-		}
-		switch {
-		case was.ready && !p.ready:
-			p.unreadyAt = now
-		case !was.ready && p.ready:
-			p.readyAt = now
-		}
-		if p.image != was.image {
-			p.imageAt = now
-		}
-		if !p.staleImage && (was.staleImage || p.image != was.image) {
-			p.runsAt = now
-		}
+		o.updatePod(obj, key, now, deleted, initial)
 	case *podsetv1alpha1.PodSet:
 		if tracing {
 			logf("trace podset %s gen=%d observed=%d replicas=%d ready=%d updated=%d", key, obj.Generation, obj.Status.ObservedGeneration, obj.Status.Replicas, obj.Status.ReadyReplicas, obj.Status.UpdatedReplicas)
@@ -253,6 +205,60 @@ func (o *observer) update(obj any, deleted, initial bool) {
 		putSet(o.st.deployments, key, deleted, workloadState(obj.Generation, obj.Status.ObservedGeneration, obj.Spec.Replicas, obj.Status.Replicas, obj.Status.ReadyReplicas, obj.Status.UpdatedReplicas))
 	case *appsv1.StatefulSet:
 		putSet(o.st.sts, key, deleted, workloadState(obj.Generation, obj.Status.ObservedGeneration, obj.Spec.Replicas, obj.Status.Replicas, obj.Status.ReadyReplicas, obj.Status.UpdatedReplicas))
+	}
+}
+
+// updatePod records a pod's event, under o.mu: the pod's state, and when it
+// was added, left or came back into Ready, changed its image, and ran it.
+func (o *observer) updatePod(obj *corev1.Pod, key string, now time.Time, deleted, initial bool) {
+	if tracing {
+		gate := "none"
+		for _, c := range obj.Status.Conditions {
+			if c.Type == podsetv1alpha1.InPlaceUpdateReadyCondition {
+				gate = string(c.Status)
+			}
+		}
+		logf("trace pod %s deleted=%v node=%s phase=%s ready=%v gate=%s terminating=%v image=%s stale=%v rv=%s", key, deleted, obj.Spec.NodeName, obj.Status.Phase, testenv.PodReady(obj), gate, obj.DeletionTimestamp != nil, specImage(obj), staleImage(obj), obj.ResourceVersion)
+	}
+	if deleted {
+		delete(o.st.pods, key)
+		o.st.gone[obj.UID] = true
+		return
+	}
+	p := o.st.pods[key]
+	if p == nil {
+		p = &podState{ns: obj.Namespace, name: obj.Name}
+		if !initial {
+			p.added = now
+		}
+		o.st.pods[key] = p
+	}
+	was := *p
+	p.set, p.rev, p.uid = obj.Labels[setLabel], obj.Labels[revLabel], obj.UID
+	p.image, p.staleImage = specImage(obj), staleImage(obj)
+	p.running = obj.Status.Phase == corev1.PodRunning
+	p.ready = p.running && testenv.PodReady(obj)
+	p.terminating = obj.DeletionTimestamp != nil
+	p.readyReason, p.restarts = "", 0
+	for _, c := range obj.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			p.readyReason = c.Reason
+		}
+	}
+	for _, c := range obj.Status.ContainerStatuses {
+		p.restarts += c.RestartCount
+	}
+	switch {
+	case was.ready && !p.ready:
+		p.unreadyAt = now
+	case !was.ready && p.ready:
+		p.readyAt = now
+	}
+	if p.image != was.image {
+		p.imageAt = now
+	}
+	if !p.staleImage && (was.staleImage || p.image != was.image) {
+		p.runsAt = now
 	}
 }
 

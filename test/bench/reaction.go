@@ -73,98 +73,113 @@ func (b *bench) react(ctx context.Context, x scalingContender, rec *recorder, co
 		defer cancel()
 		// Let deferred status writes (the operator's StatusInterval) pass.
 		time.Sleep(2 * settle)
-
-		// A converged pass: touch a label of one pod per set.
-		var touch []string
-		b.obs.read(func(s *state) {
-			seen := map[string]bool{}
-			for _, p := range s.pods {
-				if p.ns == ns && !p.terminating && !seen[p.set] {
-					seen[p.set] = true
-					touch = append(touch, p.name)
-				}
-			}
-		})
-		slices.Sort(touch)
-		before, err := b.c.scrape(ctx)
-		if err != nil {
+		if err := b.convergedPass(ctx, x, ns, controllerName, res); err != nil {
 			return err
 		}
-		passes0 := reconciles(controllerName)
-		start := time.Now()
-		for _, name := range touch {
-			patch := []byte(`{"metadata":{"labels":{"` + touchLabel + `":"1"}}}`)
-			if _, err := b.c.cs.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: benchFieldManager}); err != nil {
-				return err
-			}
-		}
-		if controllerName == "podset" {
-			// Wait (in-process counter) until every touched set had its pass.
-			for reconciles(controllerName) < passes0+float64(len(touch)) && time.Since(start) < 10*time.Second {
-				time.Sleep(10 * time.Millisecond)
-			}
-		} else {
-			time.Sleep(settle)
-		}
-		time.Sleep(settle)
-		after, err := b.c.scrape(ctx)
-		if err != nil {
-			return err
-		}
-		c := after.sub(before).counts()
-		c.podCreates -= len(touch) // the benchmark's own label patches
-		res.converged = &measurement{dur: time.Since(start), counts: c}
-		res.touches = len(touch)
-		if controllerName != "" {
-			res.passes = int(reconciles(controllerName) - passes0)
-		}
-		logf("converged pass, %s: %d touches, %d passes; %s", x.name(), len(touch), res.passes, c)
-
-		// Reaction trials on the first set.
-		first := job{ns: ns, sets: j.sets[:1], n: j.n}
-		for i := range b.size.trials {
-			n := j.n + int32(i)
-			cur := job{ns: ns, sets: first.sets, n: n}
-			t := time.Now()
-			if err := b.obs.waitFor(wctx, "set s0 ready", func(s *state) bool { return x.ready(s, cur) }); err != nil {
-				return err
-			}
-			if i > 0 {
-				debugf("trial %d: ready %s after the pod was added", i-1, time.Since(t))
-			}
-			time.Sleep(300*time.Millisecond + rand.N(100*time.Millisecond))
-			mark := time.Now()
-			if err := x.scale(ctx, cur, n+1); err != nil {
-				return err
-			}
-			returned := time.Now()
-			err := b.obs.waitFor(wctx, "a new pod", func(s *state) bool {
-				for _, p := range s.pods {
-					if p.ns == ns && p.added.After(mark) {
-						return true
-					}
-				}
-				return false
-			})
-			if err != nil {
-				return err
-			}
-			added, _ := b.obs.firstAddAfter(ns, mark)
-			res.watch = append(res.watch, added.Sub(returned))
-			if rec != nil {
-				w, ok := rec.firstWriteAfter(mark)
-				if !ok {
-					return fmt.Errorf("trial %d: no pod write recorded", i)
-				}
-				res.transport = append(res.transport, w.Sub(returned))
-			}
-		}
-		return nil
+		return b.reactionTrials(ctx, wctx, x, rec, j, res)
 	})
 	if res.err != nil {
 		b.fail("reaction, %s: %v", x.name(), res.err)
 	}
 	return res
+}
+
+// convergedPass measures the writes of a converged pass: it touches a
+// label of one pod per set of ns and counts the requests that follow.
+func (b *bench) convergedPass(ctx context.Context, x scalingContender, ns, controllerName string, res *reactionResult) error {
+	// A converged pass: touch a label of one pod per set.
+	var touch []string
+	b.obs.read(func(s *state) {
+		seen := map[string]bool{}
+		for _, p := range s.pods {
+			if p.ns == ns && !p.terminating && !seen[p.set] {
+				seen[p.set] = true
+				touch = append(touch, p.name)
+			}
+		}
+	})
+	slices.Sort(touch)
+	before, err := b.c.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	passes0 := reconciles(controllerName)
+	start := time.Now()
+	for _, name := range touch {
+		patch := []byte(`{"metadata":{"labels":{"` + touchLabel + `":"1"}}}`)
+		if _, err := b.c.cs.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: benchFieldManager}); err != nil {
+			return err
+		}
+	}
+	if controllerName == "podset" {
+		// Wait (in-process counter) until every touched set had its pass.
+		for reconciles(controllerName) < passes0+float64(len(touch)) && time.Since(start) < 10*time.Second {
+			time.Sleep(10 * time.Millisecond)
+		}
+	} else {
+		time.Sleep(settle)
+	}
+	time.Sleep(settle)
+	after, err := b.c.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	c := after.sub(before).counts()
+	c.podCreates -= len(touch) // the benchmark's own label patches
+	res.converged = &measurement{dur: time.Since(start), counts: c}
+	res.touches = len(touch)
+	if controllerName != "" {
+		res.passes = int(reconciles(controllerName) - passes0)
+	}
+	logf("converged pass, %s: %d touches, %d passes; %s", x.name(), len(touch), res.passes, c)
+	return nil
+}
+
+// reactionTrials times trials single-replica scale-ups of the first set
+// of j: from the scale's answer to the new pod's ADDED event (watch) and,
+// in process, to the operator's first pod write (transport).
+func (b *bench) reactionTrials(ctx, wctx context.Context, x scalingContender, rec *recorder, j job, res *reactionResult) error {
+	ns := j.ns
+	// Reaction trials on the first set.
+	first := job{ns: ns, sets: j.sets[:1], n: j.n}
+	for i := range b.size.trials {
+		n := j.n + int32(i)
+		cur := job{ns: ns, sets: first.sets, n: n}
+		t := time.Now()
+		if err := b.obs.waitFor(wctx, "set s0 ready", func(s *state) bool { return x.ready(s, cur) }); err != nil {
+			return err
+		}
+		if i > 0 {
+			debugf("trial %d: ready %s after the pod was added", i-1, time.Since(t))
+		}
+		time.Sleep(300*time.Millisecond + rand.N(100*time.Millisecond))
+		mark := time.Now()
+		if err := x.scale(ctx, cur, n+1); err != nil {
+			return err
+		}
+		returned := time.Now()
+		err := b.obs.waitFor(wctx, "a new pod", func(s *state) bool {
+			for _, p := range s.pods {
+				if p.ns == ns && p.added.After(mark) {
+					return true
+				}
+			}
+			return false
+		})
+		if err != nil {
+			return err
+		}
+		added, _ := b.obs.firstAddAfter(ns, mark)
+		res.watch = append(res.watch, added.Sub(returned))
+		if rec != nil {
+			w, ok := rec.firstWriteAfter(mark)
+			if !ok {
+				return fmt.Errorf("trial %d: no pod write recorded", i)
+			}
+			res.transport = append(res.transport, w.Sub(returned))
+		}
+	}
+	return nil
 }
 
 // percentile is the nearest-rank percentile of the samples.
