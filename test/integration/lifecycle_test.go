@@ -233,7 +233,7 @@ func TestScaleDownDrainsReadyPods(t *testing.T) {
 			markAllReady(t, ns)
 			waitForStatus(t, ps, readyStatus(3))
 			if tc.served {
-				serveEndpoints(t, ns)
+				testenv.ServeEndpoints(t, env.Client, ns)
 			}
 			for name, p := range pods(t, ns) {
 				if l := p.Spec.Containers[0].Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Sleep == nil || l.PreStop.Sleep.Seconds != int64(tc.drainBefore) {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -390,56 +389,6 @@ func pokeForAPass(t *testing.T, pod corev1.Pod) {
 func repairPass(t *testing.T, pod corev1.Pod) {
 	t.Helper()
 	testenv.RepairPass(t, env.Client, wait, &pod)
-}
-
-// serveEndpoints stands in for the EndpointSlice controller, which envtest
-// does not run, for a Service selecting every pod of namespace ns: until
-// the test ends, it keeps one EndpointSlice listing the pods that are
-// Ready and not terminating as ready, each by its UID, as that controller
-// does within milliseconds of a pod's change.
-func serveEndpoints(t *testing.T, ns string) {
-	t.Helper()
-	ctx := t.Context()
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: "web-served", Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-	}
-	if err := env.Client.Create(ctx, slice); err != nil {
-		t.Fatalf("creating the EndpointSlice: %v", err)
-	}
-	sync := func() {
-		list := &corev1.PodList{}
-		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return
-		}
-		var endpoints []discoveryv1.Endpoint
-		for i := range list.Items {
-			p := &list.Items[i]
-			if p.DeletionTimestamp != nil || !podIsReady(p) {
-				continue
-			}
-			endpoints = append(endpoints, discoveryv1.Endpoint{
-				Addresses:  []string{fmt.Sprintf("10.0.0.%d", len(endpoints)+1)},
-				Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
-				TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: p.Name, UID: p.UID},
-			})
-		}
-		slices.SortFunc(endpoints, func(a, b discoveryv1.Endpoint) int { return strings.Compare(a.TargetRef.Name, b.TargetRef.Name) })
-		if slices.EqualFunc(endpoints, slice.Endpoints, func(a, b discoveryv1.Endpoint) bool { return a.TargetRef.UID == b.TargetRef.UID }) {
-			return
-		}
-		slice.Endpoints = endpoints
-		if err := env.Client.Update(ctx, slice); err != nil {
-			_ = env.Client.Get(ctx, client.ObjectKeyFromObject(slice), slice)
-		}
-	}
-	sync()
-	go func() {
-		for ctx.Err() == nil {
-			sync()
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
 }
 
 // podIsReady reports whether the pod's Ready condition is True.

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/test/testenv"
@@ -43,9 +45,12 @@ func TestModelBasedRandomSteps(t *testing.T) {
 	faults.on.Store(true) // after start-up: a failed start is a crash, retried by Kubernetes
 	kubelet(t, ns)
 	garbageCollector(t, ns)
+	// A Service selects the pods, as where users run them: the drains
+	// wait for the slices to drop a pod, as they do there.
+	testenv.ServeEndpoints(t, env.Client, ns)
 	names := []string{"a", "b"}
 	for _, n := range names {
-		testenv.MakePodSet(ns, n).Replicas(int32(rng.IntN(6))).Create(t, env.Client)
+		soakPodSet(ns, n, int32(rng.IntN(6))).Create(t, env.Client)
 	}
 
 	images := []string{"busybox:1.35", "busybox:1.36", "busybox:1.37"}
@@ -90,8 +95,33 @@ func TestModelBasedRandomSteps(t *testing.T) {
 			break
 		}
 	}
-	t.Logf("seed %d: %d rounds, %d operations, %d faults injected, %d invariant violations, %s",
-		seed, rounds, operations, faults.injected.Load(), violations, time.Since(start).Round(time.Second))
+	drains := drainEvents(t, ns)
+	t.Logf("seed %d: %d rounds, %d operations, %d faults injected, %d invariant violations, %d drains begun, %s",
+		seed, rounds, operations, faults.injected.Load(), violations, drains, time.Since(start).Round(time.Second))
+	if duration >= time.Minute && drains == 0 {
+		t.Errorf("a soak of %v drained no pod: every stop of a Ready pod that a Service selects should drain", duration)
+	}
+}
+
+// drainEvents is how many drains the operator recorded in ns: its events
+// of action Drain, each counted as often as its series says.
+func drainEvents(t *testing.T, ns string) int {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := env.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
+		t.Fatalf("listing the events: %v", err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		if e.Action != "Drain" {
+			continue
+		}
+		n++
+		if e.Series != nil {
+			n += int(e.Series.Count) - 1
+		}
+	}
+	return n
 }
 
 // recreate deletes a PodSet and creates it again under the same name once
@@ -111,7 +141,12 @@ func recreate(t *testing.T, key types.NamespacedName, replicas int32) {
 		}
 		return nil
 	})
-	testenv.MakePodSet(key.Namespace, key.Name).Replicas(replicas).Create(t, env.Client)
+	soakPodSet(key.Namespace, key.Name, replicas).Create(t, env.Client)
+}
+
+// soakPodSet is a PodSet of the soak.
+func soakPodSet(ns, name string, replicas int32) *testenv.PodSetBuilder {
+	return testenv.MakePodSet(ns, name).Replicas(replicas)
 }
 
 func envString(name, def string) string {
