@@ -532,26 +532,34 @@ func TestDesiredPodHardening(t *testing.T) {
 					len(spec.Containers), len(spec.InitContainers), len(tc.spec.Containers), len(tc.spec.InitContainers))
 			}
 			for _, c := range append(spec.InitContainers, spec.Containers...) {
-				csc := c.SecurityContext
-				if csc == nil {
-					t.Errorf("container %s: no securityContext", *c.Name)
-					continue
-				}
-				if got := ptr.Deref(csc.AllowPrivilegeEscalation, true); got {
-					t.Errorf("container %s: allowPrivilegeEscalation = %v, want false", *c.Name, csc.AllowPrivilegeEscalation)
-				}
-				if csc.ReadOnlyRootFilesystem == nil || *csc.ReadOnlyRootFilesystem != tc.wantReadOnly {
-					t.Errorf("container %s: readOnlyRootFilesystem = %v, want %v", *c.Name, csc.ReadOnlyRootFilesystem, tc.wantReadOnly)
-				}
-				var drop []corev1.Capability
-				if csc.Capabilities != nil {
-					drop = csc.Capabilities.Drop
-				}
-				if diff := cmp.Diff(tc.wantDrop, drop); diff != "" {
-					t.Errorf("container %s: capabilities.drop (-want +got):\n%s", *c.Name, diff)
-				}
+				checkHardenedContainer(t, c, tc.wantReadOnly, tc.wantDrop)
 			}
 		})
+	}
+}
+
+// checkHardenedContainer checks a container of a desired pod: no
+// privilege escalation, readOnlyRootFilesystem wantReadOnly, and the
+// capabilities wantDrop dropped.
+func checkHardenedContainer(t *testing.T, c corev1ac.ContainerApplyConfiguration, wantReadOnly bool, wantDrop []corev1.Capability) {
+	t.Helper()
+	csc := c.SecurityContext
+	if csc == nil {
+		t.Errorf("container %s: no securityContext", *c.Name)
+		return
+	}
+	if got := ptr.Deref(csc.AllowPrivilegeEscalation, true); got {
+		t.Errorf("container %s: allowPrivilegeEscalation = %v, want false", *c.Name, csc.AllowPrivilegeEscalation)
+	}
+	if csc.ReadOnlyRootFilesystem == nil || *csc.ReadOnlyRootFilesystem != wantReadOnly {
+		t.Errorf("container %s: readOnlyRootFilesystem = %v, want %v", *c.Name, csc.ReadOnlyRootFilesystem, wantReadOnly)
+	}
+	var drop []corev1.Capability
+	if csc.Capabilities != nil {
+		drop = csc.Capabilities.Drop
+	}
+	if diff := cmp.Diff(wantDrop, drop); diff != "" {
+		t.Errorf("container %s: capabilities.drop (-want +got):\n%s", *c.Name, diff)
 	}
 }
 
