@@ -182,22 +182,13 @@ func TestParallelBoundsConcurrency(t *testing.T) {
 			var active, peak atomic.Int64
 			calls := make([]atomic.Int64, tc.n)
 			err := parallel(tc.n, tc.workers, func(i int) error {
-				now := active.Add(1)
 				defer active.Add(-1)
-				for {
-					p := peak.Load()
-					if now <= p || peak.CompareAndSwap(p, now) {
-						break
-					}
-				}
+				raise(&peak, active.Add(1))
 				calls[i].Add(1)
 				// The first calls wait until the bound is reached, so that
 				// a bound that is never reached is seen too.
 				if i < tc.wantMax {
-					deadline := time.Now().Add(5 * time.Second)
-					for peak.Load() < int64(tc.wantMax) && time.Now().Before(deadline) {
-						time.Sleep(100 * time.Microsecond)
-					}
+					pollUntil(func() bool { return peak.Load() >= int64(tc.wantMax) }, 5*time.Second)
 				}
 				time.Sleep(200 * time.Microsecond)
 				return nil
@@ -214,6 +205,24 @@ func TestParallelBoundsConcurrency(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// raise sets peak to n if n is higher.
+func raise(peak *atomic.Int64, n int64) {
+	for {
+		p := peak.Load()
+		if n <= p || peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
+}
+
+// pollUntil polls cond until it holds or timeout has passed.
+func pollUntil(cond func() bool, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for !cond() && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
 	}
 }
 

@@ -26,11 +26,11 @@ var gitopsExamples = []string{
 // release is a released version: a Git tag and an image tag.
 var release = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
 
-// TestGitOpsExamplesPinOneRelease checks that every example installs a
-// release, never a branch: each Git revision and each image tag it sets is
-// one and the same vX.Y.Z, which `make release` rewrites, and the one that
-// config/manager and the chart name.
-func TestGitOpsExamplesPinOneRelease(t *testing.T) {
+// examplePins is every version the GitOps examples pin, by where: an Argo
+// CD Application's revision and images, a Flux source's tag or branch, a
+// Kustomization's images, a HelmRelease's image tag.
+func examplePins(t *testing.T) map[string]string {
+	t.Helper()
 	pinning := []struct {
 		kind, field string
 		path        []string
@@ -43,7 +43,7 @@ func TestGitOpsExamplesPinOneRelease(t *testing.T) {
 		{"Kustomization", "images", []string{"spec", "images"}},
 		{"HelmRelease", "values.image.tag", []string{"spec", "values", "image", "tag"}},
 	}
-	pins := map[string]string{} // where -> version
+	pins := map[string]string{}
 	for _, file := range gitopsExamples {
 		for _, obj := range readConfigManifests(t, "gitops", file) {
 			for _, p := range pinning {
@@ -60,6 +60,15 @@ func TestGitOpsExamplesPinOneRelease(t *testing.T) {
 			}
 		}
 	}
+	return pins
+}
+
+// TestGitOpsExamplesPinOneRelease checks that every example installs a
+// release, never a branch: each Git revision and each image tag it sets is
+// one and the same vX.Y.Z, which `make release` rewrites, and the one that
+// config/manager and the chart name.
+func TestGitOpsExamplesPinOneRelease(t *testing.T) {
+	pins := examplePins(t) // where -> version
 	if len(pins) == 0 {
 		t.Fatal("no pinned versions found in the GitOps examples")
 	}

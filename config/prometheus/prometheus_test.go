@@ -197,30 +197,36 @@ func TestEveryMetricQueriedIsScraped(t *testing.T) {
 			continue
 		}
 		parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
-			vs, ok := node.(*parser.VectorSelector)
-			if !ok || slices.Contains(prometheusSeries, vs.Name) {
-				return nil
-			}
-			have, ok := served[vs.Name]
-			if !ok {
-				t.Errorf("%s queries %s, which the operator does not serve", q, vs.Name)
-				return nil
-			}
-			for _, m := range vs.LabelMatchers {
-				if m.Name == model.MetricNameLabel || m.Name == "job" {
-					continue
-				}
-				values, ok := have[m.Name]
-				if !ok {
-					t.Errorf("%s matches label %s of %s, which has none (it has %v)", q, m.Name, vs.Name, slices.Sorted(maps.Keys(have)))
-					continue
-				}
-				if m.Type == labels.MatchEqual && slices.Contains(closedLabels, m.Name) && !values[m.Value] {
-					t.Errorf("%s matches %s=%q of %s, a value it never has (it has %v)", q, m.Name, m.Value, vs.Name, slices.Sorted(maps.Keys(values)))
-				}
+			if vs, ok := node.(*parser.VectorSelector); ok && !slices.Contains(prometheusSeries, vs.Name) {
+				checkSelector(t, q, vs, served)
 			}
 			return nil
 		})
+	}
+}
+
+// checkSelector checks a series selector of query q against what the
+// operator served: the series, each label it matches, and, for a label of
+// closedLabels, the value it matches.
+func checkSelector(t *testing.T, q string, vs *parser.VectorSelector, served map[string]map[string]map[string]bool) {
+	t.Helper()
+	have, ok := served[vs.Name]
+	if !ok {
+		t.Errorf("%s queries %s, which the operator does not serve", q, vs.Name)
+		return
+	}
+	for _, m := range vs.LabelMatchers {
+		if m.Name == model.MetricNameLabel || m.Name == "job" {
+			continue
+		}
+		values, ok := have[m.Name]
+		if !ok {
+			t.Errorf("%s matches label %s of %s, which has none (it has %v)", q, m.Name, vs.Name, slices.Sorted(maps.Keys(have)))
+			continue
+		}
+		if m.Type == labels.MatchEqual && slices.Contains(closedLabels, m.Name) && !values[m.Value] {
+			t.Errorf("%s matches %s=%q of %s, a value it never has (it has %v)", q, m.Name, m.Value, vs.Name, slices.Sorted(maps.Keys(values)))
+		}
 	}
 }
 

@@ -91,22 +91,29 @@ func TestConfiguration(t *testing.T) {
 			if cfg.APIVersion != "config.kwok.x-k8s.io/v1alpha1" || cfg.Kind != "KwokctlConfiguration" {
 				t.Errorf("the first document is a %s %s, want a config.kwok.x-k8s.io/v1alpha1 KwokctlConfiguration", cfg.APIVersion, cfg.Kind)
 			}
-			var stages []string
-			for _, d := range docs[1:] {
-				var doc document
-				if err := yaml.Unmarshal([]byte(d), &doc); err != nil {
-					t.Fatal(err)
-				}
-				if doc.Kind != "Stage" {
-					t.Errorf("document %s is a %s, want a Stage", doc.Metadata.Name, doc.Kind)
-				}
-				stages = append(stages, doc.Metadata.Name)
-			}
-			if diff := cmp.Diff(tc.wantStages, stages); diff != "" {
+			if diff := cmp.Diff(tc.wantStages, stageNames(t, docs[1:])); diff != "" {
 				t.Errorf("stages (-want +got):\n%s", diff)
 			}
 		})
 	}
+}
+
+// stageNames is the names of the kwok Stages of the configuration's
+// documents after the first, each of which must be a Stage.
+func stageNames(t *testing.T, docs []string) []string {
+	t.Helper()
+	var stages []string
+	for _, d := range docs {
+		var doc document
+		if err := yaml.Unmarshal([]byte(d), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc.Kind != "Stage" {
+			t.Errorf("document %s is a %s, want a Stage", doc.Metadata.Name, doc.Kind)
+		}
+		stages = append(stages, doc.Metadata.Name)
+	}
+	return stages
 }
 
 func TestModuleVersion(t *testing.T) {

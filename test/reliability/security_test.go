@@ -119,8 +119,11 @@ func shippedRole(t *testing.T) *rbacv1.ClusterRole {
 	return role
 }
 
-func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
-	ns := testenv.Namespace(t, env.Client, "rel-", nil)
+// bindShippedRole binds the shipped ClusterRole, as its own copy, to a
+// service account of ns, and returns the role and the user the operator
+// impersonates.
+func bindShippedRole(t *testing.T, ns string) (*rbacv1.ClusterRole, string) {
+	t.Helper()
 	role := shippedRole(t)
 	role.Name = "podset-operator-" + ns
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "podset-operator", Namespace: ns}}
@@ -134,9 +137,48 @@ func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return role, "system:serviceaccount:" + ns + ":" + sa.Name
+}
+
+// exerciseBudget drives the PodDisruptionBudget of spec.disruptionBudget:
+// created, updated and deleted with the field, and its name found held by
+// one the PodSet does not control (asked of the API server with a get).
+func exerciseBudget(t *testing.T, ns string, key types.NamespacedName) {
+	t.Helper()
+	update(t, key, func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+	})
+	waitForBudget(t, key, func(pdb *policyv1.PodDisruptionBudget) bool { return pdb.Spec.MaxUnavailable != nil })
+	update(t, key, func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MinAvailable: ptr.To(intstr.FromInt32(1))}
+	})
+	waitForBudget(t, key, func(pdb *policyv1.PodDisruptionBudget) bool { return pdb.Spec.MinAvailable != nil })
+	update(t, key, func(ps *podsetv1alpha1.PodSet) { ps.Spec.DisruptionBudget = nil })
+	waitForBudget(t, key, nil)
+	foreignBudget := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1))},
+	}
+	if err := env.Client.Create(t.Context(), foreignBudget); err != nil {
+		t.Fatal(err)
+	}
+	update(t, key, func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+	})
+	stalled(t, key, podsetv1alpha1.DisruptionBudgetConflictReason)
+	if err := env.Client.Delete(t.Context(), foreignBudget); err != nil {
+		t.Fatal(err)
+	}
+	waitForBudget(t, key, func(pdb *policyv1.PodDisruptionBudget) bool { return pdb.Spec.MaxUnavailable != nil })
+	converged(t, ns)
+}
+
+func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
+	ns := testenv.Namespace(t, env.Client, "rel-", nil)
+	role, user := bindShippedRole(t, ns)
 
 	rec := &permissionRecorder{used: map[permission]bool{}, refused: map[permission]bool{}}
-	op := startOperator(t, ns, operatorOptions{transport: rec.wrap, impersonate: "system:serviceaccount:" + ns + ":podset-operator"})
+	op := startOperator(t, ns, operatorOptions{transport: rec.wrap, impersonate: user})
 	kubelet(t, ns)
 	garbageCollector(t, ns)
 
@@ -195,35 +237,7 @@ func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
 		t.Fatal(err)
 	}
 	converged(t, ns)
-	// The PodDisruptionBudget of spec.disruptionBudget: created, updated
-	// and deleted with the field, and its name found held by one the
-	// PodSet does not control (asked of the API server with a get).
-	update(t, key, func(ps *podsetv1alpha1.PodSet) {
-		ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
-	})
-	waitForBudget(t, key, func(pdb *policyv1.PodDisruptionBudget) bool { return pdb.Spec.MaxUnavailable != nil })
-	update(t, key, func(ps *podsetv1alpha1.PodSet) {
-		ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MinAvailable: ptr.To(intstr.FromInt32(1))}
-	})
-	waitForBudget(t, key, func(pdb *policyv1.PodDisruptionBudget) bool { return pdb.Spec.MinAvailable != nil })
-	update(t, key, func(ps *podsetv1alpha1.PodSet) { ps.Spec.DisruptionBudget = nil })
-	waitForBudget(t, key, nil)
-	foreignBudget := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1))},
-	}
-	if err := env.Client.Create(t.Context(), foreignBudget); err != nil {
-		t.Fatal(err)
-	}
-	update(t, key, func(ps *podsetv1alpha1.PodSet) {
-		ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
-	})
-	stalled(t, key, podsetv1alpha1.DisruptionBudgetConflictReason)
-	if err := env.Client.Delete(t.Context(), foreignBudget); err != nil {
-		t.Fatal(err)
-	}
-	waitForBudget(t, key, func(pdb *policyv1.PodDisruptionBudget) bool { return pdb.Spec.MaxUnavailable != nil })
-	converged(t, ns)
+	exerciseBudget(t, ns, key)
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Template.Spec.Hostname = "Not_A_Label" })
 	stalled(t, key, podsetv1alpha1.PodRejectedReason)
 	op.stop()
@@ -255,21 +269,30 @@ func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
 		}
 	}
 	var granted []string
-	for _, rule := range role.Rules {
-		for _, g := range rule.APIGroups {
-			for _, res := range rule.Resources {
-				for _, v := range rule.Verbs {
-					p := permission{g, res, v}
-					granted = append(granted, p.String())
-					if !rec.used[p] && justified[p] == "" {
-						t.Errorf("the shipped role grants %s, which the operator never used", p)
-					}
-				}
-			}
+	for _, p := range grants(role) {
+		granted = append(granted, p.String())
+		if !rec.used[p] && justified[p] == "" {
+			t.Errorf("the shipped role grants %s, which the operator never used", p)
 		}
 	}
 	slices.Sort(granted)
 	t.Logf("granted: %s", strings.Join(granted, "; "))
+}
+
+// grants is every permission a role grants, one per group, resource and
+// verb of its rules.
+func grants(role *rbacv1.ClusterRole) []permission {
+	var out []permission
+	for _, rule := range role.Rules {
+		for _, g := range rule.APIGroups {
+			for _, res := range rule.Resources {
+				for _, v := range rule.Verbs {
+					out = append(out, permission{g, res, v})
+				}
+			}
+		}
+	}
+	return out
 }
 
 // waitForBudget waits until the PodDisruptionBudget named like the PodSet

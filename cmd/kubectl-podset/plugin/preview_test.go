@@ -276,31 +276,44 @@ func TestRolloutPreview(t *testing.T) {
 			if got := ExitCode(err); got != tc.wantExit || errOut != "" {
 				t.Fatalf("exit %d (%v), stderr %q; want exit %d and nothing on stderr", got, err, errOut, tc.wantExit)
 			}
-			pods := podLines(out)
-			for pod, want := range tc.wantPods {
-				if pods[pod] != want {
-					t.Errorf("%s: %q, want %q", pod, pods[pod], want)
-				}
-			}
-			if got := rolloutLines(out); !equalLines(got, tc.wantRollout) {
-				t.Errorf("rollout:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.wantRollout, "\n"))
-			}
-			if tc.wantRollout == nil && !strings.Contains(out, "No pod changes.") {
-				t.Errorf("no rollout, but the output does not say so")
-			}
-			wantStops := tc.wantStops
-			if wantStops == nil {
-				wantStops = []string{"its containers sleep 3 s in a preStop hook before SIGTERM"}
-			}
-			for _, want := range wantStops {
-				if !strings.Contains(out, want) {
-					t.Errorf("the output does not say %q of how pods stop", want)
-				}
-			}
-			if tc.wantStops == nil && strings.Contains(out, "without a hook that long") {
-				t.Errorf("the output names pods made without the drain hook, but every pod has it")
-			}
+			checkPreviewPods(t, out, tc.wantPods, tc.wantRollout)
+			checkPreviewStops(t, out, tc.wantStops)
 		})
+	}
+}
+
+// checkPreviewPods checks a preview's line for each pod of wantPods and
+// its rollout's lines (none: "No pod changes.").
+func checkPreviewPods(t *testing.T, out string, wantPods map[string]string, wantRollout []string) {
+	t.Helper()
+	pods := podLines(out)
+	for pod, want := range wantPods {
+		if pods[pod] != want {
+			t.Errorf("%s: %q, want %q", pod, pods[pod], want)
+		}
+	}
+	if got := rolloutLines(out); !equalLines(got, wantRollout) {
+		t.Errorf("rollout:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantRollout, "\n"))
+	}
+	if wantRollout == nil && !strings.Contains(out, "No pod changes.") {
+		t.Errorf("no rollout, but the output does not say so")
+	}
+}
+
+// checkPreviewStops checks that a preview says each of wantStops of how
+// the pods stop; none: the default drain hook, which every pod has.
+func checkPreviewStops(t *testing.T, out string, wantStops []string) {
+	t.Helper()
+	if wantStops == nil {
+		if strings.Contains(out, "without a hook that long") {
+			t.Errorf("the output names pods made without the drain hook, but every pod has it")
+		}
+		wantStops = []string{"its containers sleep 3 s in a preStop hook before SIGTERM"}
+	}
+	for _, want := range wantStops {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output does not say %q of how pods stop", want)
+		}
 	}
 }
 
