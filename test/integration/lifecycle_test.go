@@ -210,89 +210,109 @@ func TestFieldManagerOwnsTheOperatorsFields(t *testing.T) {
 // from and goes at once, as does a pod that is not Ready either way.
 func TestScaleDownDrainsReadyPods(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		what string
-		// drainBefore is spec.drainSeconds when the pods are made; the
-		// scale-down runs with 2.
-		drainBefore int32
-		// served: a Service selects the pods (serveEndpoints).
-		served   bool
-		wantGate bool
-	}{
+	for _, tc := range []scaleDownCase{
 		{"pods made with the drain hook", 2, true, false},
 		{"pods whose hook sleeps less than the drain", 1, true, true},
 		{"pods whose hook sleeps less than the drain, no Service", 1, false, false},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
-			t.Parallel()
-			ns := testenv.Namespace(t, env.Client, "podset-", nil)
-			ps := testenv.MakePodSet(ns, "web").Replicas(3).Mutate(func(ps *podsetv1alpha1.PodSet) {
-				ps.Spec.DrainSeconds = ptr.To(tc.drainBefore)
-			}).Create(t, env.Client)
-			waitForPods(t, ns, "web-0", "web-1", "web-2")
-			markAllReady(t, ns)
-			waitForStatus(t, ps, readyStatus(3))
-			if tc.served {
-				testenv.ServeEndpoints(t, env.Client, ns)
-			}
-			for name, p := range pods(t, ns) {
-				if l := p.Spec.Containers[0].Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Sleep == nil || l.PreStop.Sleep.Seconds != int64(tc.drainBefore) {
-					t.Fatalf("pod %s: lifecycle %+v, want the operator's preStop sleep of %d s", name, l, tc.drainBefore)
-				}
-			}
-			if tc.drainBefore != 2 {
-				patchSpec(t, ps, `{"spec":{"drainSeconds":2}}`)
-			}
-			setPodStatus(t, pods(t, ns)["web-2"], corev1.PodRunning, corev1.ConditionFalse)
-			waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
-				if got.Status.ReadyReplicas != 2 || got.Status.ObservedGeneration != got.Generation {
-					return fmt.Errorf("readyReplicas = %d, want 2 (observed generation %d of %d)", got.Status.ReadyReplicas, got.Status.ObservedGeneration, got.Generation)
-				}
-				return nil
-			})
-
-			type seen struct {
-				gateClosed, deleted bool
-				notReady            time.Time
-			}
-			timeline := map[string]*seen{"web-1": {}, "web-2": {}}
-			scale(t, ps, 1)
-			eventually(t, "web-1 and web-2 are deleted", func(context.Context) error {
-				now := time.Now()
-				all := pods(t, ns)
-				for name, s := range timeline {
-					p, ok := all[name]
-					if s.deleted {
-						continue
-					}
-					if !ok || p.DeletionTimestamp != nil {
-						s.deleted = true
-						if name == "web-1" && tc.wantGate && (!s.gateClosed || s.notReady.IsZero() || now.Sub(s.notReady) < 1500*time.Millisecond) {
-							t.Errorf("web-1 was deleted %v after it was first seen not Ready (gate closed: %t), want a drain of 2 s first", now.Sub(s.notReady), s.gateClosed)
-						}
-						continue
-					}
-					s.gateClosed = s.gateClosed || gateIs(p, corev1.ConditionFalse)
-					for _, c := range p.Status.Conditions {
-						if c.Type == corev1.PodReady && c.Status == corev1.ConditionFalse && s.notReady.IsZero() && s.gateClosed {
-							s.notReady = now
-						}
-					}
-				}
-				if !timeline["web-1"].deleted || !timeline["web-2"].deleted {
-					return fmt.Errorf("web-1 deleted %t, web-2 deleted %t", timeline["web-1"].deleted, timeline["web-2"].deleted)
-				}
-				return nil
-			})
-			if !tc.wantGate && timeline["web-1"].gateClosed {
-				t.Errorf("web-1 was drained by the operator (%s): want it deleted at once, its hook sleeping the drain or no slice listing it", tc.what)
-			}
-			if timeline["web-2"].gateClosed {
-				t.Errorf("web-2, not Ready, was drained before it was deleted: it should go at once")
-			}
-			waitForStatus(t, ps, readyStatus(1))
+			scaleDownDrains(t, tc)
 		})
 	}
+}
+
+// scaleDownCase is a case of TestScaleDownDrainsReadyPods.
+type scaleDownCase struct {
+	what string
+	// drainBefore is spec.drainSeconds when the pods are made; the
+	// scale-down runs with 2.
+	drainBefore int32
+	// served: a Service selects the pods (testenv.ServeEndpoints).
+	served   bool
+	wantGate bool
+}
+
+// scaleDownDrains scales three pods, web-2 not Ready, down to one, and
+// checks which of web-1 and web-2 the operator drains before it deletes
+// them.
+func scaleDownDrains(t *testing.T, tc scaleDownCase) {
+	t.Parallel()
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	ps := testenv.MakePodSet(ns, "web").Replicas(3).Mutate(func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.DrainSeconds = ptr.To(tc.drainBefore)
+	}).Create(t, env.Client)
+	waitForPods(t, ns, "web-0", "web-1", "web-2")
+	markAllReady(t, ns)
+	waitForStatus(t, ps, readyStatus(3))
+	if tc.served {
+		testenv.ServeEndpoints(t, env.Client, ns)
+	}
+	for name, p := range pods(t, ns) {
+		if l := p.Spec.Containers[0].Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Sleep == nil || l.PreStop.Sleep.Seconds != int64(tc.drainBefore) {
+			t.Fatalf("pod %s: lifecycle %+v, want the operator's preStop sleep of %d s", name, l, tc.drainBefore)
+		}
+	}
+	if tc.drainBefore != 2 {
+		patchSpec(t, ps, `{"spec":{"drainSeconds":2}}`)
+	}
+	setPodStatus(t, pods(t, ns)["web-2"], corev1.PodRunning, corev1.ConditionFalse)
+	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
+		if got.Status.ReadyReplicas != 2 || got.Status.ObservedGeneration != got.Generation {
+			return fmt.Errorf("readyReplicas = %d, want 2 (observed generation %d of %d)", got.Status.ReadyReplicas, got.Status.ObservedGeneration, got.Generation)
+		}
+		return nil
+	})
+
+	timeline := map[string]*drainSeen{"web-1": {}, "web-2": {}}
+	scale(t, ps, 1)
+	eventually(t, "web-1 and web-2 are deleted", func(context.Context) error {
+		now := time.Now()
+		all := pods(t, ns)
+		for name, s := range timeline {
+			p, ok := all[name]
+			if s.see(p, ok, now) && name == "web-1" && tc.wantGate && (!s.gateClosed || s.notReady.IsZero() || now.Sub(s.notReady) < 1500*time.Millisecond) {
+				t.Errorf("web-1 was deleted %v after it was first seen not Ready (gate closed: %t), want a drain of 2 s first", now.Sub(s.notReady), s.gateClosed)
+			}
+		}
+		if !timeline["web-1"].deleted || !timeline["web-2"].deleted {
+			return fmt.Errorf("web-1 deleted %t, web-2 deleted %t", timeline["web-1"].deleted, timeline["web-2"].deleted)
+		}
+		return nil
+	})
+	if !tc.wantGate && timeline["web-1"].gateClosed {
+		t.Errorf("web-1 was drained by the operator (%s): want it deleted at once, its hook sleeping the drain or no slice listing it", tc.what)
+	}
+	if timeline["web-2"].gateClosed {
+		t.Errorf("web-2, not Ready, was drained before it was deleted: it should go at once")
+	}
+	waitForStatus(t, ps, readyStatus(1))
+}
+
+// drainSeen is what a test saw of a pod on its way out: whether its gate
+// closed, when it was first seen not Ready once it had, and whether it is
+// gone.
+type drainSeen struct {
+	gateClosed, deleted bool
+	notReady            time.Time
+}
+
+// see records what the pod p (ok: it exists) shows at now, and reports
+// whether now is when it was first seen deleted.
+func (s *drainSeen) see(p corev1.Pod, ok bool, now time.Time) bool {
+	switch {
+	case s.deleted:
+		return false
+	case !ok || p.DeletionTimestamp != nil:
+		s.deleted = true
+		return true
+	}
+	s.gateClosed = s.gateClosed || gateIs(p, corev1.ConditionFalse)
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionFalse && s.notReady.IsZero() && s.gateClosed {
+			s.notReady = now
+		}
+	}
+	return false
 }
 
 // patchSpec merge-patches the PodSet with patch.
