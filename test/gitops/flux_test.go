@@ -241,152 +241,189 @@ func noWritesDuring(t *testing.T, ns, name, revision string) {
 // unchanged revision sending nothing, a hand edit put back, `kubectl
 // scale` beside Flux and the field left to an HPA, and prune.
 func TestFluxDrivesAPodSet(t *testing.T) {
-	ns := newNamespace(t, "flux-")
-	const name = "web"
-	files := func(podset string) map[string]string {
-		f := map[string]string{"settings.yaml": configMapManifest(ns)}
-		if podset != "" {
-			f["podset.yaml"] = podset
-		}
-		return f
-	}
-	var uids map[string]types.UID
-	var revision string
-
+	f := &fluxRun{ns: newNamespace(t, "flux-"), name: "web"}
 	steps := []struct {
 		name string
 		run  func(t *testing.T)
-	}{{"apply with wait: Ready only once the PodSet is Ready at its generation", func(t *testing.T) {
-		revision = publishRevision(t, ns, name, files(podSetManifest(ns, name, imageV1, 3)))
-		applyKustomization(t, ns, name, 3*time.Minute, nil)
-		waiting := watchUntilReady(t, ns, name, revision)
-		t.Logf("the Kustomization waited through %d polls of the PodSet coming up", waiting)
-		eventually(t, "3 pods on "+imageV1, func(ctx context.Context) error { return checkPods(ctx, ns, name, 3, imageV1, nil) })
-		eventWith(t, ns, name, corev1.EventTypeNormal, "PodSet/"+ns+"/"+name+" created")
-		eventWith(t, ns, name, corev1.EventTypeNormal, "Health check passed")
-		ps := getPodSet(t, ns, name)
-		t.Logf("PodSet generation %d, observedGeneration %d, managers: %s", ps.Generation, ps.Status.ObservedGeneration, managers(ps))
-		uids = podUIDs(t, ns, name)
-	}}, {"a new revision rolls the pods in place; Ready again only once the rollout is done", func(t *testing.T) {
-		revision = publishRevision(t, ns, name, files(podSetManifest(ns, name, imageV2, 3)))
-		waiting := watchUntilReady(t, ns, name, revision)
-		if err := checkPods(t.Context(), ns, name, 3, imageV2, uids); err != nil {
-			t.Fatal(err)
-		}
-		if waiting == 0 {
-			t.Error("the Kustomization was never seen waiting on the PodSet's rollout")
-		}
-		t.Logf("the Kustomization waited through %d polls of the rollout; the 3 pods kept their UIDs", waiting)
-		eventWith(t, ns, name, corev1.EventTypeNormal, "PodSet/"+ns+"/"+name+" configured")
-	}}, {"no drift loop: reconciles of an unchanged revision send no write to the PodSet", func(t *testing.T) {
-		noWritesDuring(t, ns, name, revision)
-	}}, {"drift correction: a hand edit of the spec is put back, and the operator rolls back", func(t *testing.T) {
-		ps := getPodSet(t, ns, name)
-		patch := fmt.Appendf(nil, `{"spec":{"template":{"spec":{"containers":[{"name":"app","image":%q}]}}}}`, imageHand)
-		if err := suite.client.Patch(t.Context(), ps, client.RawPatch(types.MergePatchType, patch), client.FieldOwner("kubectl-edit")); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, "the operator rolls the hand-edited image out", func(ctx context.Context) error {
-			live, err := pods(ctx, ns, name)
-			if err != nil {
-				return err
-			}
-			for _, p := range live {
-				if p.Spec.Containers[0].Image == imageHand {
-					return nil
-				}
-			}
-			return errors.New("no pod on the hand-edited image yet")
-		})
-		mark := markAudit(t)
-		reconcile(t, ns, name, revision)
-		eventually(t, "the PodSet's spec is back to "+imageV2+" and its pods with it, in place", func(ctx context.Context) error {
-			ps := &podsetv1alpha1.PodSet{}
-			if err := suite.client.Get(ctx, client.ObjectKeyFromObject(getPodSet(t, ns, name)), ps); err != nil {
-				return err
-			}
-			if got := ps.Spec.Template.Spec.Containers[0].Image; got != imageV2 {
-				return fmt.Errorf("spec image %s", got)
-			}
-			if err := podSetReady(ps); err != nil {
-				return err
-			}
-			return checkPods(ctx, ns, name, 3, imageV2, uids)
-		})
-		var fluxWrites []string
-		for _, e := range requestsSince(t, mark, ns, name) {
-			if e.write() && !e.dryRun() && e.ObjectRef.Subresource == "" {
-				fluxWrites = append(fluxWrites, e.String())
-			}
-		}
-		t.Logf("writes to the PodSet's spec after the hand edit: %q", fluxWrites)
-		eventWith(t, ns, name, corev1.EventTypeNormal, "PodSet/"+ns+"/"+name+" configured")
-	}}, {"kubectl scale beside Flux: Flux's apply takes spec.replicas back", func(t *testing.T) {
-		kubectlScale(t, ns, name, 5)
-		eventually(t, "5 pods", func(ctx context.Context) error { return checkPods(ctx, ns, name, 5, imageV2, nil) })
-		scaled := replicasManager(getPodSet(t, ns, name))
-		if strings.HasPrefix(scaled, kustomizeManager) {
-			t.Fatalf("after kubectl scale, spec.replicas is still owned by %s", scaled)
-		}
-		t.Logf("after kubectl scale, spec.replicas is owned by %s", scaled)
-		reconcile(t, ns, name, revision)
-		eventually(t, "3 pods again", func(ctx context.Context) error { return checkPods(ctx, ns, name, 3, imageV2, nil) })
-		ps := getPodSet(t, ns, name)
-		if *ps.Spec.Replicas != 3 || !strings.HasPrefix(replicasManager(ps), kustomizeManager) {
-			t.Fatalf("after a reconcile, spec.replicas is %d owned by %s; want 3 owned by %s", *ps.Spec.Replicas, replicasManager(ps), kustomizeManager)
-		}
-		t.Logf("Flux wins: spec.replicas back to 3, owned by %s", replicasManager(ps))
-	}}, {"spec.replicas left to kubectl scale (or an HPA): removed by the Kustomization's patch, as config/gitops/flux does", func(t *testing.T) {
-		applyKustomization(t, ns, name, 3*time.Minute, map[string]any{"patches": []any{map[string]any{
-			"target": map[string]any{"group": "podset.dev", "kind": "PodSet"},
-			"patch":  "- op: remove\n  path: /spec/replicas\n",
-		}}})
-		watchUntilReady(t, ns, name, revision)
-		ps := getPodSet(t, ns, name)
-		t.Logf("with spec.replicas patched out: spec.replicas is %d (owned by %s)", *ps.Spec.Replicas, replicasManager(ps))
-		kubectlScale(t, ns, name, 4)
-		eventually(t, "4 pods", func(ctx context.Context) error { return checkPods(ctx, ns, name, 4, imageV2, nil) })
-		ps = getPodSet(t, ns, name)
-		t.Logf("after kubectl scale, spec.replicas is owned by %s; managers: %s", replicasManager(ps), managers(ps))
-		noWritesDuring(t, ns, name, revision)
-		ps = getPodSet(t, ns, name)
-		if *ps.Spec.Replicas != 4 {
-			t.Fatalf("spec.replicas is %d after Flux's reconciles, want the scale's 4", *ps.Spec.Replicas)
-		}
-		t.Logf("spec.replicas stays 4, owned by %s", replicasManager(ps))
-	}}, {"prune: a revision without the PodSet deletes it and its pods", func(t *testing.T) {
-		revision = publishRevision(t, ns, name, files(""))
-		eventually(t, "Kustomization Ready at the revision without the PodSet", func(ctx context.Context) error {
-			k, err := getKustomization(ctx, ns, name)
-			if err != nil {
-				return err
-			}
-			if !k.readyAt(revision) {
-				return fmt.Errorf("not Ready at %s: %s", revision, k.ready().Message)
-			}
-			return nil
-		})
-		eventWith(t, ns, name, corev1.EventTypeNormal, "PodSet/"+ns+"/"+name+" deleted")
-		eventually(t, "the PodSet and its pods are gone", func(ctx context.Context) error {
-			err := suite.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &podsetv1alpha1.PodSet{})
-			if !apierrors.IsNotFound(err) {
-				return fmt.Errorf("PodSet still there (%v)", err)
-			}
-			var list corev1.PodList
-			if err := suite.client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{podsetv1alpha1.NameLabel: name}); err != nil {
-				return err
-			}
-			if len(list.Items) > 0 {
-				return fmt.Errorf("%d pods left", len(list.Items))
-			}
-			return nil
-		})
-	}}}
+	}{
+		{"apply with wait: Ready only once the PodSet is Ready at its generation", f.applyWithWait},
+		{"a new revision rolls the pods in place; Ready again only once the rollout is done", f.rollInPlace},
+		{"no drift loop: reconciles of an unchanged revision send no write to the PodSet", f.noDriftLoop},
+		{"drift correction: a hand edit of the spec is put back, and the operator rolls back", f.correctDrift},
+		{"kubectl scale beside Flux: Flux's apply takes spec.replicas back", f.scaleBesideFlux},
+		{"spec.replicas left to kubectl scale (or an HPA): removed by the Kustomization's patch, as config/gitops/flux does", f.replicasLeftToScale},
+		{"prune: a revision without the PodSet deletes it and its pods", f.prune},
+	}
 	for _, step := range steps {
 		if !t.Run(step.name, step.run) {
 			t.Fatalf("step %q failed; the steps after it need it", step.name)
 		}
 	}
+}
+
+// fluxRun is TestFluxDrivesAPodSet's PodSet under Flux: its namespace and
+// name, the UIDs of its pods before the rollout in place, and the
+// revision Flux last applied. Each step is a method.
+type fluxRun struct {
+	ns, name string
+	uids     map[string]types.UID
+	revision string
+}
+
+// files is the repository's files at a revision: the settings ConfigMap
+// and, unless empty, the PodSet.
+func (f *fluxRun) files(podset string) map[string]string {
+	files := map[string]string{"settings.yaml": configMapManifest(f.ns)}
+	if podset != "" {
+		files["podset.yaml"] = podset
+	}
+	return files
+}
+
+// applyWithWait: apply with wait: Ready only once the PodSet is Ready at its generation.
+func (f *fluxRun) applyWithWait(t *testing.T) {
+	f.revision = publishRevision(t, f.ns, f.name, f.files(podSetManifest(f.ns, f.name, imageV1, 3)))
+	applyKustomization(t, f.ns, f.name, 3*time.Minute, nil)
+	waiting := watchUntilReady(t, f.ns, f.name, f.revision)
+	t.Logf("the Kustomization waited through %d polls of the PodSet coming up", waiting)
+	eventually(t, "3 pods on "+imageV1, func(ctx context.Context) error { return checkPods(ctx, f.ns, f.name, 3, imageV1, nil) })
+	eventWith(t, f.ns, f.name, corev1.EventTypeNormal, "PodSet/"+f.ns+"/"+f.name+" created")
+	eventWith(t, f.ns, f.name, corev1.EventTypeNormal, "Health check passed")
+	ps := getPodSet(t, f.ns, f.name)
+	t.Logf("PodSet generation %d, observedGeneration %d, managers: %s", ps.Generation, ps.Status.ObservedGeneration, managers(ps))
+	f.uids = podUIDs(t, f.ns, f.name)
+}
+
+// rollInPlace: a new revision rolls the pods in place; Ready again only once the rollout is done.
+func (f *fluxRun) rollInPlace(t *testing.T) {
+	f.revision = publishRevision(t, f.ns, f.name, f.files(podSetManifest(f.ns, f.name, imageV2, 3)))
+	waiting := watchUntilReady(t, f.ns, f.name, f.revision)
+	if err := checkPods(t.Context(), f.ns, f.name, 3, imageV2, f.uids); err != nil {
+		t.Fatal(err)
+	}
+	if waiting == 0 {
+		t.Error("the Kustomization was never seen waiting on the PodSet's rollout")
+	}
+	t.Logf("the Kustomization waited through %d polls of the rollout; the 3 pods kept their UIDs", waiting)
+	eventWith(t, f.ns, f.name, corev1.EventTypeNormal, "PodSet/"+f.ns+"/"+f.name+" configured")
+}
+
+// noDriftLoop: no drift loop: reconciles of an unchanged revision send no write to the PodSet.
+func (f *fluxRun) noDriftLoop(t *testing.T) {
+	noWritesDuring(t, f.ns, f.name, f.revision)
+}
+
+// correctDrift: drift correction: a hand edit of the spec is put back, and the operator rolls back.
+func (f *fluxRun) correctDrift(t *testing.T) {
+	ps := getPodSet(t, f.ns, f.name)
+	patch := fmt.Appendf(nil, `{"spec":{"template":{"spec":{"containers":[{"name":"app","image":%q}]}}}}`, imageHand)
+	if err := suite.client.Patch(t.Context(), ps, client.RawPatch(types.MergePatchType, patch), client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the operator rolls the hand-edited image out", func(ctx context.Context) error {
+		live, err := pods(ctx, f.ns, f.name)
+		if err != nil {
+			return err
+		}
+		for _, p := range live {
+			if p.Spec.Containers[0].Image == imageHand {
+				return nil
+			}
+		}
+		return errors.New("no pod on the hand-edited image yet")
+	})
+	mark := markAudit(t)
+	reconcile(t, f.ns, f.name, f.revision)
+	eventually(t, "the PodSet's spec is back to "+imageV2+" and its pods with it, in place", func(ctx context.Context) error {
+		ps := &podsetv1alpha1.PodSet{}
+		if err := suite.client.Get(ctx, client.ObjectKeyFromObject(getPodSet(t, f.ns, f.name)), ps); err != nil {
+			return err
+		}
+		if got := ps.Spec.Template.Spec.Containers[0].Image; got != imageV2 {
+			return fmt.Errorf("spec image %s", got)
+		}
+		if err := podSetReady(ps); err != nil {
+			return err
+		}
+		return checkPods(ctx, f.ns, f.name, 3, imageV2, f.uids)
+	})
+	var fluxWrites []string
+	for _, e := range requestsSince(t, mark, f.ns, f.name) {
+		if e.write() && !e.dryRun() && e.ObjectRef.Subresource == "" {
+			fluxWrites = append(fluxWrites, e.String())
+		}
+	}
+	t.Logf("writes to the PodSet's spec after the hand edit: %q", fluxWrites)
+	eventWith(t, f.ns, f.name, corev1.EventTypeNormal, "PodSet/"+f.ns+"/"+f.name+" configured")
+}
+
+// scaleBesideFlux: kubectl scale beside Flux: Flux's apply takes spec.replicas back.
+func (f *fluxRun) scaleBesideFlux(t *testing.T) {
+	kubectlScale(t, f.ns, f.name, 5)
+	eventually(t, "5 pods", func(ctx context.Context) error { return checkPods(ctx, f.ns, f.name, 5, imageV2, nil) })
+	scaled := replicasManager(getPodSet(t, f.ns, f.name))
+	if strings.HasPrefix(scaled, kustomizeManager) {
+		t.Fatalf("after kubectl scale, spec.replicas is still owned by %s", scaled)
+	}
+	t.Logf("after kubectl scale, spec.replicas is owned by %s", scaled)
+	reconcile(t, f.ns, f.name, f.revision)
+	eventually(t, "3 pods again", func(ctx context.Context) error { return checkPods(ctx, f.ns, f.name, 3, imageV2, nil) })
+	ps := getPodSet(t, f.ns, f.name)
+	if *ps.Spec.Replicas != 3 || !strings.HasPrefix(replicasManager(ps), kustomizeManager) {
+		t.Fatalf("after a reconcile, spec.replicas is %d owned by %s; want 3 owned by %s", *ps.Spec.Replicas, replicasManager(ps), kustomizeManager)
+	}
+	t.Logf("Flux wins: spec.replicas back to 3, owned by %s", replicasManager(ps))
+}
+
+// replicasLeftToScale: spec.replicas left to kubectl scale (or an HPA): removed by the Kustomization's patch, as config/gitops/flux does.
+func (f *fluxRun) replicasLeftToScale(t *testing.T) {
+	applyKustomization(t, f.ns, f.name, 3*time.Minute, map[string]any{"patches": []any{map[string]any{
+		"target": map[string]any{"group": "podset.dev", "kind": "PodSet"},
+		"patch":  "- op: remove\n  path: /spec/replicas\n",
+	}}})
+	watchUntilReady(t, f.ns, f.name, f.revision)
+	ps := getPodSet(t, f.ns, f.name)
+	t.Logf("with spec.replicas patched out: spec.replicas is %d (owned by %s)", *ps.Spec.Replicas, replicasManager(ps))
+	kubectlScale(t, f.ns, f.name, 4)
+	eventually(t, "4 pods", func(ctx context.Context) error { return checkPods(ctx, f.ns, f.name, 4, imageV2, nil) })
+	ps = getPodSet(t, f.ns, f.name)
+	t.Logf("after kubectl scale, spec.replicas is owned by %s; managers: %s", replicasManager(ps), managers(ps))
+	noWritesDuring(t, f.ns, f.name, f.revision)
+	ps = getPodSet(t, f.ns, f.name)
+	if *ps.Spec.Replicas != 4 {
+		t.Fatalf("spec.replicas is %d after Flux's reconciles, want the scale's 4", *ps.Spec.Replicas)
+	}
+	t.Logf("spec.replicas stays 4, owned by %s", replicasManager(ps))
+}
+
+// prune: prune: a revision without the PodSet deletes it and its pods.
+func (f *fluxRun) prune(t *testing.T) {
+	f.revision = publishRevision(t, f.ns, f.name, f.files(""))
+	eventually(t, "Kustomization Ready at the revision without the PodSet", func(ctx context.Context) error {
+		k, err := getKustomization(ctx, f.ns, f.name)
+		if err != nil {
+			return err
+		}
+		if !k.readyAt(f.revision) {
+			return fmt.Errorf("not Ready at %s: %s", f.revision, k.ready().Message)
+		}
+		return nil
+	})
+	eventWith(t, f.ns, f.name, corev1.EventTypeNormal, "PodSet/"+f.ns+"/"+f.name+" deleted")
+	eventually(t, "the PodSet and its pods are gone", func(ctx context.Context) error {
+		err := suite.client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: f.name}, &podsetv1alpha1.PodSet{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("PodSet still there (%v)", err)
+		}
+		var list corev1.PodList
+		if err := suite.client.List(ctx, &list, client.InNamespace(f.ns), client.MatchingLabels{podsetv1alpha1.NameLabel: f.name}); err != nil {
+			return err
+		}
+		if len(list.Items) > 0 {
+			return fmt.Errorf("%d pods left", len(list.Items))
+		}
+		return nil
+	})
 }
 
 // TestStalledPodSetFailsTheKustomization applies a PodSet whose pod can

@@ -390,13 +390,3 @@ func repairPass(t *testing.T, pod corev1.Pod) {
 	t.Helper()
 	testenv.RepairPass(t, env.Client, wait, &pod)
 }
-
-// podIsReady reports whether the pod's Ready condition is True.
-func podIsReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}

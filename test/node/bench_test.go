@@ -196,6 +196,46 @@ type shapeResult struct {
 	summary []string
 }
 
+// rolloutContender is a workload of the real node's rollout benchmark.
+type rolloutContender struct {
+	name   string
+	create func(ns string) client.Object
+	change func(obj client.Object)
+	// start runs what the contender needs beside the cluster for
+	// namespace ns, and returns what stops it.
+	start func(ns string) (stop func() error)
+}
+
+// cloneSetContender is OpenKruise's CloneSet of n pods of template, in
+// place, with its manager started for the contender's namespace.
+func cloneSetContender(t *testing.T, n int32, maxUnavailable intstr.IntOrString, template func(ns string, preStop bool) corev1.PodTemplateSpec) rolloutContender {
+	return rolloutContender{
+		fmt.Sprintf("OpenKruise CloneSet (InPlaceIfPossible, gracePeriodSeconds %d)", drainSeconds),
+		func(ns string) client.Object {
+			return cloneSet(t, ns, n, hardened(template(ns, false)), maxUnavailable)
+		},
+		func(obj client.Object) {
+			// A custom resource takes no strategic merge patch.
+			patch := fmt.Appendf(nil, `[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":%q}]`, app("v2"))
+			if err := suite.client.Patch(t.Context(), obj, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+				t.Fatal(err)
+			}
+		},
+		func(ns string) func() error {
+			state := t.TempDir()
+			m, err := kruise.Start(t.Context(), kruise.Options{
+				Dir: kruise.Dir(), Kubeconfig: suite.kubeconfig, Client: suite.client,
+				StateDir: state, Log: filepath.Join(state, "kruise-manager.log"),
+				FieldManager: "podset-bench-node", Namespaces: []string{ns},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m.Stop
+		},
+	}
+}
+
 // contenderResult is one contender's rollout.
 type contenderResult struct {
 	name            string
@@ -218,15 +258,7 @@ func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
 			return d
 		}
 	}
-	type contender struct {
-		name   string
-		create func(ns string) client.Object
-		change func(obj client.Object)
-		// start runs what the contender needs beside the cluster for
-		// namespace ns, and returns what stops it.
-		start func(ns string) (stop func() error)
-	}
-	contenders := []contender{
+	contenders := []rolloutContender{
 		{"podset (in place)", func(ns string) client.Object {
 			ps := appPodSet(ns, "web", n, app("v1"))
 			ps.Spec.Template = template(ns, false)
@@ -245,31 +277,7 @@ func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
 		{"Deployment (default surge 25%, no preStop; unequal safety)", deployment(nil, false), func(obj client.Object) { patchImage(t, obj) }, nil},
 	}
 	if kruise.Dir() != "" {
-		contenders = append(contenders, contender{
-			fmt.Sprintf("OpenKruise CloneSet (InPlaceIfPossible, gracePeriodSeconds %d)", drainSeconds),
-			func(ns string) client.Object {
-				return cloneSet(t, ns, n, hardened(template(ns, false)), maxUnavailable)
-			},
-			func(obj client.Object) {
-				// A custom resource takes no strategic merge patch.
-				patch := fmt.Appendf(nil, `[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":%q}]`, app("v2"))
-				if err := suite.client.Patch(t.Context(), obj, client.RawPatch(types.JSONPatchType, patch)); err != nil {
-					t.Fatal(err)
-				}
-			},
-			func(ns string) func() error {
-				state := t.TempDir()
-				m, err := kruise.Start(t.Context(), kruise.Options{
-					Dir: kruise.Dir(), Kubeconfig: suite.kubeconfig, Client: suite.client,
-					StateDir: state, Log: filepath.Join(state, "kruise-manager.log"),
-					FieldManager: "podset-bench-node", Namespaces: []string{ns},
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return m.Stop
-			},
-		})
+		contenders = append(contenders, cloneSetContender(t, n, maxUnavailable, template))
 	}
 
 	var results []contenderResult

@@ -333,49 +333,57 @@ func TestZeroDroppedRequests(t *testing.T) {
 			}
 			load.checkOnly(t, step.versions...)
 			if step.inPlace {
-				// What the operator promises: no container stops less than
-				// drainSeconds after its pod last left Ready. A kubelet that
-				// has not seen the closed gate yet may write back the Ready
-				// it had (its status manager's reconciliation, every 10 s):
-				// the pod goes back in for a moment while its old container
-				// still serves, and the drain counts again from its next
-				// exit. The EndpointSlice follows the pod's Ready a moment
-				// later (up to its controller's 1 s retry when its cache of
-				// slices is behind its own writes), and the drain also
-				// covers that; the gap from the slice is logged.
-				left, _ := endpoints.moves()
-				changed := specs.changedAt()
-				for _, name := range slices.Sorted(maps.Keys(before)) {
-					if left[name] > 1 {
-						t.Logf("pod %s went back into the ready endpoints %d times before its restart", name, left[name]-1)
-					}
-					at, ok := changed[name]
-					if !ok {
-						t.Errorf("pod %s: its spec never changed", name)
-						continue
-					}
-					notReady, ok := specs.lastNotReadyBefore(name, at)
-					if !ok {
-						t.Errorf("pod %s: its spec changed while it was Ready", name)
-						continue
-					}
-					// The container stops once the kubelet has run its
-					// preStop sleep (the operator's drain hook), which
-					// begins when the spec changes.
-					var hook time.Duration
-					if l := before[name].Spec.Containers[0].Lifecycle; l != nil && l.PreStop != nil && l.PreStop.Sleep != nil {
-						hook = time.Duration(l.PreStop.Sleep.Seconds) * time.Second
-					}
-					if gap := at.Sub(notReady) + hook; gap < drain-250*time.Millisecond {
-						t.Errorf("pod %s: its container stopped %v after it last left Ready (its spec changed %v after, then its preStop sleep of %v), want the drain, %v",
-							name, gap, at.Sub(notReady), hook, drain)
-					}
-					exit, ok := endpoints.lastLeftBefore(name, at)
-					t.Logf("pod %s: its spec changed %v after it last left Ready, %v after it last left the ready EndpointSlices (seen %t)",
-						name, at.Sub(notReady).Round(10*time.Millisecond), at.Sub(exit).Round(10*time.Millisecond), ok)
-				}
+				checkInPlaceDrains(t, before, endpoints, specs, drain)
 			}
 		})
+	}
+}
+
+// checkInPlaceDrains checks the pods before a rollout in place, as the
+// endpoints and the specs logged it: each container stopped no less than
+// drain after its pod last left Ready.
+func checkInPlaceDrains(t *testing.T, before map[string]*corev1.Pod, endpoints *endpointLog, specs *specLog, drain time.Duration) {
+	t.Helper()
+	// What the operator promises: no container stops less than
+	// drainSeconds after its pod last left Ready. A kubelet that
+	// has not seen the closed gate yet may write back the Ready
+	// it had (its status manager's reconciliation, every 10 s):
+	// the pod goes back in for a moment while its old container
+	// still serves, and the drain counts again from its next
+	// exit. The EndpointSlice follows the pod's Ready a moment
+	// later (up to its controller's 1 s retry when its cache of
+	// slices is behind its own writes), and the drain also
+	// covers that; the gap from the slice is logged.
+	left, _ := endpoints.moves()
+	changed := specs.changedAt()
+	for _, name := range slices.Sorted(maps.Keys(before)) {
+		if left[name] > 1 {
+			t.Logf("pod %s went back into the ready endpoints %d times before its restart", name, left[name]-1)
+		}
+		at, ok := changed[name]
+		if !ok {
+			t.Errorf("pod %s: its spec never changed", name)
+			continue
+		}
+		notReady, ok := specs.lastNotReadyBefore(name, at)
+		if !ok {
+			t.Errorf("pod %s: its spec changed while it was Ready", name)
+			continue
+		}
+		// The container stops once the kubelet has run its
+		// preStop sleep (the operator's drain hook), which
+		// begins when the spec changes.
+		var hook time.Duration
+		if l := before[name].Spec.Containers[0].Lifecycle; l != nil && l.PreStop != nil && l.PreStop.Sleep != nil {
+			hook = time.Duration(l.PreStop.Sleep.Seconds) * time.Second
+		}
+		if gap := at.Sub(notReady) + hook; gap < drain-250*time.Millisecond {
+			t.Errorf("pod %s: its container stopped %v after it last left Ready (its spec changed %v after, then its preStop sleep of %v), want the drain, %v",
+				name, gap, at.Sub(notReady), hook, drain)
+		}
+		exit, ok := endpoints.lastLeftBefore(name, at)
+		t.Logf("pod %s: its spec changed %v after it last left Ready, %v after it last left the ready EndpointSlices (seen %t)",
+			name, at.Sub(notReady).Round(10*time.Millisecond), at.Sub(exit).Round(10*time.Millisecond), ok)
 	}
 }
 

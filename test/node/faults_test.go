@@ -113,27 +113,15 @@ func TestFaultsMidRollout(t *testing.T) {
 			}
 			t.Run(f.what+" during "+rollout, func(t *testing.T) {
 				if f.stopsPorts {
-					unlock, err := localcluster.Cluster{Root: suite.root}.LockCreation()
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer unlock()
+					defer lockClusterCreation(t)()
 				}
-				stay, gone := map[string]string{}, map[string]string{}
-				for name, p := range pods(t, ps) {
-					stay[name] = string(p.UID)
-				}
+				stay, gone := staysAndGoes(t, ps, inPlace)
 				versions := []string{image}
 				do := func() { update(t, ps, func(ps *podsetv1alpha1.PodSet) { ps.Spec.Replicas = ptr.To[int32](2) }) }
 				if inPlace {
 					image = map[string]string{"v1": "v2", "v2": "v1"}[image]
 					versions = append(versions, image)
 					do = func() { setImage(t, ps, app(image)) }
-				} else {
-					for _, name := range []string{"web-2", "web-3"} {
-						gone[name] = stay[name]
-						delete(stay, name)
-					}
 				}
 				from := history.mark()
 				endpoints.reset()
@@ -154,15 +142,7 @@ func TestFaultsMidRollout(t *testing.T) {
 					f.what, rollout, load.total, len(load.failures), load.took.Round(time.Millisecond),
 					faultAt.Sub(began).Round(time.Millisecond), backAt.Sub(faultAt).Round(time.Millisecond),
 					load.answers, left, entered)
-				if len(load.failures) > 0 {
-					report := t.Errorf
-					if last := load.failedAt[len(load.failedAt)-1]; f.outageCounted && last.Before(backAt) {
-						report = t.Logf // during the outage: counted, see outageCounted
-					}
-					report("%d of %d requests failed (fault at %s, back at %s), the last %v after it was back; first ones:\n%s",
-						len(load.failures), load.total, faultAt.Format("15:04:05.000"), backAt.Format("15:04:05.000"),
-						load.failedAt[len(load.failedAt)-1].Sub(backAt).Round(time.Millisecond), load.firstFailures(endpoints))
-				}
+				reportFaultFailures(t, f, load, faultAt, backAt, endpoints)
 				load.checkOnly(t, versions...)
 				events := history.since(from)
 				checkPodNames(t, events, stay, gone)
@@ -182,6 +162,53 @@ func TestFaultsMidRollout(t *testing.T) {
 			t.Errorf("%s: pod %s appeared, want only %v", e.at.Format("15:04:05.000"), e.name, names)
 		}
 	}
+}
+
+// lockClusterCreation holds the lock on local clusters' creation (kwokctl
+// would give a cluster created meanwhile the ports of a component the test
+// stops) and returns what releases it.
+func lockClusterCreation(t *testing.T) func() {
+	t.Helper()
+	unlock, err := localcluster.Cluster{Root: suite.root}.LockCreation()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return unlock
+}
+
+// staysAndGoes is, by name, the UIDs of the pods of ps that stay through
+// a rollout in place or a scale-down 4 -> 2, and of those the scale-down
+// deletes.
+func staysAndGoes(t *testing.T, ps *podsetv1alpha1.PodSet, inPlace bool) (stay, gone map[string]string) {
+	t.Helper()
+	stay, gone = map[string]string{}, map[string]string{}
+	for name, p := range pods(t, ps) {
+		stay[name] = string(p.UID)
+	}
+	if !inPlace {
+		for _, name := range []string{"web-2", "web-3"} {
+			gone[name] = stay[name]
+			delete(stay, name)
+		}
+	}
+	return stay, gone
+}
+
+// reportFaultFailures reports the requests that failed under fault f,
+// injected at faultAt and over at backAt: errors, but for those during an
+// outage the fault counts (outageCounted), which are logged.
+func reportFaultFailures(t *testing.T, f fault, load load, faultAt, backAt time.Time, endpoints *endpointLog) {
+	t.Helper()
+	if len(load.failures) == 0 {
+		return
+	}
+	report := t.Errorf
+	if last := load.failedAt[len(load.failedAt)-1]; f.outageCounted && last.Before(backAt) {
+		report = t.Logf // during the outage: counted, see outageCounted
+	}
+	report("%d of %d requests failed (fault at %s, back at %s), the last %v after it was back; first ones:\n%s",
+		len(load.failures), load.total, faultAt.Format("15:04:05.000"), backAt.Format("15:04:05.000"),
+		load.failedAt[len(load.failedAt)-1].Sub(backAt).Round(time.Millisecond), load.firstFailures(endpoints))
 }
 
 // pauseComponent stops the kubelet, containerd or kube-apiserver by its

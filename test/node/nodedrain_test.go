@@ -63,21 +63,12 @@ func TestNodeDrainMovesPodsUnderTheirNames(t *testing.T) {
 			from := history.mark()
 			endpoints.reset()
 			load := underLoad(t, ps, url, func() {
-				drain := exec.CommandContext(t.Context(), suite.kubectl, "--kubeconfig", suite.kubeconfig, "drain", step.drain,
-					"--pod-selector", "drain-test="+ns, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=180s")
-				out := &lockedBuffer{}
-				drain.Stdout, drain.Stderr = out, out
-				if err := drain.Start(); err != nil {
-					t.Fatal(err)
-				}
-				if step.killOperator {
-					waitEvicted(t, history, from)
-					killOperator(t, func() { time.Sleep(5 * time.Second) })
-				}
-				if err := drain.Wait(); err != nil {
-					t.Fatalf("kubectl drain %s: %v\n%s", step.drain, err, out.String())
-				}
-				t.Logf("kubectl drain %s:\n%s", step.drain, out.String())
+				kubectlDrain(t, step.drain, ns, func() {
+					if step.killOperator {
+						waitEvicted(t, history, from)
+						killOperator(t, func() { time.Sleep(5 * time.Second) })
+					}
+				})
 			})
 			t.Cleanup(func() { _, _ = execKubectl("uncordon", step.drain) })
 			after := nodesOf(t, ps)
@@ -100,6 +91,25 @@ func TestNodeDrainMovesPodsUnderTheirNames(t *testing.T) {
 			}
 		})
 	}
+}
+
+// kubectlDrain drains node of the pods of this test's namespace ns with
+// kubectl drain, calling during once the drain has started, and returns
+// once it is done.
+func kubectlDrain(t *testing.T, node, ns string, during func()) {
+	t.Helper()
+	drain := exec.CommandContext(t.Context(), suite.kubectl, "--kubeconfig", suite.kubeconfig, "drain", node,
+		"--pod-selector", "drain-test="+ns, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=180s")
+	out := &lockedBuffer{}
+	drain.Stdout, drain.Stderr = out, out
+	if err := drain.Start(); err != nil {
+		t.Fatal(err)
+	}
+	during()
+	if err := drain.Wait(); err != nil {
+		t.Fatalf("kubectl drain %s: %v\n%s", node, err, out.String())
+	}
+	t.Logf("kubectl drain %s:\n%s", node, out.String())
 }
 
 // nodesOf lists the PodSet's pods by the node they run on.
