@@ -98,7 +98,12 @@ func (s *slotClassifier) decide(d *Decision) {
 	case !m.Controlled || in.InFlight(pod.Name) || m.Terminating:
 		s.c.unavailable++
 	case d.State == StateFinished:
-		d.Action = ActionReplaceFinished
+		// Made again from the current revision, or the one it ran if
+		// the partition holds it back.
+		d.Action, d.Revision = ActionReplaceFinished, revs.Update
+		if d.Ordinal < s.partition {
+			d.Revision = m.Hash
+		}
 		s.c.unavailable++
 	case d.State == StateStale:
 		s.stale(d)

@@ -147,7 +147,12 @@ type Decision struct {
 	// Way is how a StateStale pod moves to the current revision; for any
 	// other pod the pass recreates or drains, only Way.Why is set.
 	Way UpdateWay
-	// Revision is the template hash a pod to create is made from.
+	// Revision is the template hash the slot's pod runs once the action
+	// is through: the revision a pod to create is made from, the current
+	// one for a pod updated, drained for the rollout or recreated, and for
+	// a finished pod replaced, the revision it ran if the partition holds
+	// it back (targets). Empty for no action, a prune, a surplus pod's
+	// drain and a pod of a lost node.
 	Revision string
 	// Repair: the pod's operator-owned fields drifted from its revision.
 	Repair bool
@@ -217,8 +222,23 @@ func (v *View) Plan(in Input) Plan {
 	c := v.classify(&p, in)
 	v.prune(&p, in)
 	p.spend(v.PodSet, c, maxUnavailable(v.PodSet)-c.unavailable)
+	p.targets(v.Revs)
 	v.group(&p)
 	return p
+}
+
+// targets sets the revision each decision moves its pod to
+// (Decision.Revision) once the actions are decided: the current one for
+// an update, a drain for the rollout and a recreation. Creates and
+// replacements of finished pods have theirs from classify.
+func (p *Plan) targets(revs *Revisions) {
+	for i := range p.Decisions {
+		switch d := &p.Decisions[i]; {
+		case d.Action == ActionUpdate, d.Action == ActionRecreate,
+			d.Action == ActionDrain && d.State != StateSurplus:
+			d.Revision = revs.Update
+		}
+	}
 }
 
 // prune decides for each surplus pod: deleted now, drained first, or

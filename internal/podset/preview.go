@@ -251,49 +251,42 @@ func (v *View) previewOrder(p *Preview, plan Plan) {
 	}
 }
 
-// effect is what one pass of plan does to the pods: the revision each pod
-// it touches runs next (touched), and the pods it removes. It calls
-// atOnce with each pod changed at once rather than in the rollout's
-// batches: created, pruned, replaced when finished, updated in its labels
-// and annotations only, or drained to be deleted as surplus.
+// effect is what one pass of plan does to the pods, read off its
+// decisions: the revision each pod it moves runs next (touched:
+// Decision.Revision), and the pods it removes. It calls atOnce with each
+// pod changed at once rather than in the rollout's batches: created,
+// pruned, replaced when finished, updated in its labels and annotations
+// only, or drained to be deleted as surplus. A pod of a lost node is left
+// as it is.
 func (v *View) effect(plan *Plan, atOnce func(name string)) (touched map[string]string, removed map[string]bool) {
-	ps, revs := v.PodSet, v.Revs
 	touched, removed = map[string]string{}, map[string]bool{}
-	for _, o := range plan.Create {
-		name := PodName(ps.Name, o)
-		touched[name] = plan.RevisionOf(o, revs)
-		atOnce(name)
-	}
-	for _, pod := range plan.Prune {
-		removed[pod.Name] = true
-		atOnce(pod.Name)
-	}
-	for _, pod := range plan.ReplaceFinished {
-		// A finished pod the partition holds back is made again from
-		// the revision it ran.
-		touched[pod.Name] = revs.Update
-		if ordinalOf(ps, pod) < UpdateFrom(ps) {
-			touched[pod.Name] = pod.Labels[podsetv1alpha1.TemplateHashLabel]
-		}
-		atOnce(pod.Name)
-	}
-	for _, s := range plan.Update {
-		touched[s.Pod.Name] = revs.Update
-		if s.Way.metadataOnly() {
-			atOnce(s.Pod.Name)
-		}
-	}
-	for _, s := range plan.Drain {
-		if s.Way.Why == WhySurplus {
+	// At once, in this order: created, pruned, replaced when finished,
+	// relabelled, drained as surplus.
+	var now [5][]string
+	for _, d := range plan.Decisions {
+		switch {
+		case d.Action == ActionPrune:
+			removed[d.Name] = true
+			now[1] = append(now[1], d.Name)
+		case d.Action == ActionDrain && d.State == StateSurplus:
 			// Drained, then deleted: at once, as a scale-down.
-			removed[s.Pod.Name] = true
-			atOnce(s.Pod.Name)
-			continue
+			removed[d.Name] = true
+			now[4] = append(now[4], d.Name)
+		case d.Revision == "" || d.Action == ActionReplaceLost:
+		default:
+			touched[d.Name] = d.Revision
+			switch {
+			case d.Action == ActionCreate:
+				now[0] = append(now[0], d.Name)
+			case d.Action == ActionReplaceFinished:
+				now[2] = append(now[2], d.Name)
+			case d.Action == ActionUpdate && d.Way.metadataOnly():
+				now[3] = append(now[3], d.Name)
+			}
 		}
-		touched[s.Pod.Name] = revs.Update
 	}
-	for _, pod := range plan.Rollout {
-		touched[pod.Name] = revs.Update
+	for _, name := range slices.Concat(now[:]...) {
+		atOnce(name)
 	}
 	return touched, removed
 }
