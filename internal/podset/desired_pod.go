@@ -259,9 +259,10 @@ func imagesDiffer(want, got []corev1.Container) bool {
 	return false
 }
 
-// Convert copies a typed API value into its apply configuration. Apply
-// configurations share the JSON shape of their types, so JSON is the
-// faithful conversion.
+// Convert copies a value into another of the same JSON shape: a typed API
+// value into its apply configuration (apply configurations share the JSON
+// shape of their types, so JSON is the faithful conversion), or into the
+// maps and lists its JSON decodes to (RecreateFields).
 func Convert(from, to any) error {
 	data, err := json.Marshal(from)
 	if err != nil {

@@ -1,7 +1,6 @@
 package podset
 
 import (
-	"encoding/json"
 	"reflect"
 	"sort"
 	"strings"
@@ -20,21 +19,12 @@ import (
 func RecreateFields(from, to *corev1.PodTemplateSpec) []string {
 	patched := takeInPlace(&from.Spec, &to.Spec)
 	var a, b any
-	if toGeneric(patched, &a) != nil || toGeneric(&to.Spec, &b) != nil {
+	if Convert(patched, &a) != nil || Convert(&to.Spec, &b) != nil {
 		return []string{"spec"}
 	}
 	var out []string
 	diffPaths("spec", a, b, &out)
 	return out
-}
-
-// toGeneric turns a value into the maps and lists its JSON decodes to.
-func toGeneric(v, out any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(data, out)
 }
 
 // diffPaths appends the paths at which a and b differ: into objects by
