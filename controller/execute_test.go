@@ -15,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/internal/podset"
+	"github.com/podset-dev/podset-operator/test/fixture"
 )
 
 // The tests of execute: what a plan's writes send, through the writer, and
@@ -28,13 +28,8 @@ import (
 
 // executePodSet is the PodSet "web" of the namespace "ns".
 func executePodSet() *podsetv1alpha1.PodSet {
-	return &podsetv1alpha1.PodSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "ps-uid", Generation: 1},
-		Spec: podsetv1alpha1.PodSetSpec{
-			Replicas: ptr.To[int32](3),
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}}},
-		},
-	}
+	return fixture.PodSet("ns", "web").UID("ps-uid").Generation(1).Replicas(3).
+		Template(corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}}}).Obj()
 }
 
 // ownPod is pod name of ps, controlled by it, with the UID "u-<name>".

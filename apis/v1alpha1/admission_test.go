@@ -22,6 +22,7 @@ import (
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	podsetac "github.com/podset-dev/podset-operator/applyconfig/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/internal/podset"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -42,16 +43,13 @@ func newNamespace(t *testing.T) string {
 
 // podSet is a minimal valid PodSet; mutate adjusts it for one case.
 func podSet(ns string, mutate ...func(*podsetv1alpha1.PodSet)) *podsetv1alpha1.PodSet {
-	ps := &podsetv1alpha1.PodSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: podsetv1alpha1.PodSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "app", Image: "busybox:1.36"}},
-		}}},
-	}
+	b := fixture.PodSet(ns, "web").Template(corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "app", Image: "busybox:1.36"}},
+	}}).Mutate(func(ps *podsetv1alpha1.PodSet) { ps.Spec.Replicas = nil })
 	for _, m := range mutate {
-		m(ps)
+		b.Mutate(m)
 	}
-	return ps
+	return b.Obj()
 }
 
 func containerSC(mutate func(*corev1.SecurityContext)) func(*podsetv1alpha1.PodSet) {

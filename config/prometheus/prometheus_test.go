@@ -30,6 +30,7 @@ import (
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/controller"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -257,7 +258,7 @@ func scrapeAfterAReconcile(t *testing.T) map[string]map[string]map[string]bool {
 	})
 
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := testenv.MakePodSet(ns, "web").Create(t, env.Client)
+	ps := fixture.PodSet(ns, "web").Create(t, env.Client)
 	// Play the kubelet until the PodSet is Ready, then scrape until the
 	// pass that wrote Ready has also recorded the rollout's duration.
 	var served map[string]map[string]map[string]bool

@@ -35,7 +35,7 @@ func withBudget(ps *podsetv1alpha1.PodSet, maxUnavailable, minAvailable *intstr.
 }
 
 func TestPlanBudget(t *testing.T) {
-	plain := makePodSet("web").replicas(3).obj()
+	plain := makePodSet("web").Replicas(3).Obj()
 	maxOne := withBudget(plain, ptr.To(intstr.FromInt32(1)), nil)
 	maxZero := withBudget(plain, ptr.To(intstr.FromInt32(0)), nil)
 	minAll := withBudget(plain, nil, ptr.To(intstr.FromString("100%")))
@@ -97,7 +97,7 @@ func TestPlanBudget(t *testing.T) {
 // PodSet's name, its pods' selector, exactly one bound, the controller
 // reference, and the label the operator's cache selects on.
 func TestDesiredBudget(t *testing.T) {
-	ps := withBudget(makePodSet("web").replicas(3).obj(), nil, ptr.To(intstr.FromString("50%")))
+	ps := withBudget(makePodSet("web").Replicas(3).Obj(), nil, ptr.To(intstr.FromString("50%")))
 	got := storedBudget(t, ps)
 	want := policyv1.PodDisruptionBudgetSpec{
 		Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{podsetv1alpha1.NameLabel: "web"}},
@@ -117,7 +117,7 @@ func TestDesiredBudget(t *testing.T) {
 // TestSlimBudget checks that the cache keeps a PodDisruptionBudget's spec
 // and metadata and drops its status: what PlanBudget reads.
 func TestSlimBudget(t *testing.T) {
-	ps := withBudget(makePodSet("web").obj(), ptr.To(intstr.FromInt32(1)), nil)
+	ps := withBudget(makePodSet("web").Obj(), ptr.To(intstr.FromInt32(1)), nil)
 	pdb := storedBudget(t, ps)
 	pdb.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "podset-operator"}}
 	slim, err := SlimBudget(pdb.DeepCopy())

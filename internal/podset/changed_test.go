@@ -12,7 +12,7 @@ import (
 
 // watchedPod is a running, ready pod of PodSet "web" as a watch shows it.
 func watchedPod() *corev1.Pod {
-	ps := makePodSet("web").initContainer("init", "busybox:1.36").obj()
+	ps := makePodSet("web").InitContainer("init", "busybox:1.36").Obj()
 	pod := makePod("web-0").controlledBy(ps).ready().hash("h").obj()
 	pod.ResourceVersion = "100"
 	pod.Status.Conditions[0].LastProbeTime = metav1.Unix(1_700_000_000, 0)

@@ -71,7 +71,7 @@ func TestPodNameRoundTrip(t *testing.T) {
 }
 
 func TestTemplateHash(t *testing.T) {
-	base := makePodSet("web").replicas(3).obj()
+	base := makePodSet("web").Replicas(3).Obj()
 	h := TemplateHash(base)
 	if !regexp.MustCompile(`^[0-9a-z]{1,63}$`).MatchString(h) {
 		t.Fatalf("templateHash() = %q, want a valid label value of digits and lower-case letters", h)
@@ -82,7 +82,7 @@ func TestTemplateHash(t *testing.T) {
 		wantSame bool
 	}{
 		"an equal template built separately": {
-			change:   func(ps *podsetv1alpha1.PodSet) { *ps = *makePodSet("web").replicas(3).obj() },
+			change:   func(ps *podsetv1alpha1.PodSet) { *ps = *makePodSet("web").Replicas(3).Obj() },
 			wantSame: true,
 		},
 		"replicas":                {change: func(ps *podsetv1alpha1.PodSet) { ps.Spec.Replicas = ptr.To[int32](7) }, wantSame: true},
@@ -199,14 +199,14 @@ func TestDesiredPod(t *testing.T) {
 		want    *corev1ac.PodApplyConfiguration
 	}{
 		"the fixture template": {
-			ps:      makePodSet("web").replicas(3).obj(),
+			ps:      makePodSet("web").Replicas(3).Obj(),
 			ordinal: 2,
 			hash:    "abc",
 			want:    wantPod("2", "abc", true).WithSpec(wantAppSpec(fixtureSecurityContext())),
 		},
 		"no template labels or annotations, ordinal 10": {
 			ps: func() *podsetv1alpha1.PodSet {
-				ps := makePodSet("web").obj()
+				ps := makePodSet("web").Obj()
 				ps.Spec.Template.Labels = nil
 				ps.Spec.Template.Annotations = nil
 				ps.Spec.Template.Spec.SecurityContext = nil
@@ -220,16 +220,16 @@ func TestDesiredPod(t *testing.T) {
 		},
 		"the operator's labels win over template labels with their keys": {
 			ps: makePodSet("web").
-				templateLabel("podset.dev/name", "other").
-				templateLabel("podset.dev/ordinal", "99").
-				templateLabel("podset.dev/template-hash", "forged").obj(),
+				TemplateLabel("podset.dev/name", "other").
+				TemplateLabel("podset.dev/ordinal", "99").
+				TemplateLabel("podset.dev/template-hash", "forged").Obj(),
 			ordinal: 0,
 			hash:    "abc",
 			want:    wantPod("0", "abc", true).WithSpec(wantAppSpec(fixtureSecurityContext())),
 		},
 		"explicit template choices are kept, the rest hardened": {
 			ps: func() *podsetv1alpha1.PodSet {
-				ps := makePodSet("web").obj()
+				ps := makePodSet("web").Obj()
 				ps.Spec.Template.Labels = nil
 				ps.Spec.Template.Annotations = nil
 				ps.Spec.Template.Spec = corev1.PodSpec{
@@ -306,7 +306,7 @@ func TestDesiredPod(t *testing.T) {
 		},
 		"an explicit RuntimeDefault seccomp profile and runAsNonRoot are kept": {
 			ps: func() *podsetv1alpha1.PodSet {
-				ps := makePodSet("web").obj()
+				ps := makePodSet("web").Obj()
 				ps.Spec.Template.Spec.SecurityContext = &corev1.PodSecurityContext{
 					RunAsNonRoot:   ptr.To(true),
 					RunAsUser:      ptr.To[int64](1000),
@@ -393,7 +393,7 @@ func TestDrainHooks(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			ps := makePodSet("web").obj()
+			ps := makePodSet("web").Obj()
 			if tc.mutate != nil {
 				tc.mutate(ps)
 			}
@@ -428,7 +428,7 @@ func TestPodUpdateKeepsTheDrainHooks(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			ps := makePodSet("web").obj()
+			ps := makePodSet("web").Obj()
 			ps.Spec.DrainSeconds = ptr.To[int32](7)
 			b := makePod("web-0").controlledBy(ps)
 			tc.pod(b)
@@ -510,7 +510,7 @@ func TestDesiredPodHardening(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			ps := makePodSet("web").obj()
+			ps := makePodSet("web").Obj()
 			ps.Spec.Template.Spec = tc.spec
 			pod, err := PodFromTemplate(ps, &ps.Spec.Template, 0, "h")
 			if err != nil {
@@ -567,7 +567,7 @@ func checkHardenedContainer(t *testing.T, c corev1ac.ContainerApplyConfiguration
 // changes the PodSet (it comes from the shared cache) nor shares memory
 // with it, so that changing the pod cannot change the PodSet later.
 func TestDesiredPodLeavesThePodSetAlone(t *testing.T) {
-	ps := makePodSet("web").replicas(3).maxUnavailable(intstr.FromString("50%")).initContainer("init", "busybox:1.36").obj()
+	ps := makePodSet("web").Replicas(3).MaxUnavailableOf(intstr.FromString("50%")).InitContainer("init", "busybox:1.36").Obj()
 	ps.Spec.Template.Spec.SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("p.json")}
 	ps.Spec.Template.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{
 		ReadOnlyRootFilesystem: ptr.To(false),
@@ -612,7 +612,7 @@ func inPlaceGate() *corev1ac.PodReadinessGateApplyConfiguration {
 // TestDesiredPodUnderRecreateHasTheGate: the gate is how every pod is
 // drained before it is deleted, whatever the update policy.
 func TestDesiredPodUnderRecreateHasTheGate(t *testing.T) {
-	ps := makePodSet("web").obj()
+	ps := makePodSet("web").Obj()
 	ps.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
 	got, err := PodFromTemplate(ps, &ps.Spec.Template, 0, "abc")
 	if err != nil {

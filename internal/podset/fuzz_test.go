@@ -114,7 +114,7 @@ func fuzzDesiredPodSet(name string, replicasN int, image, labelSpec string, flag
 	if *sc == (corev1.SecurityContext{}) && flags&fuzzNoPodSC != 0 {
 		sc = nil
 	}
-	ps := makePodSet(name).replicas(int32(replicasN)).obj()
+	ps := makePodSet(name).Replicas(int32(replicasN)).Obj()
 	ps.Spec.Template.Labels = fuzzLabels(labelSpec)
 	spec := &ps.Spec.Template.Spec
 	spec.Containers = []corev1.Container{{Name: "app", Image: image, SecurityContext: sc.DeepCopy()}}
@@ -428,42 +428,47 @@ func FuzzPlanPods(f *testing.F) {
 
 // newPlanFuzz makes FuzzPlanPods' case from its inputs, and plans it.
 func newPlanFuzz(t *testing.T, replicasIn, maxUnavailableIn uint8, percent, onDelete bool, data []byte, rollout uint8) *planFuzz {
-	b := makePodSet("web").replicas(int32(replicasIn) % 51)
+	b := makePodSet("web").Replicas(int32(replicasIn) % 51)
 	// replicasIn's high values also move spec.ordinals.start, so the
 	// wanted ordinals of pods 0..63 begin at 0, 3, 6, 9 or 12.
 	if start := int32(replicasIn) / 51 * 3; start > 0 {
-		b.start(start)
+		b.OrdinalsStart(start)
 	}
 	if percent {
-		b.maxUnavailable(intstr.FromString(fmt.Sprintf("%d%%", 1+int(maxUnavailableIn)%100)))
+		b.MaxUnavailableOf(intstr.FromString(fmt.Sprintf("%d%%", 1+int(maxUnavailableIn)%100)))
 	} else {
-		b.maxUnavailable(intstr.FromInt32(1 + int32(maxUnavailableIn)%10))
+		b.MaxUnavailableOf(intstr.FromInt32(1 + int32(maxUnavailableIn)%10))
 	}
 	if onDelete {
-		b.onDelete()
+		// OnDelete alone: no rolling update's budget left behind.
+		b.Mutate(func(ps *podsetv1alpha1.PodSet) {
+			ps.Spec.UpdateStrategy = podsetv1alpha1.PodSetUpdateStrategy{Type: podsetv1alpha1.OnDeleteStrategyType}
+		})
 	} else {
-		b.ps.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(int32(rollout&63) % 8)
+		b.Partition(int32(rollout&63) % 8)
 	}
 	if rollout&64 != 0 {
-		b.ps.Spec.MinReadySeconds = 10
+		b.MinReadySeconds(10)
 	}
 	if rollout&128 != 0 {
-		b.ps.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
+		b.Recreate()
 	}
 	var nodes Nodes
 	lostOn := rollout&16 != 0
 	if lostOn {
-		b.lostNodeAfter(60)
+		b.LostNodeAfter(60)
 		nodes = Nodes{Lost: map[string]time.Time{fuzzLostNode: testNow.Add(-time.Hour)}, LostInCluster: 1, Total: 3}
 		if rollout&8 != 0 {
 			nodes.Total = 1
 		}
 	}
-	b.ps.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
-		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
-	}
-	ps := b.obj()
+	b.Mutate(func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+		}
+	})
+	ps := b.Obj()
 	hash := TemplateHash(ps)
 	startN, endN := Start(ps), Start(ps)+int(Replicas(ps))
 	partitionN := UpdateFrom(ps)

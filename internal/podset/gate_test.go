@@ -112,10 +112,10 @@ func drainNamesOf(p Plan) drainNames {
 func TestPlanDrains(t *testing.T) {
 	now := time.Date(2026, 11, 25, 7, 0, 10, 0, time.UTC)
 	// A drain of 2 s, not the default, so the cases' times stay apart.
-	ps := makePodSet("web").replicas(2).obj()
+	ps := makePodSet("web").Replicas(2).Obj()
 	ps.Spec.DrainSeconds = ptr.To[int32](2)
 	h := TemplateHash(ps)
-	recreate := makePodSet("web").replicas(3).maxUnavailable(intstr.FromInt32(1)).obj()
+	recreate := makePodSet("web").Replicas(3).MaxUnavailableOf(intstr.FromInt32(1)).Obj()
 	recreate.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
 	recreate.Spec.DrainSeconds = ptr.To[int32](2)
 	gatedPod := func(ps *podsetv1alpha1.PodSet, o int, hash string) *podBuilder {
@@ -192,7 +192,7 @@ func TestPlanDrains(t *testing.T) {
 			want: drainNames{Wake: time.Second},
 		},
 		"scaled up again mid-drain: the gate opens": {
-			ps:   makePodSet("web").replicas(3).obj(),
+			ps:   makePodSet("web").Replicas(3).Obj(),
 			pods: []corev1.Pod{current(0).obj(), current(1).obj(), current(2).draining(now.Add(-time.Second)).kubeletNotReadySince(now).obj()},
 			want: drainNames{Resume: []string{"web-2"}},
 		},
@@ -260,7 +260,7 @@ func TestPlanReopensAGateWhenTheImageGoesBack(t *testing.T) {
 		"created by digest":    {"localhost/app@sha256:0123", "localhost/app:v1"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			ps := makePodSet("web").obj()
+			ps := makePodSet("web").Obj()
 			ps.Spec.Template.Spec.Containers[0].Image = images[0]
 			pod := makePod("web-0").controlledBy(ps).ready().hash(TemplateHash(ps)).gated().runningContainers(0).
 				draining(now.Add(-2 * time.Second)).kubeletNotReadySince(now.Add(-time.Second)).obj()
@@ -282,7 +282,7 @@ func TestPlanReopensAGateWhenTheImageGoesBack(t *testing.T) {
 // all (2bce87540c68137f).
 func TestPlanInPlaceWaitsOnlyForAKubeletThatMayReportReady(t *testing.T) {
 	now := time.Date(2026, 11, 25, 7, 0, 10, 0, time.UTC)
-	v1 := makePodSet("web").obj()
+	v1 := makePodSet("web").Obj()
 	v2 := v1.DeepCopy()
 	v2.Spec.Template.Spec.Containers[0].Image = "busybox:1.37"
 	revs := NewRevisions(v2, []appsv1.ControllerRevision{storedRevision(v1, 1), storedRevision(v2, 2)})
@@ -326,7 +326,7 @@ func TestPlanInPlaceWaitsOnlyForAKubeletThatMayReportReady(t *testing.T) {
 // not wait past kubeletSilence.
 func TestDrainForWaitsForASilentKubeletBeforeARestart(t *testing.T) {
 	now := time.Date(2026, 11, 25, 7, 0, 10, 0, time.UTC)
-	ps := makePodSet("web").obj()
+	ps := makePodSet("web").Obj()
 	pod := makePod("web-0").controlledBy(ps).ready().gated().draining(now.Add(-time.Hour)).obj()
 	if stage, wait := drainFor(ps, &pod, time.Time{}, now, EndpointState{}, false, false); stage != draining || wait != 0 {
 		t.Errorf("restart in place: drainFor() = %v, %v; want draining until an event", stage, wait)
@@ -342,7 +342,7 @@ func TestDrainForWaitsForASilentKubeletBeforeARestart(t *testing.T) {
 // when it left the second time, even when no pass saw it Ready.
 func TestDrainsCountFromTheLastExit(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 7, 0, 0, 0, time.UTC)
-	ps := makePodSet("web").obj()
+	ps := makePodSet("web").Obj()
 	ready := makePod("web-0").controlledBy(ps).ready().gated().obj()
 	closed := makePod("web-0").controlledBy(ps).ready().gated().draining(t0).obj()
 	back := makePod("web-0").controlledBy(ps).ready().gated().obj()
@@ -383,7 +383,7 @@ func TestDrainsCountFromTheLastExit(t *testing.T) {
 // a pod to delete needs no gate at all.
 func TestDrainForLeavesTheDrainToPreStopHooks(t *testing.T) {
 	now := time.Date(2026, 11, 25, 7, 0, 10, 0, time.UTC)
-	ps := makePodSet("web").obj()
+	ps := makePodSet("web").Obj()
 	ps.Spec.DrainSeconds = ptr.To[int32](2)
 	open := makePod("web-0").controlledBy(ps).ready().gated().preStop().obj()
 	if stage, _ := drainFor(ps, &open, time.Time{}, now, EndpointState{}, allPreStop(ps, &open, nil), true); stage != stopNow {
@@ -433,7 +433,7 @@ func TestDrainForLeavesTheDrainToPreStopHooks(t *testing.T) {
 // it not Ready, and its drain counts from when the last slice dropped it.
 func TestDrainWaitsForTheEndpointSlices(t *testing.T) {
 	now := time.Date(2026, 11, 25, 7, 0, 10, 0, time.UTC)
-	ps := makePodSet("web").obj()
+	ps := makePodSet("web").Obj()
 	drain := DrainSeconds(ps)
 	pod := makePod("web-0").controlledBy(ps).ready().gated().
 		draining(now.Add(-time.Minute)).kubeletNotReadySince(now.Add(-time.Minute)).obj()
@@ -485,7 +485,7 @@ func TestDrainWaitsForTheEndpointSlices(t *testing.T) {
 // own words.
 func TestCloseGateConditionsSpareTheKubeletASync(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 11, 28, 4, 0, 0, 0, time.UTC))
-	ps := makePodSet("web").obj()
+	ps := makePodSet("web").Obj()
 	ps.Spec.DrainSeconds = ptr.To[int32](2)
 	hooked := makePod("web-0").controlledBy(ps).ready().gated().preStop().obj()
 	// As the operator's cache holds it.

@@ -29,7 +29,7 @@ type threeRevisions struct {
 }
 
 func makeThreeRevisions(replicas int32) threeRevisions {
-	v1 := makePodSet("web").replicas(replicas).obj()
+	v1 := makePodSet("web").Replicas(replicas).Obj()
 	v2, v3 := withImage(v1, "b:2"), withImage(v1, "b:3")
 	return threeRevisions{
 		v1: v1, v2: v2, v3: v3,
@@ -111,7 +111,7 @@ func TestPartitionedPlan(t *testing.T) {
 // TestMinReadySecondsPacesTheRollout checks that the budget counts pods
 // that are Ready but not yet available.
 func TestMinReadySecondsPacesTheRollout(t *testing.T) {
-	v1 := makePodSet("web").replicas(3).obj()
+	v1 := makePodSet("web").Replicas(3).Obj()
 	ps := withImage(v1, "b:2")
 	ps.Spec.MinReadySeconds = 10
 	h1, h2 := TemplateHash(v1), TemplateHash(ps)
@@ -130,7 +130,7 @@ func TestMinReadySecondsPacesTheRollout(t *testing.T) {
 }
 
 func TestHeldRevisions(t *testing.T) {
-	ps := withPartition(makePodSet("web").replicas(4).obj(), 2)
+	ps := withPartition(makePodSet("web").Replicas(4).Obj(), 2)
 	pod := func(ordinal int, hash string) corev1.Pod {
 		return makePod(PodName("web", ordinal)).controlledBy(ps).hash(hash).obj()
 	}

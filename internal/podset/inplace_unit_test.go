@@ -129,7 +129,7 @@ func TestUpdateWayFor(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			ps := makePodSet("web").obj()
+			ps := makePodSet("web").Obj()
 			ps.Spec.UpdateStrategy.PodUpdatePolicy = tc.policy
 			if tc.both != nil {
 				tc.both(&ps.Spec.Template)
@@ -172,7 +172,7 @@ func TestResizeRestartsPerPolicy(t *testing.T) {
 }
 
 func TestPodUpdateKeepsWhatARunningPodCannotChange(t *testing.T) {
-	ps := makePodSet("web").obj()
+	ps := makePodSet("web").Obj()
 	ps.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")},
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
@@ -245,7 +245,7 @@ func TestPodUpdateSendsTheGatesThePodHas(t *testing.T) {
 		"made without it, policy InPlaceIfPossible":    {policy: podsetv1alpha1.InPlaceIfPossibleUpdatePolicy},
 	} {
 		t.Run(name, func(t *testing.T) {
-			ps := makePodSet("web").obj()
+			ps := makePodSet("web").Obj()
 			ps.Spec.UpdateStrategy.PodUpdatePolicy = tc.policy
 			pod := makePod("web-0").controlledBy(ps).obj()
 			pod.Spec.ReadinessGates = tc.has
@@ -297,7 +297,7 @@ func TestPodResizeKeepsWhatTheTemplateDidNotChange(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			ps := makePodSet("web").obj()
+			ps := makePodSet("web").Obj()
 			from, to := ps.Spec.Template.DeepCopy(), ps.Spec.Template.DeepCopy()
 			from.Spec.Containers[0].Resources, to.Spec.Containers[0].Resources = tc.from, tc.to
 			pod := makePod("web-0").controlledBy(ps).obj()
@@ -457,7 +457,7 @@ func TestDrainLeft(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			ps := makePodSet("web").obj()
+			ps := makePodSet("web").Obj()
 			ps.Spec.DrainSeconds, ps.Spec.UpdateStrategy.InPlaceDrainSeconds = tc.seconds, tc.inPlace
 			if got := drainLeft(ps, tc.pod, tc.seen, now); got != tc.want {
 				t.Errorf("drainLeft() = %v, want %v", got, tc.want)
@@ -471,7 +471,7 @@ func TestDrainLeft(t *testing.T) {
 // keeps its time, and pods that do not drain (Ready, gate open, not
 // controlled) are dropped.
 func TestDrainsObserve(t *testing.T) {
-	ps := makePodSet("web").replicas(4).obj()
+	ps := makePodSet("web").Replicas(4).Obj()
 	at := time.Date(2026, 11, 25, 7, 0, 0, 300_000_000, time.UTC)
 	earlier := at.Add(-time.Second)
 	gate := func(p corev1.Pod, status corev1.ConditionStatus) corev1.Pod {

@@ -8,15 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
-
-func (b *podSetBuilder) lostNodeAfter(seconds int32) *podSetBuilder {
-	b.ps.Spec.LostNodeReplacement = &podsetv1alpha1.LostNodeReplacement{AfterSeconds: ptr.To(seconds)}
-	return b
-}
 
 func (b *podBuilder) on(node string) *podBuilder {
 	b.pod.Spec.NodeName = node
@@ -35,7 +29,7 @@ type lostPlan struct {
 
 func TestPlanReplacesPodsOfLostNodes(t *testing.T) {
 	const after = 60
-	ps := makePodSet("web").replicas(3).lostNodeAfter(after).obj()
+	ps := makePodSet("web").Replicas(3).LostNodeAfter(after).Obj()
 	h := TemplateHash(ps)
 	pod := func(ordinal int, node string) *podBuilder {
 		return makePod(PodName("web", ordinal)).controlledBy(ps).ready().hash(h).on(node)
@@ -82,7 +76,7 @@ func TestPlanReplacesPodsOfLostNodes(t *testing.T) {
 			want:  lostPlan{Wake: 41 * time.Second},
 		},
 		"afterSeconds 0: replaced as soon as the node is lost": {
-			ps:    makePodSet("web").replicas(3).lostNodeAfter(0).obj(),
+			ps:    makePodSet("web").Replicas(3).LostNodeAfter(0).Obj(),
 			pods:  append(healthy(0, 1), pod(2, "gone").running().obj()),
 			nodes: small(map[string]time.Time{"gone": testNow}),
 			want:  lostPlan{ReplaceLost: []string{"web-2"}},
@@ -94,7 +88,7 @@ func TestPlanReplacesPodsOfLostNodes(t *testing.T) {
 			want:  lostPlan{},
 		},
 		"field off: pods of lost nodes stay": {
-			ps:    makePodSet("web").replicas(3).obj(),
+			ps:    makePodSet("web").Replicas(3).Obj(),
 			pods:  []corev1.Pod{pod(0, "good").obj(), pod(1, "gone").running().obj(), pod(2, "gone").running().terminating().obj()},
 			nodes: small(map[string]time.Time{"gone": lostLong}),
 			want:  lostPlan{},
@@ -118,7 +112,7 @@ func TestPlanReplacesPodsOfLostNodes(t *testing.T) {
 			want:  lostPlan{ReplaceLost: []string{"web-1"}},
 		},
 		"budget: maxUnavailable 2 replaces two at once": {
-			ps:    makePodSet("web").replicas(3).lostNodeAfter(after).maxUnavailable(intstr.FromInt32(2)).obj(),
+			ps:    makePodSet("web").Replicas(3).LostNodeAfter(after).MaxUnavailableOf(intstr.FromInt32(2)).Obj(),
 			pods:  []corev1.Pod{pod(0, "gone").running().obj(), pod(1, "gone").obj(), pod(2, "gone").obj()},
 			nodes: small(map[string]time.Time{"gone": lostLong}),
 			want:  lostPlan{ReplaceLost: []string{"web-0", "web-1"}},
@@ -155,7 +149,7 @@ func TestPlanReplacesPodsOfLostNodes(t *testing.T) {
 			want:  lostPlan{ReplaceLost: []string{"web-2"}},
 		},
 		"the only node lost: paused": {
-			ps:    makePodSet("web").replicas(1).lostNodeAfter(after).obj(),
+			ps:    makePodSet("web").Replicas(1).LostNodeAfter(after).Obj(),
 			pods:  []corev1.Pod{pod(0, "gone").running().obj()},
 			nodes: Nodes{Lost: map[string]time.Time{"gone": lostLong}, LostInCluster: 1, Total: 1},
 			want:  lostPlan{LostHeld: []string{"web-0"}, Wake: pausedRecheck},
@@ -198,7 +192,7 @@ func TestPlanReplacesPodsOfLostNodes(t *testing.T) {
 }
 
 func TestPlanSkipsLostPodsWithWritesInFlight(t *testing.T) {
-	ps := makePodSet("web").replicas(1).lostNodeAfter(0).obj()
+	ps := makePodSet("web").Replicas(1).LostNodeAfter(0).Obj()
 	pods := []corev1.Pod{makePod("web-0").controlledBy(ps).running().hash(TemplateHash(ps)).on("gone").obj()}
 	v := NewView(ps, NewRevisions(ps, nil), pods, testNow)
 	v.Nodes = Nodes{Lost: map[string]time.Time{"gone": testNow.Add(-time.Hour)}, LostInCluster: 1, Total: 3}
@@ -208,7 +202,7 @@ func TestPlanSkipsLostPodsWithWritesInFlight(t *testing.T) {
 }
 
 func TestStatusCountsLostNodeReplacements(t *testing.T) {
-	ps := makePodSet("web").replicas(2).lostNodeAfter(0).obj()
+	ps := makePodSet("web").Replicas(2).LostNodeAfter(0).Obj()
 	ps.Status.LostNodeReplacements = 3
 	h := TemplateHash(ps)
 	pods := []corev1.Pod{

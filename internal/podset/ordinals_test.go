@@ -19,7 +19,7 @@ import (
 // start prunes the pods left behind and creates the new ones in the same
 // pass.
 func TestPlanPodsWithOrdinalsStart(t *testing.T) {
-	ps := makePodSet("web").replicas(3).start(5).obj()
+	ps := makePodSet("web").Replicas(3).OrdinalsStart(5).Obj()
 	h := TemplateHash(ps)
 	ready := func(ordinals ...int) []corev1.Pod { return readyPodsOf(ps, h, ordinals...) }
 	foreign := makePod("web-6").controlledByOther("other-uid").label(podsetv1alpha1.NameLabel, "web").obj()
@@ -39,12 +39,12 @@ func TestPlanPodsWithOrdinalsStart(t *testing.T) {
 			want: planNames{Create: []int{5, 6, 7}, Prune: []string{"web-2", "web-1", "web-0"}},
 		},
 		"start moved from 5 to 6: web-5 pruned, web-8 created, 6 and 7 kept": {
-			ps:   makePodSet("web").replicas(3).start(6).obj(),
+			ps:   makePodSet("web").Replicas(3).OrdinalsStart(6).Obj(),
 			pods: ready(5, 6, 7),
 			want: planNames{Create: []int{8}, Prune: []string{"web-5"}},
 		},
 		"start moved from 5 to 3: 7 and 6 pruned, 3 and 4 created, 5 kept": {
-			ps:   makePodSet("web").replicas(3).start(3).obj(),
+			ps:   makePodSet("web").Replicas(3).OrdinalsStart(3).Obj(),
 			pods: ready(5, 6, 7),
 			want: planNames{Create: []int{3, 4}, Prune: []string{"web-7", "web-6"}},
 		},
@@ -62,7 +62,7 @@ func TestPlanPodsWithOrdinalsStart(t *testing.T) {
 			want: planNames{Strays: []string{"web-0"}, Empty: true},
 		},
 		"scaled to zero: every pod is surplus": {
-			ps: makePodSet("web").replicas(0).start(5).obj(), pods: ready(5, 6),
+			ps: makePodSet("web").Replicas(0).OrdinalsStart(5).Obj(), pods: ready(5, 6),
 			want: planNames{Prune: []string{"web-6", "web-5"}},
 		},
 	}
@@ -83,7 +83,7 @@ func TestPlanPodsWithOrdinalsStart(t *testing.T) {
 // start 10 and partition 2, web-10 and web-11 are held back, web-12 and up
 // roll out.
 func TestPartitionCountsFromStart(t *testing.T) {
-	v1 := makePodSet("web").replicas(4).start(10).obj()
+	v1 := makePodSet("web").Replicas(4).OrdinalsStart(10).Obj()
 	v2 := withImage(v1, "b:2")
 	h1, h2 := TemplateHash(v1), TemplateHash(v2)
 	history := []appsv1.ControllerRevision{storedRevision(v1, 1), storedRevision(v2, 2)}
@@ -154,7 +154,7 @@ func TestPartitionCountsFromStart(t *testing.T) {
 // count in replicas (they exist and are controlled, as StatefulSet counts
 // its condemned pods) but not towards Ready.
 func TestComputeStatusWithOrdinalsStart(t *testing.T) {
-	ps := makePodSet("web").replicas(2).start(3).obj()
+	ps := makePodSet("web").Replicas(2).OrdinalsStart(3).Obj()
 	h := TemplateHash(ps)
 	ready := func(ordinals ...int) []corev1.Pod { return readyPodsOf(ps, h, ordinals...) }
 	cases := map[string]struct {
@@ -198,7 +198,7 @@ func TestComputeStatusWithOrdinalsStart(t *testing.T) {
 // TestDeadlineStallNamesOrdinalsFromStart checks that the stuck pods a
 // missed deadline names are those of the wanted ordinals.
 func TestDeadlineStallNamesOrdinalsFromStart(t *testing.T) {
-	ps := makePodSet("web").replicas(3).start(7).obj()
+	ps := makePodSet("web").Replicas(3).OrdinalsStart(7).Obj()
 	ps.Spec.ProgressDeadlineSeconds = ptr.To[int32](60)
 	h := TemplateHash(ps)
 	pods := readyPodsOf(ps, h, 7)

@@ -15,7 +15,7 @@ import (
 // of them updated, the rest waiting with their gate closed), as passes
 // repeat while kwok or the kubelets report each pod's progress.
 func BenchmarkPassOverAnInPlaceRollout(b *testing.B) {
-	ps := makePodSet("web").replicas(1000).obj()
+	ps := makePodSet("web").Replicas(1000).Obj()
 	old := ps.Spec.Template.DeepCopy()
 	old.Spec.Containers[0].Image = "busybox:1.35"
 	hash := TemplateHash(ps)

@@ -130,7 +130,7 @@ func TestPausedPlan(t *testing.T) {
 // TestPausedHeld checks that the pass remembers what every out-of-date pod
 // runs while paused, so a deleted one comes back on it.
 func TestPausedHeld(t *testing.T) {
-	ps := paused(makePodSet("web").replicas(3).obj())
+	ps := paused(makePodSet("web").Replicas(3).Obj())
 	pod := func(ordinal int, hash string) corev1.Pod {
 		return makePod(PodName("web", ordinal)).controlledBy(ps).ready().hash(hash).obj()
 	}
@@ -151,7 +151,7 @@ func TestPausedHeld(t *testing.T) {
 func TestPausedStatus(t *testing.T) {
 	now := metav1.NewTime(testNow)
 	long := metav1.NewTime(testNow.Add(-time.Hour)) // far past the 600 s deadline
-	ps := paused(makePodSet("web").replicas(3).generation(2).obj())
+	ps := paused(makePodSet("web").Replicas(3).Generation(2).Obj())
 	h := TemplateHash(ps)
 	ps.Status.LastProgressTime = &long
 	ps.Status.ObservedGeneration = 2
@@ -245,7 +245,7 @@ func TestPausedStatus(t *testing.T) {
 // TestPausedPreview checks that a paused PodSet previews the rollout its
 // resume starts.
 func TestPausedPreview(t *testing.T) {
-	v1 := makePodSet("web").replicas(2).obj()
+	v1 := makePodSet("web").Replicas(2).Obj()
 	v2 := withImage(v1, "b:2")
 	h1 := TemplateHash(v1)
 	pods := readyPodsOf(v1, h1, 0, 1)

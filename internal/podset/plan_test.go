@@ -13,79 +13,29 @@ import (
 	"k8s.io/utils/ptr"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 )
 
 // testNamespace is the namespace of every fixture.
 const testNamespace = "demo"
 
-// podSetBuilder builds PodSet fixtures: makePodSet("web").replicas(3).obj().
-type podSetBuilder struct{ ps podsetv1alpha1.PodSet }
-
-// makePodSet is a PodSet with one hardened-enough container, labelled
-// template, one template annotation and the defaults the schema applies.
-func makePodSet(name string) *podSetBuilder {
-	return &podSetBuilder{ps: podsetv1alpha1.PodSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace, UID: types.UID(name + "-uid"), Generation: 1},
-		Spec: podsetv1alpha1.PodSetSpec{
-			Replicas: ptr.To[int32](1),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{
-					Labels:      map[string]string{"tier": "web"},
-					Annotations: map[string]string{"example.com/note": "kept"},
-				},
-				Spec: corev1.PodSpec{
-					SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](65532)},
-					Containers:      []corev1.Container{{Name: "app", Image: "busybox:1.36", Command: []string{"sleep", "3600"}}},
-				},
-			},
-			UpdateStrategy: podsetv1alpha1.PodSetUpdateStrategy{Type: podsetv1alpha1.RollingUpdateStrategyType},
+// makePodSet is the fixture PodSet of the core's tests, as the cache
+// would show it: a UID and generation 1, one hardened-enough container, a
+// labelled template with one annotation and the defaults the schema
+// applies.
+func makePodSet(name string) *fixture.PodSetBuilder {
+	return fixture.PodSet(testNamespace, name).UID(types.UID(name + "-uid")).Generation(1).Template(corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{
+			Labels:      map[string]string{"tier": "web"},
+			Annotations: map[string]string{"example.com/note": "kept"},
 		},
-	}}
-}
-
-func (b *podSetBuilder) replicas(n int32) *podSetBuilder {
-	b.ps.Spec.Replicas = ptr.To(n)
-	return b
-}
-
-// start sets spec.ordinals.start.
-func (b *podSetBuilder) start(n int32) *podSetBuilder {
-	b.ps.Spec.Ordinals = &podsetv1alpha1.PodSetOrdinals{Start: n}
-	return b
-}
-
-func (b *podSetBuilder) generation(g int64) *podSetBuilder {
-	b.ps.Generation = g
-	return b
-}
-
-func (b *podSetBuilder) maxUnavailable(v intstr.IntOrString) *podSetBuilder {
-	b.ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: &v}
-	return b
-}
-
-func (b *podSetBuilder) onDelete() *podSetBuilder {
-	b.ps.Spec.UpdateStrategy = podsetv1alpha1.PodSetUpdateStrategy{Type: podsetv1alpha1.OnDeleteStrategyType}
-	return b
-}
-
-func (b *podSetBuilder) templateLabel(k, v string) *podSetBuilder {
-	b.ps.Spec.Template.Labels[k] = v
-	return b
-}
-
-func (b *podSetBuilder) initContainer(name, image string) *podSetBuilder {
-	b.ps.Spec.Template.Spec.InitContainers = append(b.ps.Spec.Template.Spec.InitContainers, corev1.Container{Name: name, Image: image})
-	return b
-}
-
-func (b *podSetBuilder) conditions(c ...metav1.Condition) *podSetBuilder {
-	b.ps.Status.Conditions = c
-	return b
-}
-
-func (b *podSetBuilder) obj() *podsetv1alpha1.PodSet {
-	return b.ps.DeepCopy()
+		Spec: corev1.PodSpec{
+			SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](65532)},
+			Containers:      []corev1.Container{{Name: "app", Image: "busybox:1.36", Command: []string{"sleep", "3600"}}},
+		},
+	}).Mutate(func(ps *podsetv1alpha1.PodSet) {
+		ps.Spec.UpdateStrategy.Type = podsetv1alpha1.RollingUpdateStrategyType
+	})
 }
 
 // podBuilder builds pod fixtures as the cache would show them:
@@ -275,10 +225,10 @@ func namesOf(p Plan) planNames {
 }
 
 func TestPlanPods(t *testing.T) {
-	ps3 := makePodSet("web").replicas(3).obj()
+	ps3 := makePodSet("web").Replicas(3).Obj()
 	h := TemplateHash(ps3)
 	const stale = "stale-hash"
-	psInit := makePodSet("web").initContainer("init", "busybox:1.36").obj()
+	psInit := makePodSet("web").InitContainer("init", "busybox:1.36").Obj()
 
 	// readyPods is the pods of these ordinals, controlled by ps, ready and
 	// current.
@@ -306,8 +256,8 @@ func TestPlanPods(t *testing.T) {
 			want: planNames{Create: []int{1}},
 		},
 		"scale down: prune from the highest ordinal, compared as numbers": {
-			ps:   makePodSet("web").replicas(2).obj(),
-			pods: readyPods(makePodSet("web").replicas(2).obj(), 9, 0, 10, 2, 1),
+			ps:   makePodSet("web").Replicas(2).Obj(),
+			pods: readyPods(makePodSet("web").Replicas(2).Obj(), 9, 0, 10, 2, 1),
 			want: planNames{Prune: []string{"web-10", "web-9", "web-2"}},
 		},
 		"controlled pods with names that have no ordinal are pruned first": {
@@ -322,12 +272,12 @@ func TestPlanPods(t *testing.T) {
 			want: planNames{Prune: []string{"web-x"}},
 		},
 		"replicas 0: prune every pod": {
-			ps:   makePodSet("web").replicas(0).obj(),
+			ps:   makePodSet("web").Replicas(0).Obj(),
 			pods: readyPods(ps3, 0, 1, 2),
 			want: planNames{Prune: []string{"web-2", "web-1", "web-0"}},
 		},
 		"terminating pods are waited out: neither created nor pruned": {
-			ps: makePodSet("web").replicas(2).obj(),
+			ps: makePodSet("web").Replicas(2).Obj(),
 			pods: []corev1.Pod{
 				makePod("web-0").controlledBy(ps3).ready().hash(h).obj(),
 				makePod("web-1").controlledBy(ps3).ready().hash(h).terminating().obj(),
@@ -392,7 +342,7 @@ func TestPlanPods(t *testing.T) {
 			want: planNames{Rollout: []string{"web-2"}},
 		},
 		"stale unready pods go first, all of them, and take no ready pod over budget": {
-			ps: makePodSet("web").replicas(4).obj(),
+			ps: makePodSet("web").Replicas(4).Obj(),
 			pods: []corev1.Pod{
 				makePod("web-0").controlledBy(ps3).ready().hash(stale).obj(),
 				makePod("web-1").controlledBy(ps3).running().hash(stale).obj(),
@@ -402,7 +352,7 @@ func TestPlanPods(t *testing.T) {
 			want: planNames{Rollout: []string{"web-1", "web-3"}},
 		},
 		"stale unready pods first, then ready ones from the highest while the budget lasts": {
-			ps: makePodSet("web").replicas(4).maxUnavailable(intstr.FromInt32(3)).obj(),
+			ps: makePodSet("web").Replicas(4).MaxUnavailableOf(intstr.FromInt32(3)).Obj(),
 			pods: []corev1.Pod{
 				makePod("web-0").controlledBy(ps3).ready().hash(stale).obj(),
 				makePod("web-1").controlledBy(ps3).running().hash(stale).obj(),
@@ -427,22 +377,22 @@ func TestPlanPods(t *testing.T) {
 			want: planNames{Conflicts: []string{"web-0"}, Empty: true},
 		},
 		"maxUnavailable 2": {
-			ps:   makePodSet("web").replicas(4).maxUnavailable(intstr.FromInt32(2)).obj(),
+			ps:   makePodSet("web").Replicas(4).MaxUnavailableOf(intstr.FromInt32(2)).Obj(),
 			pods: stalePods(0, 1, 2, 3),
 			want: planNames{Rollout: []string{"web-3", "web-2"}},
 		},
 		"maxUnavailable 50% of 5 rounds down to 2": {
-			ps:   makePodSet("web").replicas(5).maxUnavailable(intstr.FromString("50%")).obj(),
+			ps:   makePodSet("web").Replicas(5).MaxUnavailableOf(intstr.FromString("50%")).Obj(),
 			pods: stalePods(0, 1, 2, 3, 4),
 			want: planNames{Rollout: []string{"web-4", "web-3"}},
 		},
 		"maxUnavailable 50% of 1 is still 1": {
-			ps:   makePodSet("web").replicas(1).maxUnavailable(intstr.FromString("50%")).obj(),
+			ps:   makePodSet("web").Replicas(1).MaxUnavailableOf(intstr.FromString("50%")).Obj(),
 			pods: stalePods(0),
 			want: planNames{Rollout: []string{"web-0"}},
 		},
 		"OnDelete never rolls out": {
-			ps: makePodSet("web").replicas(3).onDelete().obj(),
+			ps: makePodSet("web").Replicas(3).OnDelete().Obj(),
 			pods: []corev1.Pod{
 				makePod("web-0").controlledBy(ps3).ready().hash(stale).obj(),
 				makePod("web-1").controlledBy(ps3).running().hash(stale).obj(),
@@ -451,7 +401,7 @@ func TestPlanPods(t *testing.T) {
 			want: planNames{Empty: true},
 		},
 		"OnDelete still creates, prunes and replaces finished pods": {
-			ps: makePodSet("web").replicas(3).onDelete().obj(),
+			ps: makePodSet("web").Replicas(3).OnDelete().Obj(),
 			pods: []corev1.Pod{
 				makePod("web-1").controlledBy(ps3).phase(corev1.PodFailed).hash(stale).obj(),
 				makePod("web-2").controlledBy(ps3).ready().hash(stale).obj(),
@@ -560,14 +510,14 @@ func TestPlanPodsDesiredPodIsConverged(t *testing.T) {
 	cases := map[string]struct {
 		ps *podsetv1alpha1.PodSet
 	}{
-		"default fixture": {ps: makePodSet("web").replicas(2).obj()},
+		"default fixture": {ps: makePodSet("web").Replicas(2).Obj()},
 		"with an init container": {
-			ps: makePodSet("web").replicas(2).initContainer("init", "busybox:1.36").obj(),
+			ps: makePodSet("web").Replicas(2).InitContainer("init", "busybox:1.36").Obj(),
 		},
 		"template labels with the operator's keys": {
-			ps: makePodSet("web").replicas(2).
-				templateLabel(podsetv1alpha1.NameLabel, "other").
-				templateLabel(podsetv1alpha1.TemplateHashLabel, "forged").obj(),
+			ps: makePodSet("web").Replicas(2).
+				TemplateLabel(podsetv1alpha1.NameLabel, "other").
+				TemplateLabel(podsetv1alpha1.TemplateHashLabel, "forged").Obj(),
 		},
 	}
 	for name, tc := range cases {
@@ -624,11 +574,11 @@ func TestMaxUnavailable(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			b := makePodSet("web").replicas(tc.replicas)
+			b := makePodSet("web").Replicas(tc.replicas)
 			if tc.value != nil {
-				b.maxUnavailable(*tc.value)
+				b.MaxUnavailableOf(*tc.value)
 			}
-			if got := maxUnavailable(b.obj()); got != tc.want {
+			if got := maxUnavailable(b.Obj()); got != tc.want {
 				t.Errorf("maxUnavailable() = %d, want %d", got, tc.want)
 			}
 		})

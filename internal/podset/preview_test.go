@@ -17,7 +17,7 @@ import (
 // names the ordinals whose pods are not Ready.
 func previewOf(t *testing.T, replicas int32, change func(*podsetv1alpha1.PodSet), unready ...int) Preview {
 	t.Helper()
-	old := makePodSet("web").replicas(replicas).obj()
+	old := makePodSet("web").Replicas(replicas).Obj()
 	oldHash := TemplateHash(old)
 	var pods []corev1.Pod
 	for ordinal := range int(replicas) {
@@ -208,7 +208,7 @@ func TestPreviewRestartsPerResizePolicy(t *testing.T) {
 }
 
 func TestPreviewOfAnInfeasibleResize(t *testing.T) {
-	ps := makePodSet("web").replicas(1).obj()
+	ps := makePodSet("web").Replicas(1).Obj()
 	pod := storedPod(t, ps, 0, TemplateHash(ps))
 	pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{
 		Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonInfeasible,
@@ -222,7 +222,7 @@ func TestPreviewOfAnInfeasibleResize(t *testing.T) {
 }
 
 func TestPreviewOfANewPodSet(t *testing.T) {
-	ps := makePodSet("web").replicas(3).obj()
+	ps := makePodSet("web").Replicas(3).Obj()
 	p := NewView(ps, NewRevisions(ps, nil), nil, testNow).Preview()
 	got := summarize(p)
 	want := previewSummary{Changes: all(3, ChangeCreate), AtOnce: []string{"web-0", "web-1", "web-2"}, Changed: true}
@@ -232,7 +232,7 @@ func TestPreviewOfANewPodSet(t *testing.T) {
 }
 
 func TestRecreateFields(t *testing.T) {
-	base := makePodSet("web").obj().Spec.Template
+	base := makePodSet("web").Obj().Spec.Template
 	cases := map[string]struct {
 		change func(*corev1.PodTemplateSpec)
 		want   []string
@@ -280,7 +280,7 @@ func TestRecreateFields(t *testing.T) {
 // spec.ordinals.start: the partition holds back the first ordinals from
 // start, as the planner does, and the rollout goes from the highest.
 func TestPreviewWithOrdinalsStart(t *testing.T) {
-	old := makePodSet("web").replicas(4).obj()
+	old := makePodSet("web").Replicas(4).Obj()
 	old.Spec.Ordinals = &podsetv1alpha1.PodSetOrdinals{Start: 10}
 	oldHash := TemplateHash(old)
 	var pods []corev1.Pod

@@ -31,7 +31,7 @@ func progressedAt(ps *podsetv1alpha1.PodSet, at time.Time, ready bool, counts po
 }
 
 func TestLastProgress(t *testing.T) {
-	ps := makePodSet("web").replicas(3).obj()
+	ps := makePodSet("web").Replicas(3).Obj()
 	before := testNow.Add(-time.Minute)
 	now := metav1.NewTime(testNow)
 	counts := podsetv1alpha1.PodSetStatus{Replicas: 3, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 2, PodNames: []string{"web-0", "web-1", "web-2"}}
@@ -158,7 +158,7 @@ func TestPodProblem(t *testing.T) {
 }
 
 func TestComputeStatusProgressDeadline(t *testing.T) {
-	ps := makePodSet("web").replicas(3).obj()
+	ps := makePodSet("web").Replicas(3).Obj()
 	ps.Spec.ProgressDeadlineSeconds = ptr.To[int32](60)
 	h := TemplateHash(ps)
 	unschedulable := func(name string) corev1.Pod {
@@ -221,7 +221,7 @@ func TestComputeStatusProgressDeadline(t *testing.T) {
 }
 
 func TestComputeStatusHeldBackPods(t *testing.T) {
-	v1 := makePodSet("web").replicas(4).obj()
+	v1 := makePodSet("web").Replicas(4).Obj()
 	v2 := withImage(v1, "busybox:1.37")
 	h1, h2 := TemplateHash(v1), TemplateHash(v2)
 	partitioned := v2.DeepCopy()

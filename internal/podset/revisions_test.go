@@ -28,9 +28,9 @@ func withImage(ps *podsetv1alpha1.PodSet, image string) *podsetv1alpha1.PodSet {
 }
 
 func TestNewRevisionSetReadsTemplatesBack(t *testing.T) {
-	v1 := makePodSet("web").obj()
+	v1 := makePodSet("web").Obj()
 	v2 := withImage(v1, "busybox:1.37")
-	other := withImage(makePodSet("web").obj(), "other:1")
+	other := withImage(makePodSet("web").Obj(), "other:1")
 	other.UID = "other-uid"
 	foreign := storedRevision(other, 7)
 	revs := NewRevisions(v2, []appsv1.ControllerRevision{storedRevision(v1, 1), storedRevision(v2, 2), foreign})
@@ -63,7 +63,7 @@ func TestNewRevisionSetReadsTemplatesBack(t *testing.T) {
 }
 
 func TestPlanRevisions(t *testing.T) {
-	v1 := makePodSet("web").replicas(2).obj()
+	v1 := makePodSet("web").Replicas(2).Obj()
 	v2, v3, v4 := withImage(v1, "b:2"), withImage(v1, "b:3"), withImage(v1, "b:4")
 	h1, h3 := TemplateHash(v1), TemplateHash(v3)
 	limit := func(ps *podsetv1alpha1.PodSet, n int32) *podsetv1alpha1.PodSet {

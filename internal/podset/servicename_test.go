@@ -10,12 +10,6 @@ import (
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
 
-// serviceName sets spec.serviceName.
-func (b *podSetBuilder) serviceName(name string) *podSetBuilder {
-	b.ps.Spec.ServiceName = name
-	return b
-}
-
 // podIdentity is what a pod's DNS name is made of.
 type podIdentity struct{ Hostname, Subdomain string }
 
@@ -26,15 +20,15 @@ func TestDesiredPodDNSIdentity(t *testing.T) {
 		want    podIdentity
 	}{
 		"no serviceName: neither, as before serviceName existed": {
-			ps: makePodSet("web").obj(), ordinal: 0,
+			ps: makePodSet("web").Obj(), ordinal: 0,
 		},
 		"serviceName: hostname is the pod's own name, subdomain the Service": {
-			ps: makePodSet("web").serviceName("web-dns").obj(), ordinal: 2,
+			ps: makePodSet("web").ServiceName("web-dns").Obj(), ordinal: 2,
 			want: podIdentity{Hostname: "web-2", Subdomain: "web-dns"},
 		},
 		"a template subdomain without serviceName (a release before it): the pod gets its name as hostname too": {
 			ps: func() *podsetv1alpha1.PodSet {
-				ps := makePodSet("web").obj()
+				ps := makePodSet("web").Obj()
 				ps.Spec.Template.Spec.Subdomain = "old"
 				return ps
 			}(),
@@ -43,7 +37,7 @@ func TestDesiredPodDNSIdentity(t *testing.T) {
 		},
 		"a template hostname beside serviceName (admission refuses it; stored before): each pod's own name wins": {
 			ps: func() *podsetv1alpha1.PodSet {
-				ps := makePodSet("web").serviceName("svc").obj()
+				ps := makePodSet("web").ServiceName("svc").Obj()
 				ps.Spec.Template.Spec.Hostname = "same-for-all"
 				return ps
 			}(),
@@ -69,7 +63,7 @@ func TestDesiredPodDNSIdentity(t *testing.T) {
 }
 
 func TestPodTemplateLeavesThePodSetAlone(t *testing.T) {
-	ps := makePodSet("web").serviceName("svc").obj()
+	ps := makePodSet("web").ServiceName("svc").Obj()
 	before := ps.DeepCopy()
 	if got := PodTemplate(ps); got.Spec.Subdomain != "svc" {
 		t.Errorf("PodTemplate().Spec.Subdomain = %q, want svc", got.Spec.Subdomain)
@@ -77,7 +71,7 @@ func TestPodTemplateLeavesThePodSetAlone(t *testing.T) {
 	if diff := cmp.Diff(before, ps); diff != "" {
 		t.Errorf("PodTemplate changed the PodSet (-before +after):\n%s", diff)
 	}
-	if plain := makePodSet("web").obj(); PodTemplate(plain) != &plain.Spec.Template {
+	if plain := makePodSet("web").Obj(); PodTemplate(plain) != &plain.Spec.Template {
 		t.Errorf("without serviceName, PodTemplate is not spec.template itself")
 	}
 }
@@ -107,7 +101,7 @@ func TestServiceNameChangeRecreates(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			old := makePodSet("web").serviceName(tc.from).obj()
+			old := makePodSet("web").ServiceName(tc.from).Obj()
 			old.Spec.UpdateStrategy.PodUpdatePolicy = tc.policy
 			cur := old.DeepCopy()
 			cur.Spec.ServiceName = tc.to
@@ -127,15 +121,15 @@ func TestServiceNameChangeRecreates(t *testing.T) {
 }
 
 func TestServiceNameInTheTemplateHash(t *testing.T) {
-	base := makePodSet("web").obj()
+	base := makePodSet("web").Obj()
 	cases := map[string]struct {
 		ps       *podsetv1alpha1.PodSet
 		wantSame bool
 	}{
-		"empty serviceName: the hash of a PodSet from before serviceName": {ps: makePodSet("web").serviceName("").obj(), wantSame: true},
-		"serviceName set": {ps: makePodSet("web").serviceName("svc").obj()},
+		"empty serviceName: the hash of a PodSet from before serviceName": {ps: makePodSet("web").ServiceName("").Obj(), wantSame: true},
+		"serviceName set": {ps: makePodSet("web").ServiceName("svc").Obj()},
 		"serviceName in the template's subdomain instead": {ps: func() *podsetv1alpha1.PodSet {
-			ps := makePodSet("web").obj()
+			ps := makePodSet("web").Obj()
 			ps.Spec.Template.Spec.Subdomain = "svc"
 			return ps
 		}()},
@@ -147,7 +141,7 @@ func TestServiceNameInTheTemplateHash(t *testing.T) {
 			}
 		})
 	}
-	a, b := makePodSet("web").serviceName("a").obj(), makePodSet("web").serviceName("b").obj()
+	a, b := makePodSet("web").ServiceName("a").Obj(), makePodSet("web").ServiceName("b").Obj()
 	if TemplateHash(a) == TemplateHash(b) {
 		t.Errorf("two serviceNames give one hash")
 	}
@@ -160,20 +154,20 @@ func TestPodUpdateKeepsTheHostnameAndSubdomainThePodHas(t *testing.T) {
 		want podIdentity
 	}{
 		"made with serviceName: both kept": {
-			ps:   makePodSet("web").serviceName("svc").obj(),
+			ps:   makePodSet("web").ServiceName("svc").Obj(),
 			pod:  podIdentity{"web-0", "svc"},
 			want: podIdentity{"web-0", "svc"},
 		},
 		"made from a template subdomain by a release that set no hostname: none sent": {
 			ps: func() *podsetv1alpha1.PodSet {
-				ps := makePodSet("web").obj()
+				ps := makePodSet("web").Obj()
 				ps.Spec.Template.Spec.Subdomain = "svc"
 				return ps
 			}(),
 			pod:  podIdentity{"", "svc"},
 			want: podIdentity{"", "svc"},
 		},
-		"no serviceName: none": {ps: makePodSet("web").obj()},
+		"no serviceName: none": {ps: makePodSet("web").Obj()},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -201,13 +195,13 @@ func TestPodUpdateKeepsTheHostnameAndSubdomainThePodHas(t *testing.T) {
 // made with, and a PodSet whose revision hash is the revision's.
 func TestRevisionSpecUndoesPodTemplate(t *testing.T) {
 	for _, serviceName := range []string{"", "svc"} {
-		ps := makePodSet("web").serviceName(serviceName).obj()
+		ps := makePodSet("web").ServiceName(serviceName).Obj()
 		cr := newRevision(ps, TemplateHash(ps), 1)
 		stored, err := RevisionTemplate(cr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		back := makePodSet("web").obj()
+		back := makePodSet("web").Obj()
 		back.Spec.Template, back.Spec.ServiceName = RevisionSpec(stored)
 		if diff := cmp.Diff(ps.Spec, back.Spec); diff != "" {
 			t.Errorf("serviceName %q: the spec a rollback writes (-want +got):\n%s", serviceName, diff)

@@ -11,7 +11,7 @@ import (
 )
 
 func TestSlimPodKeepsWhatTheOperatorReads(t *testing.T) {
-	ps := makePodSet("web").replicas(3).initContainer("init", "busybox:1").serviceName("web-dns").obj()
+	ps := makePodSet("web").Replicas(3).InitContainer("init", "busybox:1").ServiceName("web-dns").Obj()
 	hash := TemplateHash(ps)
 	ac, err := PodFromTemplate(ps, PodTemplate(ps), 1, hash)
 	if err != nil {

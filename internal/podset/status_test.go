@@ -29,7 +29,7 @@ func TestComputeStatus(t *testing.T) {
 		fls         = metav1.ConditionFalse
 		stale       = "stale-hash"
 	)
-	ps3 := makePodSet("web").replicas(3).generation(4).obj()
+	ps3 := makePodSet("web").Replicas(3).Generation(4).Obj()
 	h := TemplateHash(ps3)
 	readyPods := func(ordinals ...int) []corev1.Pod { return readyPodsOf(ps3, h, ordinals...) }
 	// reconcilingSince are the conditions of a PodSet that has been scaling
@@ -96,7 +96,7 @@ func TestComputeStatus(t *testing.T) {
 			want: status(0, 0, 0, 0, nil, progressing("0/3 pods ready, 0/3 available, 0/3 up to date", "ScalingUp", now)),
 		},
 		"all ready and up to date, pod names by ordinal as numbers": {
-			ps:   makePodSet("web").replicas(11).generation(4).obj(),
+			ps:   makePodSet("web").Replicas(11).Generation(4).Obj(),
 			pods: readyPods(10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
 			want: status(11, 11, 11, 11,
 				[]string{"web-0", "web-1", "web-2", "web-3", "web-4", "web-5", "web-6", "web-7", "web-8", "web-9", "web-10"},
@@ -121,7 +121,7 @@ func TestComputeStatus(t *testing.T) {
 			want: status(3, 3, 3, 2, web012, progressing("3/3 pods ready, 3/3 available, 2/3 up to date", "RollingOut", now)),
 		},
 		"surplus pods: scaling down": {
-			ps:   makePodSet("web").replicas(2).generation(4).obj(),
+			ps:   makePodSet("web").Replicas(2).Generation(4).Obj(),
 			pods: readyPods(0, 1, 2),
 			want: status(3, 3, 3, 3, web012, progressing("3/2 pods ready, 3/2 available, 3/2 up to date", "ScalingDown", now)),
 		},
@@ -151,22 +151,22 @@ func TestComputeStatus(t *testing.T) {
 			pods: append(readyPods(0, 1, 2),
 				makePod("web-7").label(podsetv1alpha1.NameLabel, "web").ready().hash(h).obj(),
 				makePod("web-5").controlledByOther("other-uid").label(podsetv1alpha1.NameLabel, "web").ready().hash(h).obj(),
-				makePod("api-0").controlledBy(makePodSet("api").obj()).ready().hash(h).obj()),
+				makePod("api-0").controlledBy(makePodSet("api").Obj()).ready().hash(h).obj()),
 			want: status(3, 3, 3, 3, web012, converged("3/3 pods ready, 3/3 available, 3/3 up to date", now)),
 		},
 		"unchanged condition statuses keep their transition time": {
-			ps: makePodSet("web").replicas(3).generation(4).conditions(reconcilingSince...).obj(),
+			ps: makePodSet("web").Replicas(3).Generation(4).Conditions(reconcilingSince...).Obj(),
 			pods: append(readyPods(0, 1),
 				makePod("web-2").controlledBy(ps3).ready().hash(stale).obj()),
 			want: status(3, 3, 3, 2, web012, progressing("3/3 pods ready, 3/3 available, 2/3 up to date", "RollingOut", earlier)),
 		},
 		"changed condition statuses move their transition time to now": {
-			ps:   makePodSet("web").replicas(3).generation(4).conditions(reconcilingSince...).obj(),
+			ps:   makePodSet("web").Replicas(3).Generation(4).Conditions(reconcilingSince...).Obj(),
 			pods: readyPods(0, 1, 2),
 			want: status(3, 3, 3, 3, web012, converged("3/3 pods ready, 3/3 available, 3/3 up to date", earlier)),
 		},
 		"a stall after scaling up moves Stalled and Reconciling, not Ready": {
-			ps:      makePodSet("web").replicas(3).generation(4).conditions(reconcilingSince...).obj(),
+			ps:      makePodSet("web").Replicas(3).Generation(4).Conditions(reconcilingSince...).Obj(),
 			pods:    readyPods(0, 2),
 			stalled: ConflictStall([]string{"web-1"}),
 			want: status(2, 2, 2, 2, []string{"web-0", "web-2"},

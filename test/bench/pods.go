@@ -15,7 +15,7 @@ import (
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/internal/podset"
-	"github.com/podset-dev/podset-operator/test/testenv"
+	"github.com/podset-dev/podset-operator/test/fixture"
 )
 
 // Labels the benchmark puts in every pod template, so that one pod watch
@@ -98,7 +98,7 @@ func imageTemplate(set string) corev1.PodTemplateSpec {
 // InPlaceIfPossible, whose pods carry the readiness gate the operator
 // opens, or Recreate.
 func newPodSet(ns, name string, replicas int32, maxUnavailable string, podUpdatePolicy podsetv1alpha1.PodUpdatePolicy) *podsetv1alpha1.PodSet {
-	ps := testenv.MakePodSet(ns, name).Replicas(replicas).Template(template(name, 1)).Obj()
+	ps := fixture.PodSet(ns, name).Replicas(replicas).Template(template(name, 1)).Obj()
 	// The template's grace period is 0 (kwok deletes its pods at once),
 	// which leaves no time for a drain hook: admission refuses a
 	// drainSeconds above it. kwok runs no hook and no Service selects the

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
-	"github.com/podset-dev/podset-operator/test/testenv"
+	"github.com/podset-dev/podset-operator/test/fixture"
 )
 
 // TestDisruptionBudgetRefusesEvictions runs the operator under its shipped
@@ -39,7 +39,7 @@ func TestDisruptionBudgetRefusesEvictions(t *testing.T) {
 	op := startOperator(t)
 
 	ns := newNamespace(t, "podset-pdb-", nil)
-	ps := testenv.MakePodSet(ns, "web").Replicas(2).Mutate(func(ps *podsetv1alpha1.PodSet) {
+	ps := fixture.PodSet(ns, "web").Replicas(2).Mutate(func(ps *podsetv1alpha1.PodSet) {
 		ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MaxUnavailable: ptr.To(intstr.FromInt32(0))}
 	}).Obj()
 	if err := suite.client.Create(t.Context(), ps); err != nil {

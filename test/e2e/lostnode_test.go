@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -52,7 +53,7 @@ func TestLostNodeReplacementOnKwok(t *testing.T) {
 	ns := newNamespace(t, "podset-lost-", map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 	notEvicted := corev1.Toleration{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists,
 		Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](3600)}
-	on := testenv.MakePodSet(ns, "on").LostNodeAfter(5).Mutate(func(ps *podsetv1alpha1.PodSet) {
+	on := fixture.PodSet(ns, "on").LostNodeAfter(5).Mutate(func(ps *podsetv1alpha1.PodSet) {
 		spec := &ps.Spec.Template.Spec
 		spec.Tolerations = []corev1.Toleration{notEvicted}
 		spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
@@ -62,7 +63,7 @@ func TestLostNodeReplacementOnKwok(t *testing.T) {
 			}},
 		}}
 	}).Create(t, suite.client)
-	off := testenv.MakePodSet(ns, "off").Mutate(func(ps *podsetv1alpha1.PodSet) {
+	off := fixture.PodSet(ns, "off").Mutate(func(ps *podsetv1alpha1.PodSet) {
 		ps.Spec.Template.Spec.Tolerations = []corev1.Toleration{notEvicted}
 		ps.Spec.Template.Spec.NodeSelector = map[string]string{lostLabel: "true"}
 	}).Create(t, suite.client)

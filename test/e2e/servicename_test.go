@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -35,7 +36,7 @@ func TestServiceNamePublishesEachPodsHostname(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ps := testenv.MakePodSet(ns, "web").Replicas(3).MaxUnavailable(3).Mutate(func(ps *podsetv1alpha1.PodSet) {
+	ps := fixture.PodSet(ns, "web").Replicas(3).MaxUnavailable(3).Mutate(func(ps *podsetv1alpha1.PodSet) {
 		ps.Spec.ServiceName = "web-dns"
 	}).Obj()
 	if err := suite.client.Create(t.Context(), ps); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/controller"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -77,7 +78,7 @@ func setBudget(t *testing.T, ps *podsetv1alpha1.PodSet, b *podsetv1alpha1.PodSet
 func TestDisruptionBudgetFollowsTheField(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	one := ptr.To(intstr.FromInt32(1))
-	ps := createReady(t, testenv.MakePodSet(ns, "web").Replicas(2).Mutate(func(ps *podsetv1alpha1.PodSet) {
+	ps := createReady(t, fixture.PodSet(ns, "web").Replicas(2).Mutate(func(ps *podsetv1alpha1.PodSet) {
 		ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MaxUnavailable: one}
 	}))
 	pdb := waitForBudget(t, ps, one, nil)
@@ -154,7 +155,7 @@ func TestDisruptionBudgetNeverTakesOverAForeignOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	zero := ptr.To(intstr.FromInt32(0))
-	ps := testenv.MakePodSet(ns, "web").Replicas(2).Mutate(func(ps *podsetv1alpha1.PodSet) {
+	ps := fixture.PodSet(ns, "web").Replicas(2).Mutate(func(ps *podsetv1alpha1.PodSet) {
 		ps.Spec.DisruptionBudget = &podsetv1alpha1.PodSetDisruptionBudget{MaxUnavailable: zero}
 	}).Create(t, env.Client)
 

@@ -16,6 +16,7 @@ import (
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/controller"
 	"github.com/podset-dev/podset-operator/internal/podset"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -97,7 +98,7 @@ func TestHostileTemplatesAreRefusedOrYieldValidPods(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	refused, accepted := 0, 0
 	for i := range 60 {
-		ps := testenv.MakePodSet(ns, fmt.Sprintf("h%d", i)).Obj()
+		ps := fixture.PodSet(ns, fmt.Sprintf("h%d", i)).Obj()
 		var applied []string
 		for range 1 + rng.IntN(2) {
 			name := names[rng.IntN(len(names))]

@@ -23,6 +23,7 @@ import (
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/controller"
 	"github.com/podset-dev/podset-operator/internal/podset"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -311,7 +312,7 @@ func replicas(ps *podsetv1alpha1.PodSet) int32 { return ptr.Deref(ps.Spec.Replic
 func TestImageChangeUpdatesPodsInPlaceBehindTheirGate(t *testing.T) {
 	t.Parallel()
 	ns, kubelet := kubeletNamespace(t)
-	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(3).MaxUnavailable(1))
+	ps := createRunning(t, fixture.PodSet(ns, "web").Replicas(3).MaxUnavailable(1))
 	before := uids(t, ns)
 	applies := requests.count("PATCH", ns, "pods", "")
 	statuses := requests.count("PATCH", ns, "pods", "status")
@@ -379,7 +380,7 @@ func TestGateOpensOnlyOnceTheKubeletHasCarriedOutTheUpdate(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ns, kubelet := kubeletNamespace(t)
-			ps := createRunning(t, testenv.MakePodSet(ns, "web").Mutate(restartOnCPU))
+			ps := createRunning(t, fixture.PodSet(ns, "web").Mutate(restartOnCPU))
 			before := uids(t, ns)["web-0"]
 
 			kubelet.setSlow(true)
@@ -430,7 +431,7 @@ func TestGateOpensOnlyOnceTheKubeletHasCarriedOutTheUpdate(t *testing.T) {
 func TestLabelAndAnnotationChangeUpdatesEveryPodAtOnceWithoutRestart(t *testing.T) {
 	t.Parallel()
 	ns, kubelet := kubeletNamespace(t)
-	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(3).MaxUnavailable(1))
+	ps := createRunning(t, fixture.PodSet(ns, "web").Replicas(3).MaxUnavailable(1))
 	before := uids(t, ns)
 
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) {
@@ -470,7 +471,7 @@ func withResources(r corev1.ResourceRequirements) func(*podsetv1alpha1.PodSet) {
 func TestResourceChangeResizesPodsInPlace(t *testing.T) {
 	t.Parallel()
 	ns, _ := kubeletNamespace(t)
-	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(2).Mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))))
+	ps := createRunning(t, fixture.PodSet(ns, "web").Replicas(2).Mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))))
 	before := uids(t, ns)
 
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) {
@@ -502,7 +503,7 @@ func ownedThroughResize(p corev1.Pod) bool {
 func TestInfeasibleResizeRecreatesThePod(t *testing.T) {
 	t.Parallel()
 	ns, kubelet := kubeletNamespace(t)
-	ps := createRunning(t, testenv.MakePodSet(ns, "web").Mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))))
+	ps := createRunning(t, fixture.PodSet(ns, "web").Mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))))
 	before := pods(t, ns)
 
 	kubelet.mu.Lock()
@@ -521,7 +522,7 @@ func TestInfeasibleResizeRecreatesThePod(t *testing.T) {
 func TestChangesBeyondImagesAndResourcesRecreatePods(t *testing.T) {
 	t.Parallel()
 	ns, _ := kubeletNamespace(t)
-	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(2).MaxUnavailable(2))
+	ps := createRunning(t, fixture.PodSet(ns, "web").Replicas(2).MaxUnavailable(2))
 	before := pods(t, ns)
 
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) {
@@ -542,7 +543,7 @@ func TestRecreatePolicyReplacesPodsForAnImage(t *testing.T) {
 	// the gate is how such a pod is drained before it is deleted (one
 	// whose hook sleeps the drain is deleted at once:
 	// TestScaleDownDrainsReadyPods).
-	ps := createRunning(t, testenv.MakePodSet(ns, "web").Recreate().Mutate(func(ps *podsetv1alpha1.PodSet) { ps.Spec.DrainSeconds = ptr.To[int32](1) }))
+	ps := createRunning(t, fixture.PodSet(ns, "web").Recreate().Mutate(func(ps *podsetv1alpha1.PodSet) { ps.Spec.DrainSeconds = ptr.To[int32](1) }))
 	patchSpec(t, ps, `{"spec":{"drainSeconds":3}}`)
 	if p := pods(t, ns)["web-0"]; len(p.Spec.ReadinessGates) != 1 || p.Spec.ReadinessGates[0].ConditionType != podsetv1alpha1.InPlaceUpdateReadyCondition {
 		t.Errorf("a pod made under Recreate has readiness gates %v, want the operator's", p.Spec.ReadinessGates)
@@ -565,7 +566,7 @@ func TestRecreatePolicyReplacesPodsForAnImage(t *testing.T) {
 func TestInPlaceRolloutHonoursPartition(t *testing.T) {
 	t.Parallel()
 	ns, kubelet := kubeletNamespace(t)
-	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(4).MaxUnavailable(1).Partition(2))
+	ps := createRunning(t, fixture.PodSet(ns, "web").Replicas(4).MaxUnavailable(1).Partition(2))
 	before := uids(t, ns)
 
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) { tmpl.Spec.Containers[0].Image = "busybox:1.37" })
@@ -599,7 +600,7 @@ func TestInPlaceRolloutHonoursPartition(t *testing.T) {
 func TestPodDeletedMidUpdateComesBackOnTheNewRevision(t *testing.T) {
 	t.Parallel()
 	ns, kubelet := kubeletNamespace(t)
-	ps := createRunning(t, testenv.MakePodSet(ns, "web"))
+	ps := createRunning(t, fixture.PodSet(ns, "web"))
 	before := uids(t, ns)["web-0"]
 
 	// The kubelet stalls: the gate closes, the kubelet never reports the
@@ -648,7 +649,7 @@ func TestResizeByAnotherWriterIsKeptThroughARepair(t *testing.T) {
 func testResizeKeptThroughARepair(t *testing.T, switchToRecreate bool) {
 	ns := testenv.Namespace(t, env.Client, "podset-", map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 	startKubelet(t, ns)
-	ps := createRunning(t, testenv.MakePodSet(ns, "rz").Mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))))
+	ps := createRunning(t, fixture.PodSet(ns, "rz").Mutate(withResources(resources("10m", "16Mi", "100m", "64Mi"))))
 	if switchToRecreate {
 		eventually(t, "switch to Recreate", func(context.Context) error {
 			cur := get(t, ps)
@@ -707,7 +708,7 @@ func TestPodsWithoutTheGateAreRecreatedForAnImage(t *testing.T) {
 	// gate (every pod has it now). It is made without the label the
 	// operator's cache selects on, so that no pass sees it as surplus
 	// before the scale-up, which finds it by name and restores the label.
-	ps := testenv.MakePodSet(ns, "web").Replicas(0).Create(t, env.Client)
+	ps := fixture.PodSet(ns, "web").Replicas(0).Create(t, env.Client)
 	old, err := podset.DesiredPod(get(t, ps), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -759,7 +760,7 @@ func gateIs(p corev1.Pod, status corev1.ConditionStatus) bool {
 func TestInPlaceKeepsTheDrainHookThePodWasMadeWith(t *testing.T) {
 	t.Parallel()
 	ns, _ := kubeletNamespace(t)
-	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(2).MaxUnavailable(2).Mutate(func(ps *podsetv1alpha1.PodSet) {
+	ps := createRunning(t, fixture.PodSet(ns, "web").Replicas(2).MaxUnavailable(2).Mutate(func(ps *podsetv1alpha1.PodSet) {
 		ps.Spec.DrainSeconds = ptr.To[int32](1)
 	}))
 	before := uids(t, ns)

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -302,7 +303,7 @@ func TestProgressDeadlineStallsUnschedulablePodsAndTheFixRecovers(t *testing.T) 
 	waitsOnTheClock(t)
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	// No node has the label: the scheduler leaves the pods Pending.
-	ps := testenv.MakePodSet(ns, "web").Replicas(2).ProgressDeadline(3).Mutate(func(ps *podsetv1alpha1.PodSet) {
+	ps := fixture.PodSet(ns, "web").Replicas(2).ProgressDeadline(3).Mutate(func(ps *podsetv1alpha1.PodSet) {
 		ps.Spec.Template.Spec.NodeSelector = map[string]string{"disktype": "nvme"}
 	}).Create(t, env.Client)
 	stuck := waitForPods(t, ns, "web-0", "web-1")
@@ -383,7 +384,7 @@ func TestProgressDeadlineStallsUnschedulablePodsAndTheFixRecovers(t *testing.T) 
 func TestProgressDeadlineMessageSaysWhatTheKubeletReports(t *testing.T) {
 	waitsOnTheClock(t)
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := testenv.MakePodSet(ns, "web").Replicas(4).ProgressDeadline(3).Create(t, env.Client)
+	ps := fixture.PodSet(ns, "web").Replicas(4).ProgressDeadline(3).Create(t, env.Client)
 	waitForPods(t, ns, "web-0", "web-1", "web-2", "web-3")
 	playKubelet(t, ns, "web-0", imagePullBackOff)
 	playKubelet(t, ns, "web-1", imagePullBackOff)
@@ -410,7 +411,7 @@ func TestProgressDeadlineMessageSaysWhatTheKubeletReports(t *testing.T) {
 func TestMinReadySecondsDelaysAvailability(t *testing.T) {
 	waitsOnTheClock(t)
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := testenv.MakePodSet(ns, "web").MinReadySeconds(3).Create(t, env.Client)
+	ps := fixture.PodSet(ns, "web").MinReadySeconds(3).Create(t, env.Client)
 	markReady(t, waitForPods(t, ns, "web-0")["web-0"])
 	// The operator opens a new pod's readiness gate right after creating
 	// it, a write that may land after markReady's: the pod is as it stays
@@ -447,7 +448,7 @@ func TestMinReadySecondsDelaysAvailability(t *testing.T) {
 
 func TestMinReadySecondsPacesARollout(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := testenv.MakePodSet(ns, "web").Recreate().Replicas(2).MaxUnavailable(1).MinReadySeconds(3).Create(t, env.Client)
+	ps := fixture.PodSet(ns, "web").Recreate().Replicas(2).MaxUnavailable(1).MinReadySeconds(3).Create(t, env.Client)
 	waitForPods(t, ns, "web-0", "web-1")
 	// Pods that have served for a while.
 	playKubelet(t, ns, "web-0", readyFor(time.Minute))
@@ -477,7 +478,7 @@ func TestMinReadySecondsPacesARollout(t *testing.T) {
 
 func TestPartitionHoldsLowerOrdinalsThroughADeletion(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := createReady(t, testenv.MakePodSet(ns, "web").Recreate().Replicas(4).MaxUnavailable(1).Partition(2))
+	ps := createReady(t, fixture.PodSet(ns, "web").Recreate().Replicas(4).MaxUnavailable(1).Partition(2))
 	before := pods(t, ns)
 	oldHash := hashOf(before["web-0"])
 
@@ -550,7 +551,7 @@ func TestPartitionHoldsLowerOrdinalsThroughADeletion(t *testing.T) {
 func TestRevisionHistoryLimitKeepsRevisionsInUse(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	// Partition 1 keeps web-0 on the first template throughout.
-	ps := createReady(t, testenv.MakePodSet(ns, "web").Recreate().Replicas(2).MaxUnavailable(1).Partition(1).RevisionHistoryLimit(1))
+	ps := createReady(t, fixture.PodSet(ns, "web").Recreate().Replicas(2).MaxUnavailable(1).Partition(1).RevisionHistoryLimit(1))
 	first := ps.Status.UpdateRevision
 	firstUID := controllerRevisions(t, ns)[first].UID
 
@@ -595,7 +596,7 @@ func TestRevisionHistoryLimitKeepsRevisionsInUse(t *testing.T) {
 
 func TestRollbackMakesTheOldRevisionTheNewest(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := createReady(t, testenv.MakePodSet(ns, "web").Recreate().Replicas(2).MaxUnavailable(1))
+	ps := createReady(t, fixture.PodSet(ns, "web").Recreate().Replicas(2).MaxUnavailable(1))
 	revA := ps.Status.UpdateRevision
 	crA := controllerRevisions(t, ns)[revA]
 
@@ -636,7 +637,7 @@ func TestRollbackMakesTheOldRevisionTheNewest(t *testing.T) {
 func TestConvergedPassSendsNoWrite(t *testing.T) {
 	const n = 10
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := testenv.MakePodSet(ns, "web").Recreate().Replicas(n).MaxUnavailable(5).MinReadySeconds(1).Create(t, env.Client)
+	ps := fixture.PodSet(ns, "web").Recreate().Replicas(n).MaxUnavailable(5).MinReadySeconds(1).Create(t, env.Client)
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("web-%d", i)
@@ -699,7 +700,7 @@ func readySince(status *corev1.PodStatus, now metav1.Time) {
 func TestProgressDeadlineStallsABrokenRolloutAndARollbackRecovers(t *testing.T) {
 	waitsOnTheClock(t)
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := createReady(t, testenv.MakePodSet(ns, "web").Recreate().Replicas(3).MaxUnavailable(1).ProgressDeadline(3))
+	ps := createReady(t, fixture.PodSet(ns, "web").Recreate().Replicas(3).MaxUnavailable(1).ProgressDeadline(3))
 	revA := ps.Status.UpdateRevision
 	before := pods(t, ns)
 
@@ -736,7 +737,7 @@ func TestProgressDeadlineStallsABrokenRolloutAndARollbackRecovers(t *testing.T) 
 func TestProgressDeadlineIsNotHeldOffByAPodFlappingReady(t *testing.T) {
 	waitsOnTheClock(t)
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := testenv.MakePodSet(ns, "web").MinReadySeconds(2).ProgressDeadline(3).Create(t, env.Client)
+	ps := fixture.PodSet(ns, "web").MinReadySeconds(2).ProgressDeadline(3).Create(t, env.Client)
 	waitForPods(t, ns, "web-0")
 
 	// The container crashes within a second of each Ready: never
@@ -767,7 +768,7 @@ func TestProgressDeadlineIsNotHeldOffByAPodFlappingReady(t *testing.T) {
 
 func TestPartitionRecreatesEachHeldBackPodFromItsOwnRevision(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := createReady(t, testenv.MakePodSet(ns, "web").Recreate().Replicas(4).MaxUnavailable(1).Partition(3))
+	ps := createReady(t, fixture.PodSet(ns, "web").Recreate().Replicas(4).MaxUnavailable(1).Partition(3))
 	revA := ps.Status.UpdateRevision
 
 	// B reaches web-3, then, the partition lowered, web-2; then C comes
@@ -811,7 +812,7 @@ func TestPartitionRecreatesEachHeldBackPodFromItsOwnRevision(t *testing.T) {
 func TestProgressDeadlineEventIsSentForALongSchedulerMessage(t *testing.T) {
 	waitsOnTheClock(t)
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := testenv.MakePodSet(ns, "web").ProgressDeadline(3).Create(t, env.Client)
+	ps := fixture.PodSet(ns, "web").ProgressDeadline(3).Create(t, env.Client)
 	waitForPods(t, ns, "web-0")
 	// A cluster of dedicated node pools: the scheduler names every taint
 	// the pod does not tolerate.

@@ -15,12 +15,13 @@ import (
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/controller"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 func TestCreateScaleAndScaleToZero(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := testenv.MakePodSet(ns, "web").Replicas(3).Create(t, env.Client)
+	ps := fixture.PodSet(ns, "web").Replicas(3).Create(t, env.Client)
 
 	got := waitForPods(t, ns, "web-0", "web-1", "web-2")
 	pod := got["web-1"]
@@ -100,7 +101,7 @@ func scale(t *testing.T, ps *podsetv1alpha1.PodSet, replicas int32) {
 
 func TestDeletedPodIsRecreatedUnderItsName(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	testenv.MakePodSet(ns, "web").Replicas(2).Create(t, env.Client)
+	fixture.PodSet(ns, "web").Replicas(2).Create(t, env.Client)
 	before := waitForPods(t, ns, "web-0", "web-1")
 
 	forceDelete(t, before["web-1"])
@@ -120,7 +121,7 @@ func TestFinishedPodsAreReplaced(t *testing.T) {
 	for _, phase := range []corev1.PodPhase{corev1.PodFailed, corev1.PodSucceeded} {
 		t.Run(string(phase), func(t *testing.T) {
 			ns := testenv.Namespace(t, env.Client, "podset-", nil)
-			testenv.MakePodSet(ns, "job").Replicas(2).Create(t, env.Client)
+			fixture.PodSet(ns, "job").Replicas(2).Create(t, env.Client)
 			before := waitForPods(t, ns, "job-0", "job-1")
 
 			setPodStatus(t, before["job-0"], phase, corev1.ConditionFalse)
@@ -140,7 +141,7 @@ func TestFinishedPodsAreReplaced(t *testing.T) {
 
 func TestTerminatingPodIsWaitedOut(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := testenv.MakePodSet(ns, "web").Replicas(1).Create(t, env.Client)
+	ps := fixture.PodSet(ns, "web").Replicas(1).Create(t, env.Client)
 	old := waitForPods(t, ns, "web-0")["web-0"]
 
 	// Scheduled pods terminate gracefully; no kubelet here confirms it, so
@@ -173,7 +174,7 @@ func TestTerminatingPodIsWaitedOut(t *testing.T) {
 
 func TestFieldManagerOwnsTheOperatorsFields(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	testenv.MakePodSet(ns, "web").Create(t, env.Client)
+	fixture.PodSet(ns, "web").Create(t, env.Client)
 	pod := waitForPods(t, ns, "web-0")["web-0"]
 	// The pod is applied by the operator's one field manager, and its
 	// readiness gate condition patched on its status (a strategic merge
@@ -238,7 +239,7 @@ type scaleDownCase struct {
 func scaleDownDrains(t *testing.T, tc scaleDownCase) {
 	t.Parallel()
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := testenv.MakePodSet(ns, "web").Replicas(3).Mutate(func(ps *podsetv1alpha1.PodSet) {
+	ps := fixture.PodSet(ns, "web").Replicas(3).Mutate(func(ps *podsetv1alpha1.PodSet) {
 		ps.Spec.DrainSeconds = ptr.To(tc.drainBefore)
 	}).Create(t, env.Client)
 	waitForPods(t, ns, "web-0", "web-1", "web-2")

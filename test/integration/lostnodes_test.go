@@ -11,6 +11,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -30,7 +31,7 @@ func lostNodeScene(t *testing.T, afterSeconds *int32, nodes ...string) (ps *pods
 	for _, n := range nodes {
 		testenv.MakeNode(t, env.Client, ns+"-"+n)
 	}
-	b := testenv.MakePodSet(ns, "web").Replicas(2).Recreate()
+	b := fixture.PodSet(ns, "web").Replicas(2).Recreate()
 	if afterSeconds != nil {
 		b.LostNodeAfter(*afterSeconds)
 	}

@@ -15,6 +15,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -103,7 +104,7 @@ func only(samples map[string]float64, prefixes ...string) map[string]float64 {
 func TestMetricsShowThePodSetStatusAndGoWithIt(t *testing.T) {
 	t.Parallel()
 	ns, _ := kubeletNamespace(t)
-	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(2).MaxUnavailable(1))
+	ps := createRunning(t, fixture.PodSet(ns, "web").Replicas(2).MaxUnavailable(1))
 	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) { tmpl.Spec.Containers[0].Image = "busybox:1.37" })
 	waitForRollout(t, ps, "busybox:1.37")
 

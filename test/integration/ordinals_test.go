@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -22,7 +23,7 @@ import (
 // the status lists the new pods once they are ready.
 func TestOrdinalsStartNamesAndMovesPods(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := createReady(t, testenv.MakePodSet(ns, "web").Replicas(3).OrdinalsStart(3))
+	ps := createReady(t, fixture.PodSet(ns, "web").Replicas(3).OrdinalsStart(3))
 	before := pods(t, ns)
 	if got := before["web-3"].Labels[podsetv1alpha1.OrdinalLabel]; got != "3" {
 		t.Errorf("web-3 ordinal label %q, want 3", got)
@@ -62,7 +63,7 @@ func TestOrdinalsStartNamesAndMovesPods(t *testing.T) {
 // web-13 take the new template.
 func TestPartitionCountsFromOrdinalsStart(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := createReady(t, testenv.MakePodSet(ns, "web").Recreate().Replicas(4).OrdinalsStart(10).MaxUnavailable(1).Partition(2))
+	ps := createReady(t, fixture.PodSet(ns, "web").Recreate().Replicas(4).OrdinalsStart(10).MaxUnavailable(1).Partition(2))
 	before := pods(t, ns)
 
 	setImage(t, ps, "busybox:1.37")
@@ -109,7 +110,7 @@ func TestOrdinalsStartAdmission(t *testing.T) {
 	}
 	for name, tc := range refused {
 		t.Run(name, func(t *testing.T) {
-			ps := testenv.MakePodSet(ns, "refused").Replicas(tc.replicas).OrdinalsStart(tc.start).Obj()
+			ps := fixture.PodSet(ns, "refused").Replicas(tc.replicas).OrdinalsStart(tc.start).Obj()
 			err := env.Client.Create(t.Context(), ps)
 			if err == nil {
 				t.Fatalf("start %d, replicas %d accepted; want a refusal", tc.start, tc.replicas)
@@ -123,7 +124,7 @@ func TestOrdinalsStartAdmission(t *testing.T) {
 	// The longest name at the highest ordinal is accepted, and its pods
 	// are valid: web...-9999 is a 63-character DNS label.
 	long := strings.Repeat("a", podsetv1alpha1.MaxNameLength)
-	ps := testenv.MakePodSet(ns, long).Replicas(2).OrdinalsStart(podsetv1alpha1.MaxReplicas-2).Create(t, env.Client)
+	ps := fixture.PodSet(ns, long).Replicas(2).OrdinalsStart(podsetv1alpha1.MaxReplicas-2).Create(t, env.Client)
 	names := []string{long + "-9998", long + "-9999"}
 	eventually(t, "pods "+strings.Join(names, ", "), func(ctx context.Context) error {
 		for _, n := range names {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -37,7 +38,7 @@ func TestDriftInOperatorOwnedFieldsIsRestored(t *testing.T) {
 	for name, drift := range cases {
 		t.Run(name, func(t *testing.T) {
 			ns := testenv.Namespace(t, env.Client, "podset-", nil)
-			testenv.MakePodSet(ns, "web").Create(t, env.Client)
+			fixture.PodSet(ns, "web").Create(t, env.Client)
 			pod := waitForPods(t, ns, "web-0")["web-0"]
 			want := pod.DeepCopy()
 
@@ -75,7 +76,7 @@ func TestForeignPodHoldingANameIsNeverTouched(t *testing.T) {
 	if err := env.Client.Create(t.Context(), foreign); err != nil {
 		t.Fatal(err)
 	}
-	ps := testenv.MakePodSet(ns, "web").Replicas(2).Create(t, env.Client)
+	ps := fixture.PodSet(ns, "web").Replicas(2).Create(t, env.Client)
 
 	waitForPods(t, ns, "web-0", "web-1")
 	got := waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
@@ -130,7 +131,7 @@ func TestStrayPodWithTheLabelIsNeitherCountedNorPruned(t *testing.T) {
 	if err := env.Client.Create(t.Context(), stray); err != nil {
 		t.Fatal(err)
 	}
-	ps := testenv.MakePodSet(ns, "web").Replicas(1).Create(t, env.Client)
+	ps := fixture.PodSet(ns, "web").Replicas(1).Create(t, env.Client)
 	waitForPods(t, ns, "web-0", "web-7")
 	markReady(t, pods(t, ns)["web-0"])
 	got := waitForStatus(t, ps, readyStatus(1))
@@ -152,7 +153,7 @@ func TestStrayPodWithTheLabelIsNeitherCountedNorPruned(t *testing.T) {
 
 func TestUnrelatedPodsNeverEnterTheCache(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	testenv.MakePodSet(ns, "web").Create(t, env.Client)
+	fixture.PodSet(ns, "web").Create(t, env.Client)
 	unrelated := foreignPod(ns, "unrelated", map[string]string{"app": "web"})
 	if err := env.Client.Create(t.Context(), unrelated); err != nil {
 		t.Fatal(err)

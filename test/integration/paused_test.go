@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -52,7 +53,7 @@ func pausedWithChanges(n int32) func(*podsetv1alpha1.PodSet) error {
 // rolls the pods out.
 func TestPausedHoldsTheRollout(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := createReady(t, testenv.MakePodSet(ns, "web").Recreate().Replicas(3).MaxUnavailable(1))
+	ps := createReady(t, fixture.PodSet(ns, "web").Recreate().Replicas(3).MaxUnavailable(1))
 	before := pods(t, ns)
 
 	setPaused(t, ps, true)

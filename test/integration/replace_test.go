@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -50,7 +51,7 @@ func waitForNewPod(t *testing.T, old corev1.Pod) corev1.Pod {
 // maxUnavailable, and asking again changes nothing.
 func TestReplaceOnePod(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := createReady(t, testenv.MakePodSet(ns, "web").Replicas(3).MaxUnavailable(1))
+	ps := createReady(t, fixture.PodSet(ns, "web").Replicas(3).MaxUnavailable(1))
 	before := pods(t, ns)
 
 	askReplace(t, before["web-1"])
@@ -108,7 +109,7 @@ func TestReplaceLabelRefusedOnOtherPods(t *testing.T) {
 	} {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: tc.name, Namespace: ns, OwnerReferences: tc.owner},
-			Spec:       testenv.MakePodSet(ns, "web").Obj().Spec.Template.Spec,
+			Spec:       fixture.PodSet(ns, "web").Obj().Spec.Template.Spec,
 		}
 		if err := env.Client.Create(t.Context(), pod); err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -18,7 +19,7 @@ func TestWriteRequests(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	// Pods replaced; TestImageChangeUpdatesPodsInPlaceBehindTheirGate counts
 	// the writes of an in-place rollout.
-	ps := createReady(t, testenv.MakePodSet(ns, "web").Recreate().Replicas(n).MaxUnavailable(10))
+	ps := createReady(t, fixture.PodSet(ns, "web").Recreate().Replicas(n).MaxUnavailable(10))
 	podWrites, statusWrites := requests.writes(ns, "pods", ""), requests.writes(ns, "podsets", "status")
 	reads := requests.count("GET", ns, "pods", "")
 	t.Logf("0 -> %d: %d pod writes, %d status writes, %d uncached pod reads", n, podWrites, statusWrites, reads)
@@ -85,7 +86,7 @@ func TestWriteRequests(t *testing.T) {
 
 func TestStatusOnlyChangeRunsNoPass(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := createReady(t, testenv.MakePodSet(ns, "web"))
+	ps := createReady(t, fixture.PodSet(ns, "web"))
 
 	// Someone else writes status; the generation does not change, so the
 	// operator's PodSet watch drops the event and no pass corrects it.
@@ -101,7 +102,7 @@ func TestStatusOnlyChangeRunsNoPass(t *testing.T) {
 	// pods and writes its status. Had the status-only change enqueued a
 	// pass of web, that pass would have begun before this one.
 	witnessNS := testenv.Namespace(t, env.Client, "podset-", nil)
-	witness := testenv.MakePodSet(witnessNS, "witness").Replicas(3).Create(t, env.Client)
+	witness := fixture.PodSet(witnessNS, "witness").Replicas(3).Create(t, env.Client)
 	waitForStatus(t, witness, func(got *podsetv1alpha1.PodSet) error {
 		if got.Status.ObservedGeneration != got.Generation || got.Status.Replicas != 3 {
 			return fmt.Errorf("status %+v, want 3 replicas at generation %d", got.Status, got.Generation)

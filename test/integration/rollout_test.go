@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -53,7 +54,7 @@ func assertUntouched(t *testing.T, ns string, before map[string]corev1.Pod, name
 
 func TestRolloutReplacesFromTheHighestOrdinalWithinMaxUnavailable(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := createReady(t, testenv.MakePodSet(ns, "web").Recreate().Replicas(3).MaxUnavailable(1))
+	ps := createReady(t, fixture.PodSet(ns, "web").Recreate().Replicas(3).MaxUnavailable(1))
 	before := pods(t, ns)
 
 	setImage(t, ps, "busybox:1.37")
@@ -71,7 +72,7 @@ func TestRolloutReplacesFromTheHighestOrdinalWithinMaxUnavailable(t *testing.T) 
 
 func TestRolloutReplacesUnreadyPodsFirst(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := createReady(t, testenv.MakePodSet(ns, "web").Recreate().Replicas(3).MaxUnavailable(1))
+	ps := createReady(t, fixture.PodSet(ns, "web").Recreate().Replicas(3).MaxUnavailable(1))
 	before := pods(t, ns)
 	markUnready(t, ps, before["web-0"], 2)
 
@@ -88,7 +89,7 @@ func TestRolloutReplacesUnreadyPodsFirst(t *testing.T) {
 
 func TestOnDeleteReplacesOnlyDeletedPods(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
-	ps := createReady(t, testenv.MakePodSet(ns, "web").Replicas(2).OnDelete())
+	ps := createReady(t, fixture.PodSet(ns, "web").Replicas(2).OnDelete())
 	before := pods(t, ns)
 
 	// Under OnDelete a PodSet whose pods all exist and are available is

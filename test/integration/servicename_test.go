@@ -11,6 +11,7 @@ import (
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/internal/podset"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -60,7 +61,7 @@ func watchUnavailable(t *testing.T, ns string, names ...string) func() int {
 func TestServiceNameGivesPodsTheirDNSIdentityThroughUpdatesAndRecreations(t *testing.T) {
 	t.Parallel()
 	ns, _ := kubeletNamespace(t)
-	ps := createRunning(t, testenv.MakePodSet(ns, "web").Replicas(3).MaxUnavailable(1).Mutate(func(ps *podsetv1alpha1.PodSet) {
+	ps := createRunning(t, fixture.PodSet(ns, "web").Replicas(3).MaxUnavailable(1).Mutate(func(ps *podsetv1alpha1.PodSet) {
 		ps.Spec.ServiceName = "web-dns"
 	}))
 	wantIdentity(t, ns, "web-dns")

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -29,7 +30,7 @@ func TestTemplateTheAPIServerRefusesStallsWithBackoff(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", nil)
 	// A hostname that is no DNS label: neither the CRD nor the admission
 	// policies check it, pod validation refuses it.
-	ps := testenv.MakePodSet(ns, "web").Replicas(5).Mutate(func(ps *podsetv1alpha1.PodSet) {
+	ps := fixture.PodSet(ns, "web").Replicas(5).Mutate(func(ps *podsetv1alpha1.PodSet) {
 		ps.Spec.Template.Spec.Hostname = "Not_A_Label"
 	}).Create(t, env.Client)
 
@@ -90,7 +91,7 @@ func TestPodSecurityRefusalStalls(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 	// NFS volumes are outside the restricted profile's volume types; the
 	// operator does not refuse them itself, PodSecurity admission does.
-	ps := testenv.MakePodSet(ns, "web").Replicas(2).Mutate(func(ps *podsetv1alpha1.PodSet) {
+	ps := fixture.PodSet(ns, "web").Replicas(2).Mutate(func(ps *podsetv1alpha1.PodSet) {
 		ps.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 			NFS: &corev1.NFSVolumeSource{Server: "nfs.example", Path: "/data"},
 		}}}
@@ -104,7 +105,7 @@ func TestPodSecurityRefusalStalls(t *testing.T) {
 func TestHardenedPodsAreAdmittedUnderRestricted(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "podset-", map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 	// The plain template says nothing about security beyond a user ID.
-	ps := testenv.MakePodSet(ns, "web").Replicas(2).Create(t, env.Client)
+	ps := fixture.PodSet(ns, "web").Replicas(2).Create(t, env.Client)
 	got := waitForPods(t, ns, "web-0", "web-1")
 	waitForStatus(t, ps, func(got *podsetv1alpha1.PodSet) error {
 		if c := testenv.Condition(got, podsetv1alpha1.StalledCondition); c.Status == metav1.ConditionTrue {

@@ -27,6 +27,7 @@ import (
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/controller"
 	"github.com/podset-dev/podset-operator/internal/podset"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -213,7 +214,7 @@ func waitForPods(t *testing.T, ns string, want ...string) map[string]corev1.Pod 
 // createReady creates the PodSet, waits for its pods, plays the kubelet
 // to make them Running and Ready, and waits until its status shows them all
 // ready, available and up to date. It returns the PodSet as read then.
-func createReady(t *testing.T, b *testenv.PodSetBuilder) *podsetv1alpha1.PodSet {
+func createReady(t *testing.T, b *fixture.PodSetBuilder) *podsetv1alpha1.PodSet {
 	t.Helper()
 	ps := b.Create(t, env.Client)
 	n := *ps.Spec.Replicas
@@ -229,7 +230,7 @@ func createReady(t *testing.T, b *testenv.PodSetBuilder) *podsetv1alpha1.PodSet 
 // createRunning creates the PodSet and waits until the namespace's kubelet
 // (startKubelet) runs its pods and its status shows them ready and up to
 // date. It returns the PodSet as read then.
-func createRunning(t *testing.T, b *testenv.PodSetBuilder) *podsetv1alpha1.PodSet {
+func createRunning(t *testing.T, b *fixture.PodSetBuilder) *podsetv1alpha1.PodSet {
 	t.Helper()
 	ps := b.Create(t, env.Client)
 	return waitForStatus(t, ps, readyStatus(*ps.Spec.Replicas))

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -82,40 +83,33 @@ func describe(ns string) string {
 // that needs both (needNodes) selects them by label alone.
 func appPodSet(ns, name string, replicas int32, image string) *podsetv1alpha1.PodSet {
 	labels := map[string]string{"app": name}
-	return &podsetv1alpha1.PodSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: podsetv1alpha1.PodSetSpec{
-			Replicas:                ptr.To(replicas),
-			ProgressDeadlineSeconds: ptr.To[int32](20),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					NodeSelector:                  map[string]string{"podset.dev/real-node": "true", corev1.LabelHostname: nodeName},
-					Tolerations:                   []corev1.Toleration{{Key: "podset.dev/real-node", Operator: corev1.TolerationOpExists}},
-					TerminationGracePeriodSeconds: ptr.To[int64](10),
-					Containers: []corev1.Container{{
-						Name:            "app",
-						Image:           image,
-						ImagePullPolicy: corev1.PullNever,
-						Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}},
-							PeriodSeconds:    1,
-							FailureThreshold: 1,
-						},
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
-							Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-						},
-						ResizePolicy: []corev1.ContainerResizePolicy{
-							{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired},
-							{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.RestartContainer},
-						},
-					}},
+	return fixture.PodSet(ns, name).Replicas(replicas).ProgressDeadline(20).Template(corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec: corev1.PodSpec{
+			NodeSelector:                  map[string]string{"podset.dev/real-node": "true", corev1.LabelHostname: nodeName},
+			Tolerations:                   []corev1.Toleration{{Key: "podset.dev/real-node", Operator: corev1.TolerationOpExists}},
+			TerminationGracePeriodSeconds: ptr.To[int64](10),
+			Containers: []corev1.Container{{
+				Name:            "app",
+				Image:           image,
+				ImagePullPolicy: corev1.PullNever,
+				Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}},
+					PeriodSeconds:    1,
+					FailureThreshold: 1,
 				},
-			},
+				Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+					Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+				},
+				ResizePolicy: []corev1.ContainerResizePolicy{
+					{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired},
+					{ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.RestartContainer},
+				},
+			}},
 		},
-	}
+	}).Obj()
 }
 
 // spreadOverNodes lets the PodSet's pods run on either real node, spread

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -26,7 +27,7 @@ func TestRestartMidRolloutKeepsTheDeadlineClock(t *testing.T) {
 	const deadline = 8 * time.Second
 	ns := testenv.Namespace(t, env.Client, "rel-", nil)
 	first := startOperator(t, ns, operatorOptions{})
-	ps := testenv.MakePodSet(ns, "web").Replicas(2).Create(t, env.Client)
+	ps := fixture.PodSet(ns, "web").Replicas(2).Create(t, env.Client)
 	key := types.NamespacedName{Namespace: ns, Name: ps.Name}
 	update(t, key, func(ps *podsetv1alpha1.PodSet) {
 		ps.Spec.ProgressDeadlineSeconds = ptr.To(int32(deadline / time.Second))

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -52,7 +53,7 @@ func TestTransientAPIErrors(t *testing.T) {
 	faults.on.Store(true)
 	op := startOperator(t, ns, operatorOptions{transport: faults.wrap})
 	kubelet(t, ns)
-	ps := testenv.MakePodSet(ns, "web").Replicas(20).Create(t, env.Client)
+	ps := fixture.PodSet(ns, "web").Replicas(20).Create(t, env.Client)
 	key := types.NamespacedName{Namespace: ns, Name: ps.Name}
 	converged(t, ns)
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { *ps.Spec.Replicas = 7 })
@@ -75,7 +76,7 @@ func TestLeaderFailoverMidScaleUp(t *testing.T) {
 	})
 	standby := startOperator(t, ns, operatorOptions{leaderElection: true, identity: "b"})
 	kubelet(t, ns)
-	testenv.MakePodSet(ns, "web").Replicas(60).Create(t, env.Client)
+	fixture.PodSet(ns, "web").Replicas(60).Create(t, env.Client)
 	waitForPodCount(t, ns, 1)
 	leader.stop() // a crash: the lease is not released
 	checkInvariants(t, ns, nil, standby)
@@ -87,7 +88,7 @@ func TestLeaderFailoverMidScaleUp(t *testing.T) {
 func TestAPIServerRestartMidScaleUp(t *testing.T) {
 	ns := testenv.Namespace(t, env.Client, "rel-", nil)
 	op := startOperator(t, ns, operatorOptions{})
-	testenv.MakePodSet(ns, "web").Replicas(60).Create(t, env.Client)
+	fixture.PodSet(ns, "web").Replicas(60).Create(t, env.Client)
 	waitForPodCount(t, ns, 1)
 	if err := env.RestartAPIServer(2 * time.Second); err != nil {
 		t.Fatal(err)
@@ -98,7 +99,7 @@ func TestAPIServerRestartMidScaleUp(t *testing.T) {
 
 func TestAnotherFieldManagerFightsOverPodFields(t *testing.T) {
 	ns, op := newScene(t)
-	testenv.MakePodSet(ns, "web").Replicas(3).Create(t, env.Client)
+	fixture.PodSet(ns, "web").Replicas(3).Create(t, env.Client)
 	converged(t, ns)
 	for round := range 5 {
 		// kubectl apply --server-side --force-conflicts, by hand.
@@ -123,7 +124,7 @@ func TestAnotherFieldManagerFightsOverPodFields(t *testing.T) {
 
 func TestRandomPodDeletionsWhileScaling(t *testing.T) {
 	ns, op := newScene(t)
-	ps := testenv.MakePodSet(ns, "web").Replicas(40).Create(t, env.Client)
+	ps := fixture.PodSet(ns, "web").Replicas(40).Create(t, env.Client)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 25 {
 		if pods := livePods(t, ns); len(pods) > 0 {
@@ -138,7 +139,7 @@ func TestRandomPodDeletionsWhileScaling(t *testing.T) {
 
 func TestPodSetRecreatedWhileOldPodsExist(t *testing.T) {
 	ns, op := newScene(t)
-	old := testenv.MakePodSet(ns, "web").Replicas(3).Create(t, env.Client)
+	old := fixture.PodSet(ns, "web").Replicas(3).Create(t, env.Client)
 	converged(t, ns)
 	if err := env.Client.Delete(t.Context(), old); err != nil {
 		t.Fatal(err)
@@ -149,7 +150,7 @@ func TestPodSetRecreatedWhileOldPodsExist(t *testing.T) {
 	for _, p := range livePods(t, ns) {
 		foreign[p.Name] = p.ResourceVersion
 	}
-	ps := testenv.MakePodSet(ns, "web").Replicas(3).Create(t, env.Client)
+	ps := fixture.PodSet(ns, "web").Replicas(3).Create(t, env.Client)
 	stalled(t, client.ObjectKeyFromObject(ps), podsetv1alpha1.PodConflictReason)
 	for _, p := range livePods(t, ns) {
 		if rv, ok := foreign[p.Name]; !ok || rv != p.ResourceVersion {
@@ -165,7 +166,7 @@ func TestPodSetRecreatedWhileOldPodsExist(t *testing.T) {
 
 func TestPodStuckTerminatingBehindAFinalizer(t *testing.T) {
 	ns, op := newScene(t)
-	ps := testenv.MakePodSet(ns, "web").Replicas(3).Create(t, env.Client)
+	ps := fixture.PodSet(ns, "web").Replicas(3).Create(t, env.Client)
 	key := types.NamespacedName{Namespace: ns, Name: ps.Name}
 	converged(t, ns)
 
@@ -231,7 +232,7 @@ func TestPodsRefusedByAnAdmissionPolicy(t *testing.T) {
 		}
 		return nil
 	})
-	ps := testenv.MakePodSet(ns, "web").Replicas(3).Create(t, env.Client)
+	ps := fixture.PodSet(ns, "web").Replicas(3).Create(t, env.Client)
 	stalled(t, client.ObjectKeyFromObject(ps), podsetv1alpha1.PodRejectedReason)
 	if err := env.Client.Delete(t.Context(), binding); err != nil {
 		t.Fatal(err)

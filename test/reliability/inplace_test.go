@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -32,7 +33,7 @@ func TestRestartMidInPlaceUpdateFinishesIt(t *testing.T) {
 	// the update is in flight, between the gate and the new image (a pod
 	// whose hook holds the whole drain gets its image as soon as its
 	// kubelet reports it not Ready).
-	ps := testenv.MakePodSet(ns, "web").Replicas(3).Mutate(func(ps *podsetv1alpha1.PodSet) {
+	ps := fixture.PodSet(ns, "web").Replicas(3).Mutate(func(ps *podsetv1alpha1.PodSet) {
 		ps.Spec.DrainSeconds = ptr.To[int32](1)
 	}).Create(t, env.Client)
 	key := types.NamespacedName{Namespace: ns, Name: ps.Name}

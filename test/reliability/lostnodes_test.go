@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -24,7 +25,7 @@ func TestRestartWhileANodeIsLostStillReplacesItsPod(t *testing.T) {
 	testenv.MakeNode(t, env.Client, healthy)
 	testenv.MakeNode(t, env.Client, lost)
 	first := startOperator(t, ns, operatorOptions{})
-	testenv.MakePodSet(ns, "web").Replicas(2).Recreate().LostNodeAfter(after).Create(t, env.Client)
+	fixture.PodSet(ns, "web").Replicas(2).Recreate().LostNodeAfter(after).Create(t, env.Client)
 	markPodsReady(t, ns, 2)
 	testenv.BindPod(t, env.Client, ns, "web-0", healthy)
 	web1 := testenv.BindPod(t, env.Client, ns, "web-1", lost)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -145,8 +146,8 @@ func recreate(t *testing.T, key types.NamespacedName, replicas int32) {
 }
 
 // soakPodSet is a PodSet of the soak.
-func soakPodSet(ns, name string, replicas int32) *testenv.PodSetBuilder {
-	return testenv.MakePodSet(ns, name).Replicas(replicas)
+func soakPodSet(ns, name string, replicas int32) *fixture.PodSetBuilder {
+	return fixture.PodSet(ns, name).Replicas(replicas)
 }
 
 func envString(name, def string) string {

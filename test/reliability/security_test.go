@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -189,7 +190,7 @@ func TestShippedRBACIsExactlyWhatTheOperatorUses(t *testing.T) {
 	// and recreate a pod whose resize is refused, replace a deleted
 	// pod, find a pod name taken by a pod it does not control, and stall on
 	// a refused template (Warning events).
-	ps := testenv.MakePodSet(ns, "web").Replicas(3).Create(t, env.Client)
+	ps := fixture.PodSet(ns, "web").Replicas(3).Create(t, env.Client)
 	key := types.NamespacedName{Namespace: ns, Name: ps.Name}
 	converged(t, ns)
 	update(t, key, func(ps *podsetv1alpha1.PodSet) { *ps.Spec.Replicas = 2 })

@@ -13,8 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -22,7 +20,8 @@ import (
 
 // The helpers every suite shares (test/integration, test/reliability,
 // test/e2e, test/node, config/prometheus) and the benchmark: waiting,
-// namespaces, PodSet fixtures and their conditions.
+// namespaces, PodSet conditions (the PodSets themselves are
+// test/fixture's).
 
 // Poll calls check every interval until it returns nil, and returns nil
 // then. Once timeout has passed, or ctx is done, it returns check's last
@@ -175,124 +174,6 @@ func HeadlessService(ns, name, podSet string) *corev1.Service {
 			Ports:     []corev1.ServicePort{{Name: "http", Port: 8080}},
 		},
 	}
-}
-
-// PodSetBuilder builds PodSet fixtures.
-type PodSetBuilder struct{ ps *podsetv1alpha1.PodSet }
-
-// MakePodSet starts a PodSet of one replica whose pods run busybox (sleep
-// infinity) as a non-root user and carry the label app=name.
-func MakePodSet(ns, name string) *PodSetBuilder {
-	return &PodSetBuilder{ps: &podsetv1alpha1.PodSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: podsetv1alpha1.PodSetSpec{
-			Replicas: ptr.To[int32](1),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
-				Spec: corev1.PodSpec{
-					SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](65532)},
-					Containers:      []corev1.Container{{Name: "app", Image: "busybox:1.36", Command: []string{"sleep", "infinity"}}},
-				},
-			},
-		},
-	}}
-}
-
-// Replicas sets spec.replicas.
-func (b *PodSetBuilder) Replicas(n int32) *PodSetBuilder { b.ps.Spec.Replicas = &n; return b }
-
-// Template replaces the pod template.
-func (b *PodSetBuilder) Template(t corev1.PodTemplateSpec) *PodSetBuilder {
-	b.ps.Spec.Template = t
-	return b
-}
-
-// MaxUnavailable sets the rolling update's budget. It keeps a partition
-// set before it.
-func (b *PodSetBuilder) MaxUnavailable(n int32) *PodSetBuilder {
-	b.rollingUpdate().MaxUnavailable = ptr.To(intstr.FromInt32(n))
-	return b
-}
-
-// Partition sets the rolling update's partition. It keeps a maxUnavailable
-// set before it.
-func (b *PodSetBuilder) Partition(n int32) *PodSetBuilder {
-	b.rollingUpdate().Partition = &n
-	return b
-}
-
-func (b *PodSetBuilder) rollingUpdate() *podsetv1alpha1.RollingUpdatePodSet {
-	if b.ps.Spec.UpdateStrategy.RollingUpdate == nil {
-		b.ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{}
-	}
-	return b.ps.Spec.UpdateStrategy.RollingUpdate
-}
-
-// OnDelete sets the OnDelete update strategy.
-func (b *PodSetBuilder) OnDelete() *PodSetBuilder {
-	b.ps.Spec.UpdateStrategy.Type = podsetv1alpha1.OnDeleteStrategyType
-	return b
-}
-
-// Recreate makes the PodSet replace out-of-date pods rather than update
-// them in place: for tests of the rollout's pacing, which see a pod
-// updated by its new UID.
-func (b *PodSetBuilder) Recreate() *PodSetBuilder {
-	b.ps.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
-	return b
-}
-
-// MinReadySeconds sets spec.minReadySeconds.
-func (b *PodSetBuilder) MinReadySeconds(n int32) *PodSetBuilder {
-	b.ps.Spec.MinReadySeconds = n
-	return b
-}
-
-// ProgressDeadline sets spec.progressDeadlineSeconds.
-func (b *PodSetBuilder) ProgressDeadline(n int32) *PodSetBuilder {
-	b.ps.Spec.ProgressDeadlineSeconds = &n
-	// The drain must be shorter than the deadline (admission refuses
-	// it otherwise): a short deadline gets a short drain.
-	if n <= podsetv1alpha1.DefaultDrainSeconds {
-		drain := max(0, n-2)
-		b.ps.Spec.DrainSeconds = &drain
-	}
-	return b
-}
-
-// RevisionHistoryLimit sets spec.revisionHistoryLimit.
-func (b *PodSetBuilder) RevisionHistoryLimit(n int32) *PodSetBuilder {
-	b.ps.Spec.RevisionHistoryLimit = &n
-	return b
-}
-
-// OrdinalsStart sets spec.ordinals.start: the pods are named from it.
-func (b *PodSetBuilder) OrdinalsStart(n int32) *PodSetBuilder {
-	b.ps.Spec.Ordinals = &podsetv1alpha1.PodSetOrdinals{Start: n}
-	return b
-}
-
-// Mutate changes the PodSet in any other way.
-func (b *PodSetBuilder) Mutate(f func(*podsetv1alpha1.PodSet)) *PodSetBuilder { f(b.ps); return b }
-
-// Obj is the PodSet built.
-func (b *PodSetBuilder) Obj() *podsetv1alpha1.PodSet { return b.ps }
-
-// Create creates the PodSet, failing the test when it cannot, and deletes
-// it when the test ends, so that no PodSet of an ended test keeps an
-// operator busy.
-func (b *PodSetBuilder) Create(t testing.TB, c client.Client) *podsetv1alpha1.PodSet {
-	t.Helper()
-	ps := b.ps
-	if err := c.Create(t.Context(), ps); err != nil {
-		t.Fatal(err)
-	}
-	// t.Context() is already canceled when cleanups run.
-	ctx := context.WithoutCancel(t.Context())
-	// The precondition spares a PodSet of the same name the test made since.
-	uid := ps.UID
-	t.Cleanup(func() { _ = c.Delete(ctx, ps, client.Preconditions{UID: &uid}) })
-	return ps
 }
 
 // HTTPOK is nil when a GET of url answers 200 OK.

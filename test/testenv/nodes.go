@@ -9,21 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
 
 // Nodes for spec.lostNodeReplacement. envtest has no node lifecycle
 // controller: the tests make Node objects and set their Ready condition and
 // unreachable taint as kube-controller-manager would.
-
-// LostNodeAfter sets spec.lostNodeReplacement.afterSeconds.
-func (b *PodSetBuilder) LostNodeAfter(seconds int32) *PodSetBuilder {
-	b.ps.Spec.LostNodeReplacement = &podsetv1alpha1.LostNodeReplacement{AfterSeconds: ptr.To(seconds)}
-	return b
-}
 
 // MakeNode creates a Ready node, deleted when the test ends.
 func MakeNode(t testing.TB, c client.Client, name string) *corev1.Node {

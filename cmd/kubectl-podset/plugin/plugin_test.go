@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/fixture"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -123,11 +124,8 @@ func template(image string) corev1.PodTemplateSpec {
 // applied by manager (server-side apply, as Argo CD and Flux write).
 func createPodSet(t *testing.T, ns, manager string, replicas int32, image string) *podsetv1alpha1.PodSet {
 	t.Helper()
-	ps := &podsetv1alpha1.PodSet{
-		TypeMeta:   metav1.TypeMeta{APIVersion: podsetv1alpha1.GroupVersion.String(), Kind: "PodSet"},
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec:       podsetv1alpha1.PodSetSpec{Replicas: ptr.To(replicas), Template: template(image)},
-	}
+	ps := fixture.PodSet(ns, "web").Replicas(replicas).Template(template(image)).Obj()
+	ps.TypeMeta = metav1.TypeMeta{APIVersion: podsetv1alpha1.GroupVersion.String(), Kind: "PodSet"}
 	body, err := json.Marshal(ps)
 	if err != nil {
 		t.Fatal(err)
