@@ -661,7 +661,7 @@ func (p *podSetContender) start(ctx context.Context, namespaces []string) (func(
 	if err != nil {
 		return nil, err
 	}
-	p.b.c.ctrlPID.Store(int32(p.op.cmd.Process.Pid))
+	p.b.c.ctrlPID.Store(int32(p.op.Cmd.Process.Pid))
 	p.samples = newOperatorMetrics(port, token).sample(5 * time.Second)
 	p.b.ctrl = p.samples
 	return p.stop, nil
@@ -731,7 +731,7 @@ func (p *inProcessPodSet) start(ctx context.Context, namespaces []string) (func(
 	if err != nil {
 		return nil, err
 	}
-	return func() error { op.stop(); return nil }, nil
+	return func() error { _ = op.Stop(); return nil }, nil
 }
 
 // ---------------------------------------------------------------- helpers

@@ -79,7 +79,7 @@ func (memory) run(ctx context.Context, b *bench) result {
 		if err != nil {
 			return err
 		}
-		defer op.stop()
+		defer func() { _ = op.Stop() }()
 
 		wctx, cancel := context.WithTimeout(ctx, 2*b.size.timeout)
 		defer cancel()

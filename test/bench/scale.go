@@ -221,8 +221,8 @@ func (b *bench) restart(ctx context.Context, ns, token string, sets int) *restar
 		if err := s.waitPass(ctx, op, sets); err != nil {
 			return err
 		}
-		<-op.workers
-		r.sync, r.pass = op.workersAt.Sub(op.started), s.passAt().Sub(op.started)
+		<-op.Ready()
+		r.sync, r.pass = op.ReadyAt.Sub(op.Started), s.passAt().Sub(op.Started)
 		time.Sleep(2 * settle)
 		after, err := b.c.scrape(ctx)
 		if err != nil {
@@ -270,9 +270,9 @@ func (b *bench) leaderChange(ctx context.Context, ns, token string, sets int) *r
 		}
 		var leader, standby *replica
 		select {
-		case <-replicas[0].op.workers:
+		case <-replicas[0].op.Ready():
 			leader, standby = replicas[0], replicas[1]
-		case <-replicas[1].op.workers:
+		case <-replicas[1].op.Ready():
 			leader, standby = replicas[1], replicas[0]
 		case <-time.After(2 * time.Minute):
 			return errors.New("no replica became the leader within two minutes")
@@ -294,8 +294,8 @@ func (b *bench) leaderChange(ctx context.Context, ns, token string, sets int) *r
 		if err := standby.s.waitPass(ctx, standby.op, sets); err != nil {
 			return fmt.Errorf("the new leader: %w", err)
 		}
-		<-standby.op.workers
-		r.sync, r.pass = standby.op.workersAt.Sub(stopped), standby.s.passAt().Sub(stopped)
+		<-standby.op.Ready()
+		r.sync, r.pass = standby.op.ReadyAt.Sub(stopped), standby.s.passAt().Sub(stopped)
 		time.Sleep(2 * settle)
 		after, err := b.c.scrape(ctx)
 		if err != nil {
@@ -513,8 +513,8 @@ func (s *sampler) waitPass(ctx context.Context, op *operatorProcess, sets int) e
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-op.exited:
-			return fmt.Errorf("the operator exited: %v", op.exitErr)
+		case <-op.Exited():
+			return fmt.Errorf("the operator exited: %v", op.ExitErr())
 		case <-deadline:
 			return fmt.Errorf("no full pass over %d PodSets within ten minutes (%v passes, %d failed scrapes)", sets, passes, errs)
 		case <-time.After(100 * time.Millisecond):
@@ -592,10 +592,10 @@ func label(m *dto.Metric, name string) string {
 // peakRSS is a running process's peak resident set (VmHWM), 0 when it
 // cannot be read.
 func peakRSS(op *operatorProcess) uint64 {
-	if op == nil || op.cmd.Process == nil {
+	if op == nil || op.Cmd.Process == nil {
 		return 0
 	}
-	raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(op.cmd.Process.Pid), "status"))
+	raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(op.Cmd.Process.Pid), "status"))
 	if err != nil {
 		return 0
 	}

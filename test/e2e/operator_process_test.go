@@ -3,12 +3,8 @@
 package e2e
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"os/exec"
+	"errors"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,15 +24,7 @@ const operatorUser = "system:serviceaccount:" + operatorNamespace + ":" + operat
 const stopGrace = time.Minute
 
 // operator is the operator binary running as a subprocess.
-type operator struct {
-	cmd     *exec.Cmd
-	logPath string
-	// exited is closed once the process has exited; waitErr is then its
-	// exit status.
-	exited  chan struct{}
-	waitErr error
-	stopped sync.Once
-}
+type operator struct{ *testenv.Process }
 
 // startOperator starts the built operator against the suite's cluster,
 // authenticated as the shipped service account, with leader election in
@@ -49,84 +37,55 @@ func startOperator(t *testing.T, extraArgs ...string) *operator {
 	dir := t.TempDir()
 	kubeconfig := impersonatingKubeconfig(t, dir)
 	probeAddr := testenv.FreeAddress(t)
-	op := &operator{logPath: filepath.Join(dir, "operator.log"), exited: make(chan struct{})}
-	logFile, err := os.Create(op.logPath)
+	p, err := testenv.StartProcess(t.Context(), testenv.ProcessOptions{
+		Path: suite.operator,
+		Args: append([]string{
+			"--kubeconfig", kubeconfig,
+			"--leader-elect",
+			"--leader-election-namespace", operatorNamespace,
+			"--metrics-bind-address", "127.0.0.1:0",
+			"--health-probe-bind-address", probeAddr,
+			"--log-format", "console",
+		}, extraArgs...),
+		LogPath:      filepath.Join(dir, "operator.log"),
+		ReadyURL:     "http://" + probeAddr + "/readyz",
+		ReadyTimeout: waitTimeout,
+		StopGrace:    stopGrace,
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = logFile.Close() }() // the child has its own descriptor
-
-	op.cmd = exec.Command(suite.operator, append([]string{
-		"--kubeconfig", kubeconfig,
-		"--leader-elect",
-		"--leader-election-namespace", operatorNamespace,
-		"--metrics-bind-address", "127.0.0.1:0",
-		"--health-probe-bind-address", probeAddr,
-		"--log-format", "console",
-	}, extraArgs...)...)
-	op.cmd.Stdout, op.cmd.Stderr = logFile, logFile
-	// Should the test binary die without its cleanups (a test timeout),
-	// the kernel kills the operator with it.
-	op.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := op.cmd.Start(); err != nil {
 		t.Fatalf("starting the operator: %v", err)
 	}
-	t.Logf("operator started, PID %d, log %s", op.cmd.Process.Pid, op.logPath)
-	go func() {
-		op.waitErr = op.cmd.Wait()
-		close(op.exited)
-	}()
+	op := &operator{p}
+	t.Logf("operator started, PID %d, log %s", p.Cmd.Process.Pid, p.LogPath)
 	t.Cleanup(func() {
 		_ = op.stop(t) // the tests that expect an exit status check it themselves
 		if t.Failed() {
 			t.Logf("operator log:\n%s", op.log(t))
 		}
 	})
-
-	eventually(t, "the operator answers on /readyz", func(ctx context.Context) error {
-		select {
-		case <-op.exited:
-			return fmt.Errorf("the operator exited: %v", op.waitErr)
-		default:
-		}
-		return testenv.HTTPOK(ctx, "http://"+probeAddr+"/readyz")
-	})
 	return op
 }
 
 // stop sends the operator SIGTERM, waits until it exits (killing it after
-// stopGrace) and returns its exit status. Only the first call signals.
+// stopGrace, which fails the test) and returns its exit status. Only the
+// first call signals.
 func (op *operator) stop(t *testing.T) error {
 	t.Helper()
-	op.stopped.Do(func() {
-		select {
-		case <-op.exited:
-			return
-		default:
-		}
-		if err := op.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Logf("sending SIGTERM to the operator (PID %d): %v", op.cmd.Process.Pid, err)
-		}
-		select {
-		case <-op.exited:
-		case <-time.After(stopGrace):
-			t.Errorf("the operator (PID %d) did not exit within %v of SIGTERM; killing it", op.cmd.Process.Pid, stopGrace)
-			_ = op.cmd.Process.Kill()
-			<-op.exited
-		}
-	})
-	<-op.exited
-	return op.waitErr
+	err := op.Stop(syscall.SIGTERM)
+	if errors.Is(err, testenv.ErrKilled) {
+		t.Errorf("the operator: %v", err)
+	}
+	return err
 }
 
 // log is everything the operator has printed so far.
 func (op *operator) log(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(op.logPath)
+	log, err := op.Log()
 	if err != nil {
 		t.Errorf("reading the operator log: %v", err)
 	}
-	return string(data)
+	return log
 }
 
 // impersonatingKubeconfig writes into dir a copy of the suite's admin

@@ -77,11 +77,10 @@ func setUp(env suiteEnv, m *testing.M) (int, error) {
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
 
+	ctx := context.Background()
 	operator := filepath.Join(tmp, "podset-operator")
-	build := exec.Command("go", "build", "-trimpath", "-o", operator, ".")
-	build.Dir = suite.root
-	if out, err := build.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("building the operator: %w\n%s", err, out)
+	if err := testenv.BuildOperator(ctx, suite.root, operator); err != nil {
+		return 0, err
 	}
 
 	policy := filepath.Join(tmp, "audit-policy.yaml")
@@ -89,7 +88,6 @@ func setUp(env suiteEnv, m *testing.M) (int, error) {
 		return 0, err
 	}
 	cluster := localCluster(env, policy)
-	ctx := context.Background()
 	// A cluster left over by an interrupted run is deleted first.
 	if err := cluster.Down(ctx); err != nil {
 		return 0, fmt.Errorf("deleting a leftover cluster: %w", err)
@@ -137,24 +135,29 @@ func setUp(env suiteEnv, m *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	op, err := startProcess(filepath.Join(tmp, "operator.log"), nil, "http://"+probe+"/readyz", operator,
-		"--kubeconfig", suite.kubeconfig,
-		"--leader-elect=false",
-		"--metrics-bind-address", "0",
-		"--health-probe-bind-address", probe,
-		"--log-format", "console",
-	)
+	op, err := testenv.StartProcess(ctx, testenv.ProcessOptions{
+		Path: operator,
+		Args: []string{
+			"--kubeconfig", suite.kubeconfig,
+			"--leader-elect=false",
+			"--metrics-bind-address", "0",
+			"--health-probe-bind-address", probe,
+			"--log-format", "console",
+		},
+		LogPath:  filepath.Join(tmp, "operator.log"),
+		ReadyURL: "http://" + probe + "/readyz",
+	})
 	if err != nil {
 		return 0, err
 	}
-	defer op.stop()
+	defer func() { _ = op.Stop(syscall.SIGTERM) }() // how it ended is not the suite's question
 
 	health, err := freeAddress()
 	if err != nil {
 		return 0, err
 	}
-	flux, err := startProcess(filepath.Join(tmp, "kustomize-controller.log"),
-		[]string{
+	flux, err := testenv.StartProcess(ctx, testenv.ProcessOptions{
+		Env: []string{
 			"KUBECONFIG=" + suite.kubeconfig,
 			// The namespace the controller would run in; with
 			// --watch-all-namespaces it only names its leader
@@ -163,26 +166,29 @@ func setUp(env suiteEnv, m *testing.M) (int, error) {
 			// It builds each revision in a temporary directory.
 			"TMPDIR=" + tmp,
 		},
-		"http://"+health+"/readyz",
-		filepath.Join(env.fluxDir, "kustomize-controller"),
-		"--watch-all-namespaces=true",
-		"--enable-leader-election=false",
-		"--metrics-addr", "0",
-		"--health-addr", health,
-		// No notification-controller: events go to the API server only.
-		"--events-addr", "",
-		"--log-encoding", "console",
-	)
+		Path: filepath.Join(env.fluxDir, "kustomize-controller"),
+		Args: []string{
+			"--watch-all-namespaces=true",
+			"--enable-leader-election=false",
+			"--metrics-addr", "0",
+			"--health-addr", health,
+			// No notification-controller: events go to the API server only.
+			"--events-addr", "",
+			"--log-encoding", "console",
+		},
+		LogPath:  filepath.Join(tmp, "kustomize-controller.log"),
+		ReadyURL: "http://" + health + "/readyz",
+	})
 	if err != nil {
 		return 0, err
 	}
-	defer flux.stop()
-	fmt.Printf("gitops: the operator (PID %d) and kustomize-controller (PID %d) run; logs in %s\n", op.cmd.Process.Pid, flux.cmd.Process.Pid, tmp)
+	defer func() { _ = flux.Stop(syscall.SIGTERM) }()
+	fmt.Printf("gitops: the operator (PID %d) and kustomize-controller (PID %d) run; logs in %s\n", op.Cmd.Process.Pid, flux.Cmd.Process.Pid, tmp)
 
 	code := m.Run()
 	if code != 0 {
-		for _, p := range []*process{op, flux} {
-			fmt.Printf("--- %s, last lines:\n%s\n", p.logPath, p.tail(80))
+		for _, p := range []*testenv.Process{op, flux} {
+			fmt.Printf("--- %s, last lines:\n%s\n", p.LogPath, p.Tail(80))
 		}
 	}
 	return code, nil
@@ -243,79 +249,4 @@ func kubectl(args ...string) error {
 func freeAddress() (string, error) {
 	port, err := testenv.FreePort()
 	return fmt.Sprintf("127.0.0.1:%d", port), err
-}
-
-// process is a controller the suite runs as a subprocess, its output in a
-// log file.
-type process struct {
-	cmd     *exec.Cmd
-	logPath string
-	exited  chan struct{}
-	waitErr error
-}
-
-// startProcess starts path with args and env added to the suite's
-// environment, output to logPath, and waits until readyURL answers.
-func startProcess(logPath string, env []string, readyURL, path string, args ...string) (*process, error) {
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = logFile.Close() }() // the child has its own descriptor
-	p := &process{cmd: exec.Command(path, args...), logPath: logPath, exited: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	// Should the test binary die without its cleanups (a test timeout),
-	// the kernel kills the controller with it.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", path, err)
-	}
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.exited)
-	}()
-	if err := p.waitReady(readyURL); err != nil {
-		p.stop()
-		return nil, err
-	}
-	return p, nil
-}
-
-// waitReady waits up to two minutes for url to answer 200 OK.
-func (p *process) waitReady(url string) error {
-	err := testenv.Poll(context.Background(), 2*time.Minute, 250*time.Millisecond, func(ctx context.Context) error {
-		select {
-		case <-p.exited:
-			return fmt.Errorf("%s exited: %v", p.cmd.Path, p.waitErr)
-		default:
-		}
-		return testenv.HTTPOK(ctx, url)
-	})
-	if err != nil {
-		return fmt.Errorf("%w\n%s", err, p.tail(40))
-	}
-	return nil
-}
-
-// stop sends SIGTERM and waits for the process to exit, killing it after
-// 30 seconds.
-func (p *process) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
-}
-
-// tail is the last n lines of the process's log.
-func (p *process) tail(n int) string {
-	data, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -18,11 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/controller"
@@ -70,27 +67,19 @@ func run(m *testing.M) int {
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WrapTransport = requests.wrap
 	cfg.QPS, cfg.Burst = -1, -1
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	mgr, err := controller.NewManager(ctx, cfg, manager.Options{
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	}, controller.Options{})
+	op, err := testenv.StartOperator(cfg, manager.Options{}, controller.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	operatorCache = mgr.GetCache()
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
+	operatorCache = op.Manager.GetCache()
+	if !op.Synced(context.Background()) {
 		fmt.Fprintln(os.Stderr, "the operator's cache did not sync")
+		_ = op.Stop()
 		return 1
 	}
 	code := m.Run()
-	cancel()
-	if err := <-done; err != nil {
+	if err := op.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		return 1
 	}

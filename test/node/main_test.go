@@ -11,6 +11,7 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -164,38 +165,22 @@ func startOperator(dir string, appendLog bool) (func(syscall.Signal), error) {
 		return nil, fmt.Errorf("waiting for the CRD: %w\n%s", err, out)
 	}
 	bin := filepath.Join(dir, "podset-operator")
-	if out, err := goCommand("build", "-o", bin, "."); err != nil {
-		return nil, fmt.Errorf("building the operator: %w\n%s", err, out)
+	if err := testenv.BuildOperator(context.Background(), suite.root, bin); err != nil {
+		return nil, err
 	}
-	logPath := filepath.Join(suite.root, "bin", "node", "operator.log")
-	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
-	if appendLog {
-		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
-	}
-	log, err := os.OpenFile(logPath, flags, 0o644)
+	op, err := testenv.LaunchProcess(testenv.ProcessOptions{
+		Path: bin,
+		Args: []string{"--kubeconfig", suite.kubeconfig, "--metrics-bind-address=0",
+			"--health-probe-bind-address=0", "--log-format=console", "--log-level=debug"},
+		LogPath:   filepath.Join(suite.root, "bin", "node", "operator.log"),
+		AppendLog: appendLog,
+	})
 	if err != nil {
 		return nil, err
 	}
-	op := exec.Command(bin, "--kubeconfig", suite.kubeconfig, "--metrics-bind-address=0",
-		"--health-probe-bind-address=0", "--log-format=console", "--log-level=debug")
-	op.Stdout, op.Stderr = log, log
-	if err := op.Start(); err != nil {
-		return nil, err
-	}
-	fmt.Println("node: the operator runs, its log is", logPath)
-	return func(sig syscall.Signal) {
-		_ = op.Process.Signal(sig)
-		// Its exit status after a signal says nothing.
-		exited := make(chan struct{})
-		go func() { _ = op.Wait(); close(exited) }()
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = op.Process.Kill()
-			<-exited
-		}
-		_ = log.Close() // the operator wrote it through its own descriptor
-	}, nil
+	fmt.Println("node: the operator runs, its log is", op.LogPath)
+	// Its exit status after a signal says nothing.
+	return func(sig syscall.Signal) { _ = op.Stop(sig) }, nil
 }
 
 func lastLine(s string) string {

@@ -26,7 +26,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -64,9 +63,7 @@ type operatorOptions struct {
 
 // operator is a running operator instance, watching one namespace.
 type operator struct {
-	cancel context.CancelFunc
-	// done is closed once the instance's manager has returned.
-	done chan struct{}
+	*testenv.Operator
 	// writes counts the instance's pod and PodSet write requests.
 	writes atomic.Int64
 	// logWrites prints each write, to name the culprit of a quiet period.
@@ -77,7 +74,7 @@ type operator struct {
 // does, and stops it when the test ends.
 func startOperator(t *testing.T, ns string, o operatorOptions) *operator {
 	t.Helper()
-	op := &operator{done: make(chan struct{})}
+	op := &operator{}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = -1, -1
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
@@ -99,14 +96,9 @@ func startOperator(t *testing.T, ns string, o operatorOptions) *operator {
 	if o.impersonate != "" {
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: o.impersonate}
 	}
-	metrics := metricsserver.Options{BindAddress: "0"}
+	opts := manager.Options{}
 	if o.metricsAddr != "" {
-		metrics = metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization}
-	}
-	opts := manager.Options{
-		Metrics:                metrics,
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		opts.Metrics = metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization}
 	}
 	if o.leaderElection {
 		opts.LeaderElection = true
@@ -117,19 +109,13 @@ func startOperator(t *testing.T, ns string, o operatorOptions) *operator {
 		opts.RetryPeriod = ptr.To(200 * time.Millisecond)
 		cfg.UserAgent = o.identity
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	op.cancel = cancel
 	// Each instance registers its metrics with its own registry: the
 	// tests run several at once in this process.
-	mgr, err := controller.NewManager(ctx, cfg, opts, controller.Options{Namespaces: []string{ns}, Metrics: prometheus.NewRegistry()})
+	var err error
+	op.Operator, err = testenv.StartOperator(cfg, opts, controller.Options{Namespaces: []string{ns}, Metrics: prometheus.NewRegistry()})
 	if err != nil {
-		cancel()
 		t.Fatal(err)
 	}
-	go func() {
-		_ = mgr.Start(ctx) // stopped as a crash: how it ended is not the test's question
-		close(op.done)
-	}()
 	t.Cleanup(op.stop)
 	return op
 }
@@ -147,8 +133,7 @@ func newScene(t *testing.T) (ns string, op *operator) {
 // stop stops the instance and waits for it, as a crash would: without
 // releasing its lease.
 func (op *operator) stop() {
-	op.cancel()
-	<-op.done // closed: later stops return at once
+	_ = op.Stop() // stopped as a crash: how it ended is not the test's question
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
