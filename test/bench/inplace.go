@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // The in-place rollout: one set of N ready pods with maxUnavailable 100%,
@@ -338,7 +340,7 @@ func gateCloses(x contender, m *measurement) int {
 	case *gatedLimitContender:
 		return int(x.closes.Load())
 	case *podSetContender:
-		opens := m.requests.count(func(k requestKey) bool { return isPod(k, "status") && k.verb == "APPLY" })
+		opens := m.requests.Count(func(k requestKey) bool { return isPod(k, "status") && k.Verb == "APPLY" })
 		if m.gateWrites < opens {
 			return -1
 		}
@@ -350,7 +352,7 @@ func gateCloses(x contender, m *measurement) int {
 }
 
 func isPod(k requestKey, subresource string) bool {
-	return k.group == "" && k.resource == "pods" && k.subresource == subresource
+	return k.Group == "" && k.Resource == "pods" && k.Subresource == subresource
 }
 
 // inPlaceWritesSource says where inPlaceWrites' numbers come from.
@@ -368,10 +370,10 @@ func inPlaceWrites(name string, m *measurement) string {
 		return "—"
 	}
 	per := func(match func(k requestKey) bool) float64 {
-		return float64(m.requests.count(match)) / float64(m.pods)
+		return float64(m.requests.Count(match)) / float64(m.pods)
 	}
 	verb := func(sub string, verbs ...string) float64 {
-		return per(func(k requestKey) bool { return isPod(k, sub) && slices.Contains(verbs, k.verb) })
+		return per(func(k requestKey) bool { return isPod(k, sub) && slices.Contains(verbs, k.Verb) })
 	}
 	var ctrl, kubelet []string
 	add := func(to *[]string, v float64, what string, always bool) {
@@ -386,7 +388,7 @@ func inPlaceWrites(name string, m *measurement) string {
 	add(&ctrl, verb("", "APPLY"), "pods APPLY (the image)", inPlace)
 	add(&ctrl, verb("", "PATCH"), "pods PATCH (the image)", kind == "limit")
 	add(&ctrl, verb("", "PUT"), "pods PUT", false)
-	add(&ctrl, per(func(k requestKey) bool { return isPod(k, "resize") && isWrite(k.verb) }), "pods/resize", inPlace)
+	add(&ctrl, per(func(k requestKey) bool { return isPod(k, "resize") && testenv.IsWrite(k.Verb) }), "pods/resize", inPlace)
 	patches := verb("status", "PATCH", "PUT")
 	closes := 0.0
 	switch {
@@ -407,7 +409,7 @@ func inPlaceWrites(name string, m *measurement) string {
 		ctrl = []string{"none"}
 	}
 	s := fmt.Sprintf("%s: %s; kwok (kubelet): %s", who, strings.Join(ctrl, ", "), strings.Join(kubelet, ", "))
-	if b := per(func(k requestKey) bool { return isPod(k, "binding") && isWrite(k.verb) }); b > 0 {
+	if b := per(func(k requestKey) bool { return isPod(k, "binding") && testenv.IsWrite(k.Verb) }); b > 0 {
 		s += fmt.Sprintf("; scheduler: pods/binding %.2f", b)
 	}
 	return s

@@ -92,10 +92,10 @@ func terminating(p *corev1.Pod) *corev1.Pod {
 // closes and kwok, and none split when the closes are not known.
 func TestInPlaceWrites(t *testing.T) {
 	r := requests{
-		{verb: "APPLY", resource: "pods", code: "200"}:                        10,
-		{verb: "PATCH", resource: "pods", subresource: "status", code: "200"}: 40,
-		{verb: "APPLY", resource: "pods", subresource: "status", code: "200"}: 10,
-		{verb: "APPLY", resource: "pods", code: "200", seconds: true}:         3,
+		{Verb: "APPLY", Resource: "pods", Code: "200"}:                        10,
+		{Verb: "PATCH", Resource: "pods", Subresource: "status", Code: "200"}: 40,
+		{Verb: "APPLY", Resource: "pods", Subresource: "status", Code: "200"}: 10,
+		{Verb: "APPLY", Resource: "pods", Code: "200", Seconds: true}:         3,
 	}
 	m := &measurement{pods: 10, requests: r, gateCloses: 10}
 	want := "operator: pods APPLY (the image) 1.00, pods/resize 0.00, pods/status PATCH (gate close) 1.00, pods/status APPLY (gate open) 1.00; kwok (kubelet): pods/status PATCH 3.00"
@@ -108,10 +108,10 @@ func TestInPlaceWrites(t *testing.T) {
 		t.Errorf("kruise:\n got %s\nwant %s", got, want)
 	}
 	dep := &measurement{pods: 2, requests: requests{
-		{verb: "POST", resource: "pods", code: "201"}:                         2,
-		{verb: "DELETE", resource: "pods", code: "200"}:                       2,
-		{verb: "POST", resource: "pods", subresource: "binding", code: "201"}: 2,
-		{verb: "PATCH", resource: "pods", subresource: "status", code: "200"}: 2,
+		{Verb: "POST", Resource: "pods", Code: "201"}:                         2,
+		{Verb: "DELETE", Resource: "pods", Code: "200"}:                       2,
+		{Verb: "POST", Resource: "pods", Subresource: "binding", Code: "201"}: 2,
+		{Verb: "PATCH", Resource: "pods", Subresource: "status", Code: "200"}: 2,
 	}}
 	want = "kube-controller-manager (ReplicaSet): pods POST (create) 1.00, pods DELETE 1.00; kwok (kubelet): pods/status PATCH 1.00; scheduler: pods/binding 1.00"
 	if got := inPlaceWrites("replicaset", dep); got != want {

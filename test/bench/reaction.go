@@ -9,6 +9,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // reactionResult is one contender's converged pass and reaction times.
@@ -124,7 +126,7 @@ func (b *bench) convergedPass(ctx context.Context, x scalingContender, ns, contr
 	if err != nil {
 		return err
 	}
-	c := after.sub(before).counts()
+	c := countsOf(after.Sub(before))
 	c.podCreates -= len(touch) // the benchmark's own label patches
 	res.converged = &measurement{dur: time.Since(start), counts: c}
 	res.touches = len(touch)
@@ -182,17 +184,6 @@ func (b *bench) reactionTrials(ctx, wctx context.Context, x scalingContender, re
 	return nil
 }
 
-// percentile is the nearest-rank percentile of the samples.
-func percentile(d []time.Duration, p float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	rank := int(p/100*float64(len(s))+0.999999) - 1
-	return s[min(max(rank, 0), len(s)-1)]
-}
-
 func (rr *reactionResults) rows(b *bench) []row {
 	return append(rr.convergedRows(b), rr.reactionRows(b)...)
 }
@@ -240,8 +231,8 @@ func (rr *reactionResults) reactionRows(b *bench) []row {
 		if len(d) == 0 {
 			return
 		}
-		p99 := percentile(d, 99)
-		r := row{scenario: title, contender: name, measured: fmt.Sprintf("p50 %s, p99 %s", fmtMs(percentile(d, 50)), fmtMs(p99)),
+		p99 := testenv.Percentile(d, 99)
+		r := row{scenario: title, contender: name, measured: fmt.Sprintf("p50 %s, p99 %s", fmtMs(testenv.Percentile(d, 50)), fmtMs(p99)),
 			check: how, target: "—", result: "—"}
 		if targeted {
 			r.target, r.result = "p99 ≤ 20 ms", metStr(p99 <= 20*time.Millisecond)

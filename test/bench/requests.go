@@ -1,34 +1,25 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"fmt"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // What a run cost the API server: kube-apiserver's own request counters,
 // read before and after each measured window.
 
-// requestKey is one series of kube-apiserver's apiserver_request_total,
-// or, with seconds set, of apiserver_request_duration_seconds_sum (the
-// time the API server spent answering, summed).
-type requestKey struct {
-	verb, group, resource, subresource, code string
-	seconds                                  bool
-}
-
-// requests is a snapshot of apiserver_request_total.
-type requests map[requestKey]float64
-
-var labelRE = regexp.MustCompile(`(\w+)="([^"]*)"`)
+// requestKey and requests are testenv's: kube-apiserver's request
+// counters, parsed.
+type (
+	requestKey = testenv.RequestKey
+	requests   = testenv.Requests
+)
 
 // scrape reads kube-apiserver's /metrics with the admin credentials.
 func (c *cluster) scrape(ctx context.Context) (requests, error) {
@@ -36,71 +27,7 @@ func (c *cluster) scrape(ctx context.Context) (requests, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scraping kube-apiserver /metrics: %w", err)
 	}
-	r := requests{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		total := strings.HasPrefix(line, "apiserver_request_total{")
-		if !total && !strings.HasPrefix(line, "apiserver_request_duration_seconds_sum{") {
-			continue
-		}
-		end := strings.LastIndexByte(line, '}')
-		if end < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
-		if err != nil {
-			continue
-		}
-		k := requestKey{seconds: !total}
-		for _, m := range labelRE.FindAllStringSubmatch(line[:end], -1) {
-			switch m[1] {
-			case "verb":
-				k.verb = m[2]
-			case "group":
-				k.group = m[2]
-			case "resource":
-				k.resource = m[2]
-			case "subresource":
-				k.subresource = m[2]
-			case "code":
-				k.code = m[2]
-			}
-		}
-		r[k] += v
-	}
-	return r, sc.Err()
-}
-
-// sub is the requests sent between two snapshots.
-func (r requests) sub(before requests) requests {
-	d := requests{}
-	for k, v := range r {
-		if dv := v - before[k]; dv != 0 {
-			d[k] = dv
-		}
-	}
-	return d
-}
-
-// count sums the request counts that match.
-func (r requests) count(match func(k requestKey) bool) int {
-	n := 0.0
-	for k, v := range r {
-		if !k.seconds && match(k) {
-			n += v
-		}
-	}
-	return int(n + 0.5)
-}
-
-func isWrite(verb string) bool {
-	switch verb {
-	case "POST", "PUT", "PATCH", "APPLY", "DELETE":
-		return true
-	}
-	return false
+	return testenv.ParseRequests(data)
 }
 
 // counts is what one run cost the API server.
@@ -126,29 +53,29 @@ type counts struct {
 	time string
 }
 
-func (r requests) counts() counts {
-	pods := func(k requestKey) bool { return k.group == "" && k.resource == "pods" }
+func countsOf(r requests) counts {
+	pods := func(k requestKey) bool { return k.Group == "" && k.Resource == "pods" }
 	c := counts{
-		podCreates: r.count(func(k requestKey) bool {
-			return pods(k) && k.subresource == "" && isWrite(k.verb) && k.verb != "DELETE"
+		podCreates: r.Count(func(k requestKey) bool {
+			return pods(k) && k.Subresource == "" && testenv.IsWrite(k.Verb) && k.Verb != "DELETE"
 		}),
-		podPosts: r.count(func(k requestKey) bool { return pods(k) && k.subresource == "" && k.verb == "POST" }),
-		podDeletes: r.count(func(k requestKey) bool {
-			return pods(k) && k.subresource == "" && k.verb == "DELETE" && strings.HasPrefix(k.code, "2")
+		podPosts: r.Count(func(k requestKey) bool { return pods(k) && k.Subresource == "" && k.Verb == "POST" }),
+		podDeletes: r.Count(func(k requestKey) bool {
+			return pods(k) && k.Subresource == "" && k.Verb == "DELETE" && strings.HasPrefix(k.Code, "2")
 		}),
-		statusWrites: r.count(func(k requestKey) bool {
-			return k.subresource == "status" && isWrite(k.verb) &&
-				(k.group == podsetv1alpha1.GroupVersion.Group && k.resource == "podsets" ||
-					k.group == "apps" && (k.resource == "replicasets" || k.resource == "deployments" || k.resource == "statefulsets"))
+		statusWrites: r.Count(func(k requestKey) bool {
+			return k.Subresource == "status" && testenv.IsWrite(k.Verb) &&
+				(k.Group == podsetv1alpha1.GroupVersion.Group && k.Resource == "podsets" ||
+					k.Group == "apps" && (k.Resource == "replicasets" || k.Resource == "deployments" || k.Resource == "statefulsets"))
 		}),
-		podGets:   r.count(func(k requestKey) bool { return pods(k) && k.subresource == "" && k.verb == "GET" }),
-		podStatus: r.count(func(k requestKey) bool { return pods(k) && k.subresource == "status" && isWrite(k.verb) }),
-		bindings:  r.count(func(k requestKey) bool { return pods(k) && k.subresource == "binding" }),
+		podGets:   r.Count(func(k requestKey) bool { return pods(k) && k.Subresource == "" && k.Verb == "GET" }),
+		podStatus: r.Count(func(k requestKey) bool { return pods(k) && k.Subresource == "status" && testenv.IsWrite(k.Verb) }),
+		bindings:  r.Count(func(k requestKey) bool { return pods(k) && k.Subresource == "binding" }),
 	}
 	refused := map[string]int{}
 	for k, v := range r {
-		if !k.seconds && pods(k) && k.subresource == "status" && isWrite(k.verb) && !strings.HasPrefix(k.code, "2") {
-			refused[k.code] += int(v)
+		if !k.Seconds && pods(k) && k.Subresource == "status" && testenv.IsWrite(k.Verb) && !strings.HasPrefix(k.Code, "2") {
+			refused[k.Code] += int(v)
 		}
 	}
 	var codes []string
@@ -159,8 +86,8 @@ func (r requests) counts() counts {
 	// Everything else that wrote, for the log.
 	other := map[string]int{}
 	for k, v := range r {
-		if !k.seconds && isWrite(k.verb) && (k.group != "" || k.resource != "pods") && k.subresource != "status" {
-			other[k.verb+" "+strings.Trim(k.group+"/"+k.resource+"/"+k.subresource, "/")] += int(v)
+		if !k.Seconds && testenv.IsWrite(k.Verb) && (k.Group != "" || k.Resource != "pods") && k.Subresource != "status" {
+			other[k.Verb+" "+strings.Trim(k.Group+"/"+k.Resource+"/"+k.Subresource, "/")] += int(v)
 		}
 	}
 	var parts []string
@@ -168,7 +95,7 @@ func (r requests) counts() counts {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, v))
 	}
 	c.other = strings.Join(sortStrings(parts), " ")
-	c.time = r.timeByRequest()
+	c.time = timeByRequest(r)
 	return c
 }
 
@@ -176,7 +103,7 @@ func (r requests) counts() counts {
 // resource, largest first: "APPLY pods 4.21 s (1000, 4.2 ms each), ...".
 // Watches and the reads of informers are left out: they last as long as
 // they are open.
-func (r requests) timeByRequest() string {
+func timeByRequest(r requests) string {
 	type item struct {
 		what    string
 		seconds float64
@@ -184,16 +111,16 @@ func (r requests) timeByRequest() string {
 	}
 	by := map[string]*item{}
 	for k, v := range r {
-		if !isWrite(k.verb) {
+		if !testenv.IsWrite(k.Verb) {
 			continue
 		}
-		what := k.verb + " " + strings.Trim(k.group+"/"+k.resource+"/"+k.subresource, "/")
+		what := k.Verb + " " + strings.Trim(k.Group+"/"+k.Resource+"/"+k.Subresource, "/")
 		it := by[what]
 		if it == nil {
 			it = &item{what: what}
 			by[what] = it
 		}
-		if k.seconds {
+		if k.Seconds {
 			it.seconds += v
 		} else {
 			it.n += int(v + 0.5)

@@ -87,20 +87,20 @@ func (r *restartResult) totalStateWrites() int {
 func stateWrites(d requests) map[string]int {
 	out := map[string]int{}
 	for k, v := range d {
-		if k.seconds {
+		if k.Seconds {
 			continue
 		}
 		switch {
-		case k.resource == "leases", k.resource == "nodes", k.resource == "tokenreviews", k.resource == "subjectaccessreviews":
+		case k.Resource == "leases", k.Resource == "nodes", k.Resource == "tokenreviews", k.Resource == "subjectaccessreviews":
 			continue
-		case k.group == "" && k.resource == "events":
+		case k.Group == "" && k.Resource == "events":
 			// The leader election's event about the Lease ("became
 			// leader"): a core/v1 event, where the operator's own events
 			// about PodSets go through events.k8s.io and are counted.
 			continue
 		}
-		if isWrite(k.verb) && v > 0 {
-			out[k.verb+" "+strings.Trim(k.group+"/"+k.resource+"/"+k.subresource, "/")] += int(v)
+		if testenv.IsWrite(k.Verb) && v > 0 {
+			out[k.Verb+" "+strings.Trim(k.Group+"/"+k.Resource+"/"+k.Subresource, "/")] += int(v)
 		}
 	}
 	return out
@@ -228,7 +228,7 @@ func (b *bench) restart(ctx context.Context, ns, token string, sets int) *restar
 		if err != nil {
 			return err
 		}
-		r.requests, r.stateWrites = after.sub(before).counts(), stateWrites(after.sub(before))
+		r.requests, r.stateWrites = countsOf(after.Sub(before)), stateWrites(after.Sub(before))
 		r.writes, err = m.writes(ctx)
 		r.peakHeap = s.peakHeap()
 		return err
@@ -301,7 +301,7 @@ func (b *bench) leaderChange(ctx context.Context, ns, token string, sets int) *r
 		if err != nil {
 			return err
 		}
-		r.requests, r.stateWrites = after.sub(before).counts(), stateWrites(after.sub(before))
+		r.requests, r.stateWrites = countsOf(after.Sub(before)), stateWrites(after.Sub(before))
 		r.writes, err = standby.m.writes(ctx)
 		r.peakHeap = standby.s.peakHeap()
 		return err

@@ -343,8 +343,8 @@ func (b *bench) timed(ctx context.Context, budget time.Duration, trigger func(co
 	if err != nil && m.err == nil {
 		m.err = err
 	}
-	m.requests = after.sub(before)
-	m.counts = m.requests.counts()
+	m.requests = after.Sub(before)
+	m.counts = countsOf(m.requests)
 	return m
 }
 

@@ -3,7 +3,6 @@
 package node
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -30,6 +29,7 @@ import (
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/test/kruise"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // TestRolloutBenchmark is the real node's benchmark, not a test: an image
@@ -392,8 +392,7 @@ func quantilesOf(ds []time.Duration) quantiles {
 	if len(ds) == 0 {
 		return quantiles{}
 	}
-	slices.Sort(ds)
-	return quantiles{median: ds[len(ds)/2], p90: ds[min(len(ds)-1, len(ds)*9/10)]}
+	return quantiles{median: testenv.Percentile(ds, 50), p90: testenv.Percentile(ds, 90)}
 }
 
 func (q quantiles) String() string {
@@ -658,27 +657,11 @@ func apiWrites(t *testing.T) int {
 	if err != nil {
 		t.Fatalf("reading the API server's metrics: %v", err)
 	}
-	total := 0
-	sc := bufio.NewScanner(strings.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		write := false
-		for _, verb := range []string{"POST", "PUT", "PATCH", "APPLY", "DELETE"} {
-			write = write || strings.Contains(line, `verb="`+verb+`"`)
-		}
-		if !write {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err == nil {
-			total += int(v)
-		}
+	r, err := testenv.ParseRequests([]byte(out))
+	if err != nil {
+		t.Fatalf("reading the API server's metrics: %v", err)
 	}
-	return total
+	return r.Count(func(k testenv.RequestKey) bool { return testenv.IsWrite(k.Verb) })
 }
 
 // TestDrainSweep is the evidence behind spec.drainSeconds' default, not a

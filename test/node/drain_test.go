@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // endpointLog watches a Service's EndpointSlices and records, for each
@@ -65,11 +66,9 @@ func watchEndpoints(t *testing.T, ns, svc string) *endpointLog {
 	return l
 }
 
-// watchEvents starts a watch with start and hands each of its events to
-// handle, in order, until the returned stop is called (it waits for the
-// last one). A watch the API server ends (it stopped: TestFaultsMidRollout)
-// is started again as soon as the server answers; the new watch begins
-// with an ADDED event for every object, its state then.
+// watchEvents is testenv.WatchEvents on the suite's cluster, for a
+// test: it fails the test when the watch cannot start. A watch the API
+// server ends (it stopped: TestFaultsMidRollout) is started again.
 func watchEvents(t *testing.T, start func(context.Context, kubernetes.Interface) (watch.Interface, error), handle func(watch.Event)) (stop func()) {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", suite.kubeconfig)
@@ -80,33 +79,11 @@ func watchEvents(t *testing.T, start func(context.Context, kubernetes.Interface)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	w, err := start(ctx, cs)
+	stop, err = testenv.WatchEvents(context.WithoutCancel(t.Context()), func(ctx context.Context) (watch.Interface, error) { return start(ctx, cs) }, handle)
 	if err != nil {
-		cancel()
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			for ev := range w.ResultChan() {
-				handle(ev)
-			}
-			w.Stop()
-			for w = nil; w == nil; {
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-				if w, err = start(ctx, cs); err != nil {
-					w = nil
-				}
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
+	return stop
 }
 
 func (l *endpointLog) observe(typ watch.EventType, es *discoveryv1.EndpointSlice) {

@@ -2,6 +2,7 @@ package reliability_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -66,6 +67,9 @@ type operator struct {
 	*testenv.Operator
 	// writes counts the instance's pod and PodSet write requests.
 	writes atomic.Int64
+	// drains counts the drains it began: its pods/status patches that
+	// closed a readiness gate and landed.
+	drains atomic.Int64
 	// logWrites prints each write, to name the culprit of a quiet period.
 	logWrites atomic.Bool
 }
@@ -90,7 +94,12 @@ func startOperator(t *testing.T, ns string, o operatorOptions) *operator {
 					fmt.Fprintf(os.Stderr, "quiet-period write: %s %s\n", req.Method, req.URL.Path)
 				}
 			}
-			return rt.RoundTrip(req)
+			drain := req.Method == http.MethodPatch && slices.Contains(segments, "pods") && segments[len(segments)-1] == "status" && closesGate(req)
+			resp, err := rt.RoundTrip(req)
+			if drain && err == nil && resp.StatusCode < 300 {
+				op.drains.Add(1)
+			}
+			return resp, err
 		})
 	}
 	if o.impersonate != "" {
@@ -134,6 +143,37 @@ func newScene(t *testing.T) (ns string, op *operator) {
 // releasing its lease.
 func (op *operator) stop() {
 	_ = op.Stop() // stopped as a crash: how it ended is not the test's question
+}
+
+// closesGate reports whether a pods/status patch closes the readiness
+// gate: the first step of a drain (controller.beginDrain).
+func closesGate(req *http.Request) bool {
+	if req.GetBody == nil {
+		return false
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return false
+	}
+	defer func() { _ = body.Close() }()
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return false
+	}
+	patch := struct {
+		Status struct {
+			Conditions []corev1.PodCondition `json:"conditions"`
+		} `json:"status"`
+	}{}
+	if json.Unmarshal(data, &patch) != nil {
+		return false
+	}
+	for _, c := range patch.Status.Conditions {
+		if c.Type == podsetv1alpha1.InPlaceUpdateReadyCondition && c.Status == corev1.ConditionFalse {
+			return true
+		}
+	}
+	return false
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)

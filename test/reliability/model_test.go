@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 	"github.com/podset-dev/podset-operator/test/fixture"
@@ -96,33 +94,12 @@ func TestModelBasedRandomSteps(t *testing.T) {
 			break
 		}
 	}
-	drains := drainEvents(t, ns)
+	drains := op.drains.Load()
 	t.Logf("seed %d: %d rounds, %d operations, %d faults injected, %d invariant violations, %d drains begun, %s",
 		seed, rounds, operations, faults.injected.Load(), violations, drains, time.Since(start).Round(time.Second))
 	if duration >= time.Minute && drains == 0 {
 		t.Errorf("a soak of %v drained no pod: every stop of a Ready pod that a Service selects should drain", duration)
 	}
-}
-
-// drainEvents is how many drains the operator recorded in ns: its events
-// of action Drain, each counted as often as its series says.
-func drainEvents(t *testing.T, ns string) int {
-	t.Helper()
-	list := &eventsv1.EventList{}
-	if err := env.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
-		t.Fatalf("listing the events: %v", err)
-	}
-	n := 0
-	for _, e := range list.Items {
-		if e.Action != "Drain" {
-			continue
-		}
-		n++
-		if e.Series != nil {
-			n += int(e.Series.Count) - 1
-		}
-	}
-	return n
 }
 
 // recreate deletes a PodSet and creates it again under the same name once
