@@ -31,8 +31,11 @@ import (
 type pass struct {
 	r     *PodSetReconciler
 	key   types.NamespacedName
+	// began is the pass's one clock (the View's Now): every decision is
+	// measured against it.
 	began time.Time
-	// now is the pass's time, in whole seconds as conditions store it.
+	// now is began as the pass's writes record it (the pods' gate
+	// conditions): in whole seconds, as the API server stores times.
 	now metav1.Time
 
 	// load
@@ -117,7 +120,7 @@ func (p *pass) observe() {
 	m := p.r.memory
 	m.begin(p.ps)
 	p.ps.Status = m.shownStatus(p.key, p.ps)
-	p.view = podset.NewView(p.ps, podset.NewRevisions(p.ps, p.history), p.pods, p.now.Time)
+	p.view = podset.NewView(p.ps, podset.NewRevisions(p.ps, p.history), p.pods, p.began)
 	p.view.Nodes = p.nodes
 	p.held = m.observeHeld(p.key, p.view)
 	p.drains = m.observeDrains(p.key, p.view, p.began)
@@ -141,7 +144,7 @@ func (p *pass) plan() {
 		return
 	}
 	p.revPlan = p.view.PlanRevisions(p.held.Kept())
-	p.podPlan = p.view.Plan(podset.Input{Held: p.held, InFlight: p.inFlight, Drains: p.drains, Endpoints: p.endpoints, Now: p.began})
+	p.podPlan = p.view.Plan(podset.Input{Held: p.held, InFlight: p.inFlight, Drains: p.drains, Endpoints: p.endpoints})
 	p.budgetPlan = podset.PlanBudget(p.ps, p.budget)
 }
 

@@ -238,7 +238,7 @@ func TestPlanDrains(t *testing.T) {
 					endpoints[tc.pods[i].UID] = EndpointState{Listed: true}
 				}
 			}
-			got := drainNamesOf(v.Plan(Input{InFlight: noneInFlight, Drains: tc.drains, Endpoints: endpoints, Now: now}))
+			got := drainNamesOf(v.Plan(Input{InFlight: noneInFlight, Drains: tc.drains, Endpoints: endpoints}))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
@@ -266,7 +266,7 @@ func TestPlanReopensAGateWhenTheImageGoesBack(t *testing.T) {
 				draining(now.Add(-2 * time.Second)).kubeletNotReadySince(now.Add(-time.Second)).obj()
 			pod.Status.ContainerStatuses[0].Image = images[1]
 			v := NewView(ps, NewRevisions(ps, nil), []corev1.Pod{pod}, now.Truncate(time.Second))
-			got := drainNamesOf(v.Plan(Input{InFlight: noneInFlight, Drains: Drains{types.UID("web-0-uid"): now.Add(-time.Second)}, Now: now}))
+			got := drainNamesOf(v.Plan(Input{InFlight: noneInFlight, Drains: Drains{types.UID("web-0-uid"): now.Add(-time.Second)}}))
 			if diff := cmp.Diff(drainNames{Resume: []string{"web-0"}}, got); diff != "" {
 				t.Errorf("plan after the revert (-want +got):\n%s", diff)
 			}
@@ -312,7 +312,7 @@ func TestPlanInPlaceWaitsOnlyForAKubeletThatMayReportReady(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			v := NewView(v2, revs, []corev1.Pod{tc.pod.obj()}, now.Truncate(time.Second))
-			got := drainNamesOf(v.Plan(Input{InFlight: noneInFlight, Now: now}))
+			got := drainNamesOf(v.Plan(Input{InFlight: noneInFlight}))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}

@@ -1,7 +1,6 @@
 package podset
 
 import (
-	"cmp"
 	"slices"
 	"time"
 
@@ -206,10 +205,6 @@ type Input struct {
 	Drains Drains
 	// Endpoints is what the EndpointSlices say of the pods.
 	Endpoints Endpoints
-	// Now is the time the pass began, to the nanosecond, which the drains
-	// are measured against (View.Now is in whole seconds, as conditions
-	// store it); zero means View.Now.
-	Now time.Time
 }
 
 // Plan decides what a pass does: it decides for every ordinal slot
@@ -263,14 +258,10 @@ func (v *View) prune(p *Plan, in Input) {
 // drain is where the drain of a pod the plan means to stop stands
 // (drainFor), with what the pass knows of it: when it was first seen
 // draining, what the EndpointSlices say, measured on the pass's clock
-// (Input.clock).
+// (View.Now).
 func (v *View) drain(in Input, pod *corev1.Pod, preStop, deleting bool) (drainStage, time.Duration) {
-	return drainFor(v.PodSet, pod, in.Drains[pod.UID], in.clock(v), in.Endpoints[pod.UID], preStop, deleting)
+	return drainFor(v.PodSet, pod, in.Drains[pod.UID], v.Now, in.Endpoints[pod.UID], preStop, deleting)
 }
-
-// clock is the time the drains are measured against: the pass's start to
-// the nanosecond, or View.Now (whole seconds) where the input has none.
-func (in Input) clock(v *View) time.Time { return cmp.Or(in.Now, v.Now) }
 
 // Step is a pod to update where it runs, and how.
 type Step struct {

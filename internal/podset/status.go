@@ -107,7 +107,7 @@ func (v *View) counts(done *Outcome) (podsetv1alpha1.PodSetStatus, podCounts) {
 // progress. Conditions keep their lastTransitionTime unless their status
 // changes.
 func (v *View) conditions(status *podsetv1alpha1.PodSetStatus, c podCounts, plan *Plan, stalled *Stall) {
-	ps, now := v.PodSet, metav1.NewTime(v.Now)
+	ps, now := v.PodSet, v.stamp()
 	desired := Replicas(ps)
 	partition := Partition(ps)
 	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType

@@ -24,7 +24,10 @@ type View struct {
 	PodSet *podsetv1alpha1.PodSet
 	// Revs are its revisions.
 	Revs *Revisions
-	// Now decides which Ready pods are available (minReadySeconds).
+	// Now is the pass's one clock, to the nanosecond: which Ready pods
+	// are available (minReadySeconds), where drains and deadlines stand
+	// and when to look again are measured against it. The status records
+	// it in whole seconds, as the API server stores times (View.stamp).
 	Now time.Time
 	// Nodes is what the pass knows of lost nodes; set it after NewView,
 	// for a PodSet with spec.lostNodeReplacement only.
@@ -113,3 +116,8 @@ func NewView(ps *podsetv1alpha1.PodSet, revs *Revisions, pods []corev1.Pod, now 
 
 // live reports a controlled pod that is not terminating.
 func (m *Member) live() bool { return m.Controlled && !m.Terminating }
+
+// stamp is Now as the status records it: in whole seconds, as the API
+// server stores times, so that a status written is read back equal and
+// a pass with nothing new sends nothing.
+func (v *View) stamp() metav1.Time { return metav1.NewTime(v.Now).Rfc3339Copy() }
