@@ -92,7 +92,7 @@ func (s *slotClassifier) decide(d *Decision) {
 			s.c.unavailable++
 			return
 		}
-		s.p.wakeIn(wait + time.Second) // a second late: the node's times are whole seconds
+		d.wakeIn(wait + time.Second) // a second late: the node's times are whole seconds
 	}
 	switch {
 	case !m.Controlled || in.InFlight(pod.Name) || m.Terminating:
@@ -129,7 +129,7 @@ func (s *slotClassifier) stale(d *Decision) {
 		stage, wait := s.v.drain(s.in, m.Pod, stopsWithPreStop(s.v.PodSet, m.Pod, way), !way.InPlace)
 		switch {
 		case stage != stopNow:
-			s.p.wakeIn(wait)
+			d.wakeIn(wait)
 		case way.InPlace:
 			d.Action = ActionUpdate
 		default:
@@ -175,11 +175,11 @@ func (s *slotClassifier) kept(d *Decision, replace bool) {
 	}
 	switch {
 	case wait > 0:
-		s.p.wakeIn(wait)
+		d.wakeIn(wait)
 	case why != "" && gateClosed(pod):
 		// Draining, to be recreated.
 		if stage, wait := s.v.drain(s.in, pod, allPreStop(ps, pod, nil), true); stage != stopNow {
-			s.p.wakeIn(wait)
+			d.wakeIn(wait)
 		} else {
 			d.Action = ActionRecreate
 		}

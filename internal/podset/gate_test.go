@@ -320,6 +320,51 @@ func TestPlanInPlaceWaitsOnlyForAKubeletThatMayReportReady(t *testing.T) {
 	}
 }
 
+// TestPlanWakeIsTheSoonestOfItsDecisions: each decision says when its
+// slot wants a look again, and the plan wakes at the soonest of them; a
+// slot that waits for an event (a restart in place waits for its
+// kubelet's report, however long) asks for no time and takes none from
+// another slot's wait, whichever comes first.
+func TestPlanWakeIsTheSoonestOfItsDecisions(t *testing.T) {
+	now := time.Date(2026, 11, 25, 7, 0, 10, 0, time.UTC)
+	v1 := makePodSet("web").Replicas(2).MaxUnavailableOf(intstr.FromInt32(2)).Obj()
+	v2 := v1.DeepCopy()
+	v2.Spec.Template.Spec.Containers[0].Image = "busybox:1.37"
+	revs := NewRevisions(v2, []appsv1.ControllerRevision{storedRevision(v1, 1), storedRevision(v2, 2)})
+	// Recreated on request, its gate closed 25 s ago by the operator's
+	// write, its kubelet silent: waited on for 5 s more.
+	replaced := func(o int) corev1.Pod {
+		return makePod(PodName("web", o)).controlledBy(v2).hash(TemplateHash(v2)).ready().gated().replacing().draining(now.Add(-25 * time.Second)).obj()
+	}
+	// Restarted in place, its gate closed an hour ago: waits for its
+	// kubelet, on no clock.
+	restarted := func(o int) corev1.Pod {
+		return makePod(PodName("web", o)).controlledBy(v1).hash(TemplateHash(v1)).ready().gated().draining(now.Add(-time.Hour)).on("node-a").obj()
+	}
+	for name, pods := range map[string][]corev1.Pod{
+		"the timed wait first":  {replaced(0), restarted(1)},
+		"the timed wait second": {restarted(0), replaced(1)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := NewView(v2, revs, pods, now).Plan(Input{InFlight: noneInFlight})
+			if p.Wake != 5*time.Second {
+				t.Errorf("Plan.Wake = %v, want 5s", p.Wake)
+			}
+			var wakes []time.Duration
+			for _, d := range p.Decisions {
+				wakes = append(wakes, d.Wake)
+			}
+			want := []time.Duration{5 * time.Second, 0}
+			if pods[0].Name != "web-0" || pods[0].Labels[podsetv1alpha1.ReplaceLabel] != "true" {
+				want = []time.Duration{0, 5 * time.Second}
+			}
+			if !cmp.Equal(wakes, want) {
+				t.Errorf("the decisions' Wake = %v, want %v", wakes, want)
+			}
+		})
+	}
+}
+
 // TestDrainForWaitsForASilentKubeletBeforeARestart: a pod whose
 // containers restart in place waits for its kubelet however long it is
 // silent, since only that kubelet can restart them; a pod to delete does

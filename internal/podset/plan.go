@@ -63,8 +63,9 @@ type Plan struct {
 	// Resume lists pods whose readiness gate opens: new, or their
 	// containers run the new images.
 	Resume []*corev1.Pod
-	// Wake is how long until something a pass waits for is due (a deferred
-	// resize counts as stuck, a drained pod may stop), or 0.
+	// Wake is how long until something a pass waits for is due: the
+	// soonest of its decisions' Wake, or the recheck of pods held while
+	// the cluster looks partitioned; 0 for none.
 	Wake time.Duration
 	// Conflicts lists names this PodSet needs that pods it does not control
 	// hold. Those pods are never modified or deleted.
@@ -157,6 +158,10 @@ type Decision struct {
 	Repair bool
 	// Resume: the pod's gate opens.
 	Resume bool
+	// Wake is when to look at the slot again although no event comes: its
+	// drain or its node's grace is over, or its resize counts as stuck
+	// then. Zero: its next event is enough.
+	Wake time.Duration
 	// stage is when the planner decided the action: it orders the plan's
 	// lists as the pass sends them.
 	stage stage
@@ -219,6 +224,9 @@ func (v *View) Plan(in Input) Plan {
 	p.spend(v.PodSet, c, maxUnavailable(v.PodSet)-c.unavailable)
 	p.targets(v.Revs)
 	v.group(&p)
+	for i := range p.Decisions {
+		p.wakeIn(p.Decisions[i].Wake)
+	}
 	return p
 }
 
@@ -248,7 +256,7 @@ func (v *View) prune(p *Plan, in Input) {
 			case drainBegin:
 				d.Action, d.Way = ActionDrain, UpdateWay{Why: WhySurplus}
 			default:
-				p.wakeIn(wait)
+				d.wakeIn(wait)
 			}
 		}
 		p.Decisions = append(p.Decisions, d)
@@ -269,11 +277,19 @@ type Step struct {
 	Way UpdateWay
 }
 
-// wakeIn asks for a pass in d at the latest.
-func (p *Plan) wakeIn(d time.Duration) {
-	if p.Wake == 0 || d < p.Wake {
-		p.Wake = d
+// wakeIn asks for a pass in d at the latest; d <= 0 asks for none.
+func (p *Plan) wakeIn(d time.Duration) { p.Wake = soonest(p.Wake, d) }
+
+// wakeIn asks for a look at the slot in w at the latest; w <= 0 asks for
+// none.
+func (d *Decision) wakeIn(w time.Duration) { d.Wake = soonest(d.Wake, w) }
+
+// soonest is the sooner of two waits, of which 0 is none.
+func soonest(a, b time.Duration) time.Duration {
+	if b > 0 && (a == 0 || b < a) {
+		return b
 	}
+	return a
 }
 
 // recreating records why a pod in the rollout is recreated.

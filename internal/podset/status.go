@@ -200,15 +200,10 @@ func reconcilingReason(ps *podsetv1alpha1.PodSet, live int, outdated int32, plan
 func (v *View) WakeAfter(status *podsetv1alpha1.PodSetStatus) time.Duration {
 	ps := v.PodSet
 	var wake time.Duration
-	soonest := func(d time.Duration) {
-		if d > 0 && (wake == 0 || d < wake) {
-			wake = d
-		}
-	}
 	minReady := minReadySeconds(ps)
 	for _, m := range v.Controlled {
 		if !m.Terminating {
-			soonest(availableIn(m.Pod, minReady, v.Now))
+			wake = soonest(wake, availableIn(m.Pod, minReady, v.Now))
 		}
 	}
 	if !meta.IsStatusConditionTrue(status.Conditions, podsetv1alpha1.ReadyCondition) &&
@@ -216,7 +211,7 @@ func (v *View) WakeAfter(status *podsetv1alpha1.PodSetStatus) time.Duration {
 		!isPaused(status) {
 		// A second late rather than early: the stored time has whole
 		// seconds.
-		soonest(deadlineIn(ps, status.LastProgressTime, v.Now) + time.Second)
+		wake = soonest(wake, deadlineIn(ps, status.LastProgressTime, v.Now)+time.Second)
 	}
 	return wake
 }
