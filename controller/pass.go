@@ -29,8 +29,8 @@ import (
 // what it wrote, phase by phase. Each phase is a method; Reconcile calls
 // them in order.
 type pass struct {
-	r     *PodSetReconciler
-	key   types.NamespacedName
+	r   *PodSetReconciler
+	key types.NamespacedName
 	// began is the pass's one clock (the View's Now): every decision is
 	// measured against it.
 	began time.Time
