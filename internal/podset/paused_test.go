@@ -259,3 +259,25 @@ func TestPausedPreview(t *testing.T) {
 		t.Error("the preview of a paused PodSet with a new image changes nothing")
 	}
 }
+
+// TestPreviewOfAPausedRollout: a paused PodSet is previewed as it rolls
+// out once resumed, with the same batches and nothing waiting; a
+// partition's pods are held, not waiting.
+func TestPreviewOfAPausedRollout(t *testing.T) {
+	r := makeThreeRevisions(3)
+	pods := []corev1.Pod{r.pod(0, r.h1), r.pod(1, r.h1), r.pod(2, r.h2)}
+	preview := func(ps *podsetv1alpha1.PodSet) Preview {
+		return NewView(ps, NewRevisions(ps, r.history), pods, testNow).Preview()
+	}
+	resumed, stopped := preview(r.v2), preview(paused(r.v2))
+	if !cmp.Equal(stopped.Batches, [][]string{{"web-1"}, {"web-0"}}) || len(stopped.Waiting) != 0 {
+		t.Errorf("paused: batches %v, waiting %v; want [[web-1] [web-0]], none", stopped.Batches, stopped.Waiting)
+	}
+	if !cmp.Equal(stopped.Batches, resumed.Batches) {
+		t.Errorf("paused: batches %v, resumed: %v; want the same", stopped.Batches, resumed.Batches)
+	}
+	held := preview(paused(withPartition(r.v2, 1)))
+	if !cmp.Equal(held.Batches, [][]string{{"web-1"}}) || len(held.Waiting) != 0 {
+		t.Errorf("paused, partition 1: batches %v, waiting %v; want [[web-1]], none", held.Batches, held.Waiting)
+	}
+}

@@ -178,6 +178,19 @@ const (
 	stageSpent
 )
 
+// Waiting lists the out-of-date pods the rollout has not reached
+// (StateStale), by ordinal. Pods a partition, OnDelete or spec.paused
+// holds back are held, not waiting.
+func (p *Plan) Waiting() []string {
+	var names []string
+	for _, d := range p.Decisions {
+		if d.State == StateStale {
+			names = append(names, d.Name)
+		}
+	}
+	return names
+}
+
 // Deletions is every pod the plan deletes.
 func (p *Plan) Deletions() []*corev1.Pod {
 	return slices.Concat(p.Prune, p.ReplaceFinished, p.ReplaceLost, p.Rollout)

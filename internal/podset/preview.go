@@ -212,10 +212,10 @@ func (v *View) assumeServed() Endpoints {
 // touched up to date and available, until a pass has nothing more to do.
 // Each pass's batch is in the planner's own order (Plan.RolloutOrder).
 func (v *View) previewOrder(p *Preview, plan Plan) {
-	ps, revs := v.PodSet, v.Revs
 	held := Held(nil).Observe(v)
 	cur := v
 	seen := map[string]bool{}
+	settled := false
 	for pass := range len(v.Slots) + len(v.Surplus) + 2 {
 		if pass > 0 {
 			plan = cur.Plan(Input{Held: held, InFlight: nothingInFlight, Endpoints: cur.assumeServed()})
@@ -227,6 +227,7 @@ func (v *View) previewOrder(p *Preview, plan Plan) {
 			}
 		})
 		if len(touched) == 0 && len(removed) == 0 {
+			settled = true
 			break
 		}
 		var names []string
@@ -242,13 +243,12 @@ func (v *View) previewOrder(p *Preview, plan Plan) {
 		cur = cur.after(touched, removed)
 		held = held.Observe(cur)
 	}
-	partition := UpdateFrom(ps)
-	for i, m := range cur.Slots {
-		if m != nil && m.live() && m.Hash != revs.Update && cur.Start+i >= partition &&
-			ps.Spec.UpdateStrategy.Type != podsetv1alpha1.OnDeleteStrategyType {
-			p.Waiting = append(p.Waiting, m.Pod.Name)
-		}
+	// Waiting: what the plan of the pods as the passes left them does not
+	// reach.
+	if !settled {
+		plan = cur.Plan(Input{Held: held, InFlight: nothingInFlight, Endpoints: cur.assumeServed()})
 	}
+	p.Waiting = plan.Waiting()
 }
 
 // effect is what one pass of plan does to the pods, read off its
