@@ -15,12 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // TestKwokKubeletStages checks that the local cluster's fake pods (the kwok
@@ -170,11 +169,7 @@ func setGateCondition(t *testing.T, pod *corev1.Pod, status corev1.ConditionStat
 // conditions False on the way.
 func patchAndWatch(t *testing.T, pod *corev1.Pod, patch string, done func(*corev1.Pod) bool) (*corev1.Pod, bool) {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", suite.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clientset, err := kubernetes.NewForConfig(cfg)
+	clientset, err := testenv.NewClientset(suite.kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -71,11 +70,7 @@ func watchEndpoints(t *testing.T, ns, svc string) *endpointLog {
 // server ends (it stopped: TestFaultsMidRollout) is started again.
 func watchEvents(t *testing.T, start func(context.Context, kubernetes.Interface) (watch.Interface, error), handle func(watch.Event)) (stop func()) {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", suite.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := testenv.NewClientset(suite.kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
