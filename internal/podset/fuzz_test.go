@@ -601,7 +601,7 @@ func (f *planFuzz) checkSlim() {
 		t.Errorf("planPods() of slimmed pods differs (-full +slim):\n%s", diff)
 	}
 	now := metav1.NewTime(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
-	if diff := cmp.Diff(ComputeStatus(ps, pods, in.Revs, &plan, nil, now), ComputeStatus(ps, slim, in.Revs, &plan, nil, now)); diff != "" {
+	if diff := cmp.Diff(NewView(ps, in.Revs, pods, now.Time).Status(&plan, &Outcome{ReplacedLost: plan.ReplaceLost}), NewView(ps, in.Revs, slim, now.Time).Status(&plan, &Outcome{ReplacedLost: plan.ReplaceLost})); diff != "" {
 		t.Errorf("computeStatus() of slimmed pods differs (-full +slim):\n%s", diff)
 	}
 	for i := range pods {

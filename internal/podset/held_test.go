@@ -18,6 +18,14 @@ func withPartition(ps *podsetv1alpha1.PodSet, partition int32) *podsetv1alpha1.P
 	return ps
 }
 
+// heldView is the view of pods at no particular time whose PodSet's
+// current revision is update, for Held.Observe.
+func heldView(ps *podsetv1alpha1.PodSet, pods []corev1.Pod, update string) *View {
+	revs := NewRevisions(ps, nil)
+	revs.Update = update
+	return NewView(ps, revs, pods, time.Time{})
+}
+
 // threeRevisions is the PodSet web at three templates (images
 // busybox:1.36, b:2 and b:3), their hashes and their stored revisions;
 // its pod method makes a Ready pod of an ordinal from the revision of a
@@ -99,7 +107,7 @@ func TestPartitionedPlan(t *testing.T) {
 			in := testInput(ps, noneInFlight)
 			in.Revs = NewRevisions(ps, history)
 			in.Held = tc.remembered
-			p := PlanPods(ps, tc.pods, in)
+			p := NewView(ps, in.Revs, tc.pods, in.Now).Plan(in.Input)
 			got := want{Plan: namesOf(p), Revisions: p.Revisions}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("PlanPods() (-want +got):\n%s", diff)
@@ -121,10 +129,10 @@ func TestMinReadySecondsPacesTheRollout(t *testing.T) {
 	fresh := makePod("web-2").controlledBy(ps).readySince(testNow.Add(-3 * time.Second)).hash(h2).obj()
 	settled := makePod("web-2").controlledBy(ps).readySince(testNow.Add(-10 * time.Second)).hash(h2).obj()
 
-	if got := namesOf(PlanPods(ps, []corev1.Pod{old(0), old(1), fresh}, testInput(ps, noneInFlight))); !got.Empty {
+	if got := namesOf(NewView(ps, NewRevisions(ps, nil), []corev1.Pod{old(0), old(1), fresh}, testNow).Plan(Input{InFlight: noneInFlight})); !got.Empty {
 		t.Errorf("with the new web-2 Ready for 3s of 10: plan %+v, want to wait", got)
 	}
-	if got := namesOf(PlanPods(ps, []corev1.Pod{old(0), old(1), settled}, testInput(ps, noneInFlight))); !cmp.Equal(got.Rollout, []string{"web-1"}) {
+	if got := namesOf(NewView(ps, NewRevisions(ps, nil), []corev1.Pod{old(0), old(1), settled}, testNow).Plan(Input{InFlight: noneInFlight})); !cmp.Equal(got.Rollout, []string{"web-1"}) {
 		t.Errorf("with the new web-2 available: rollout %v, want web-1", got.Rollout)
 	}
 }
@@ -135,23 +143,23 @@ func TestHeldRevisions(t *testing.T) {
 		return makePod(PodName("web", ordinal)).controlledBy(ps).hash(hash).obj()
 	}
 	var h Held
-	h = h.observe(ps, []corev1.Pod{pod(0, "old"), pod(1, "older"), pod(2, "new"), pod(3, "old")}, "new")
+	h = h.Observe(heldView(ps, []corev1.Pod{pod(0, "old"), pod(1, "older"), pod(2, "new"), pod(3, "old")}, "new"))
 	if got := h.Remembered; got(0) != "old" || got(1) != "older" || got(2) != "" || got(3) != "" {
 		t.Errorf("remembered 0:%q 1:%q 2:%q 3:%q, want old, older and nothing at or above the partition", got(0), got(1), got(2), got(3))
 	}
 	// web-1 is gone: its entry stays until it is back.
-	h = h.observe(ps, []corev1.Pod{pod(0, "old")}, "new")
+	h = h.Observe(heldView(ps, []corev1.Pod{pod(0, "old")}, "new"))
 	if got := h.Remembered(1); got != "older" {
 		t.Errorf("remembered 1:%q after web-1 went, want older", got)
 	}
 	// The partition lowered to 1: ordinal 1 is no longer held back.
 	lowered := withPartition(ps, 1)
-	h = h.observe(lowered, []corev1.Pod{pod(0, "old")}, "new")
+	h = h.Observe(heldView(lowered, []corev1.Pod{pod(0, "old")}, "new"))
 	if got := h.Remembered; got(1) != "" || got(0) != "old" {
 		t.Errorf("after lowering the partition: 0:%q 1:%q, want old and nothing", got(0), got(1))
 	}
 	// Updated pods and a zero partition leave nothing behind.
-	if h = h.observe(withPartition(ps, 0), []corev1.Pod{pod(0, "new")}, "new"); h != nil || len(h.Kept()) != 0 {
+	if h = h.Observe(heldView(withPartition(ps, 0), []corev1.Pod{pod(0, "new")}, "new")); h != nil || len(h.Kept()) != 0 {
 		t.Errorf("entries left without a partition: %v", h)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -68,7 +67,7 @@ func TestPlanPodsWithOrdinalsStart(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := namesOf(PlanPods(tc.ps, tc.pods, testInput(tc.ps, noneInFlight)))
+			got := namesOf(NewView(tc.ps, NewRevisions(tc.ps, nil), tc.pods, testNow).Plan(Input{InFlight: noneInFlight}))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
@@ -130,7 +129,7 @@ func TestPartitionCountsFromStart(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			in := testInput(ps, noneInFlight)
 			in.Revs = NewRevisions(ps, history)
-			plan := PlanPods(ps, tc.pods, in)
+			plan := NewView(ps, in.Revs, tc.pods, in.Now).Plan(in.Input)
 			if diff := cmp.Diff(tc.wantPlan, namesOf(plan)); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
@@ -138,10 +137,10 @@ func TestPartitionCountsFromStart(t *testing.T) {
 				t.Errorf("revisions of the creates (-want +got):\n%s", diff)
 			}
 			var held Held
-			if diff := cmp.Diff(tc.wantHeld, held.observe(ps, tc.pods, h2)); diff != "" {
+			if diff := cmp.Diff(tc.wantHeld, held.Observe(heldView(ps, tc.pods, h2))); diff != "" {
 				t.Errorf("held (-want +got):\n%s", diff)
 			}
-			status := ComputeStatus(ps, tc.pods, in.Revs, &plan, nil, metav1.NewTime(testNow))
+			status := NewView(ps, in.Revs, tc.pods, testNow).Status(&plan, &Outcome{ReplacedLost: plan.ReplaceLost})
 			if status.UpdatedReplicas != tc.wantUpdated {
 				t.Errorf("updatedReplicas %d, want %d", status.UpdatedReplicas, tc.wantUpdated)
 			}
@@ -179,8 +178,8 @@ func TestComputeStatusWithOrdinalsStart(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			in := testInput(ps, noneInFlight)
-			plan := PlanPods(ps, tc.pods, in)
-			status := ComputeStatus(ps, tc.pods, in.Revs, &plan, nil, metav1.NewTime(testNow))
+			plan := NewView(ps, in.Revs, tc.pods, in.Now).Plan(in.Input)
+			status := NewView(ps, in.Revs, tc.pods, testNow).Status(&plan, &Outcome{ReplacedLost: plan.ReplaceLost})
 			got := [3]int32{status.Replicas, status.ReadyReplicas, status.UpdatedReplicas}
 			if got != tc.wantCount {
 				t.Errorf("replicas, ready, updated = %v, want %v", got, tc.wantCount)
@@ -202,7 +201,7 @@ func TestDeadlineStallNamesOrdinalsFromStart(t *testing.T) {
 	ps.Spec.ProgressDeadlineSeconds = ptr.To[int32](60)
 	h := TemplateHash(ps)
 	pods := readyPodsOf(ps, h, 7)
-	s := deadlineStall(ps, pods, NewRevisions(ps, nil), 1, testNow)
+	s := NewView(ps, NewRevisions(ps, nil), pods, testNow).deadlineStall(1)
 	const want = "no progress for 1m0s (spec.progressDeadlineSeconds), 1/3 pods available; web-8, web-9: not created"
 	if s.Message != want {
 		t.Errorf("stall message\n%q, want\n%q", s.Message, want)

@@ -48,7 +48,7 @@ func BenchmarkPassOverAnInPlaceRollout(b *testing.B) {
 	now := metav1.NewTime(time.Now())
 	b.ReportAllocs()
 	for b.Loop() {
-		plan := PlanPods(ps, pods, in)
-		ComputeStatus(ps, pods, in.Revs, &plan, nil, now)
+		plan := NewView(ps, in.Revs, pods, in.Now).Plan(in.Input)
+		NewView(ps, in.Revs, pods, now.Time).Status(&plan, &Outcome{ReplacedLost: plan.ReplaceLost})
 	}
 }

@@ -109,7 +109,7 @@ func TestPausedPlan(t *testing.T) {
 				in.Revs = NewRevisions(tc.ps, history)
 			}
 			in.Held = tc.remembered
-			p := PlanPods(tc.ps, tc.pods, in)
+			p := NewView(tc.ps, in.Revs, tc.pods, in.Now).Plan(in.Input)
 			got := want{Plan: namesOf(p), Revisions: p.Revisions}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("PlanPods() (-want +got):\n%s", diff)
@@ -122,7 +122,7 @@ func TestPausedPlan(t *testing.T) {
 	resumed.Spec.Paused = false
 	in := testInput(resumed, noneInFlight)
 	in.Revs = NewRevisions(resumed, history)
-	if got := namesOf(PlanPods(resumed, []corev1.Pod{pod(0, h1), pod(1, h1), pod(2, h2)}, in)); got.Empty {
+	if got := namesOf(NewView(resumed, in.Revs, []corev1.Pod{pod(0, h1), pod(1, h1), pod(2, h2)}, in.Now).Plan(in.Input)); got.Empty {
 		t.Errorf("resumed: plan %+v, want the rollout to go on", got)
 	}
 }
@@ -134,13 +134,13 @@ func TestPausedHeld(t *testing.T) {
 	pod := func(ordinal int, hash string) corev1.Pod {
 		return makePod(PodName("web", ordinal)).controlledBy(ps).ready().hash(hash).obj()
 	}
-	got := Held(nil).observe(ps, []corev1.Pod{pod(0, "old"), pod(1, "new"), pod(2, "older")}, "new")
+	got := Held(nil).Observe(heldView(ps, []corev1.Pod{pod(0, "old"), pod(1, "new"), pod(2, "older")}, "new"))
 	if diff := cmp.Diff(Held{0: "old", 2: "older"}, got); diff != "" {
 		t.Errorf("Held while paused (-want +got):\n%s", diff)
 	}
 	resumed := ps.DeepCopy()
 	resumed.Spec.Paused = false
-	if got := got.observe(resumed, []corev1.Pod{pod(0, "old"), pod(1, "new"), pod(2, "older")}, "new"); got != nil {
+	if got := got.Observe(heldView(resumed, []corev1.Pod{pod(0, "old"), pod(1, "new"), pod(2, "older")}, "new")); got != nil {
 		t.Errorf("Held once resumed: %v, want nothing", got)
 	}
 }
@@ -196,8 +196,8 @@ func TestPausedStatus(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			in := testInput(ps, noneInFlight)
-			plan := PlanPods(ps, tc.pods, in)
-			got := ComputeStatus(ps, tc.pods, in.Revs, &plan, nil, now)
+			plan := NewView(ps, in.Revs, tc.pods, in.Now).Plan(in.Input)
+			got := NewView(ps, in.Revs, tc.pods, now.Time).Status(&plan, &Outcome{ReplacedLost: plan.ReplaceLost})
 			if diff := cmp.Diff(tc.want, verdict(got)); diff != "" {
 				t.Errorf("conditions (-want +got):\n%s", diff)
 			}
@@ -207,7 +207,7 @@ func TestPausedStatus(t *testing.T) {
 				}
 			}
 			if tc.want.Ready == "False/Paused" {
-				if wake := WakeAfter(ps, tc.pods, &got, testNow); wake != 0 {
+				if wake := NewView(ps, NewRevisions(ps, nil), tc.pods, testNow).WakeAfter(&got); wake != 0 {
 					t.Errorf("WakeAfter %v while paused, want no deadline wake", wake)
 				}
 			}
@@ -219,8 +219,8 @@ func TestPausedStatus(t *testing.T) {
 	idle.Status.Replicas, idle.Status.ReadyReplicas, idle.Status.AvailableReplicas, idle.Status.UpdatedReplicas = 3, 3, 3, 1
 	idle.Status.PodNames = []string{"web-0", "web-1", "web-2"}
 	idlePods := []corev1.Pod{old(0), old(1), current(2)}
-	idlePlan := PlanPods(idle, idlePods, testInput(idle, noneInFlight))
-	idleStatus := ComputeStatus(idle, idlePods, NewRevisions(idle, nil), &idlePlan, nil, now)
+	idlePlan := NewView(idle, NewRevisions(idle, nil), idlePods, testNow).Plan(Input{InFlight: noneInFlight})
+	idleStatus := NewView(idle, NewRevisions(idle, nil), idlePods, now.Time).Status(&idlePlan, &Outcome{ReplacedLost: idlePlan.ReplaceLost})
 	if diff := cmp.Diff(conditions{"False/Paused", "False/Paused", "False/Paused"}, verdict(idleStatus)); diff != "" {
 		t.Errorf("paused an hour past the deadline, conditions (-want +got):\n%s", diff)
 	}
@@ -233,8 +233,8 @@ func TestPausedStatus(t *testing.T) {
 	since := ps.DeepCopy() // the same counts an hour ago: no progress since
 	since.Status.Replicas, since.Status.AvailableReplicas, since.Status.PodNames = 3, 2, []string{"web-0", "web-1", "web-2"}
 	in := testInput(since, noneInFlight)
-	plan := PlanPods(since, pods, in)
-	got := ComputeStatus(since, pods, in.Revs, &plan, nil, now)
+	plan := NewView(since, in.Revs, pods, in.Now).Plan(in.Input)
+	got := NewView(since, in.Revs, pods, now.Time).Status(&plan, &Outcome{ReplacedLost: plan.ReplaceLost})
 	if c := meta.FindStatusCondition(got.Conditions, "Stalled"); c.Status != metav1.ConditionTrue || c.Reason != podsetv1alpha1.ProgressDeadlineExceededReason {
 		t.Errorf("Stalled %s/%s with an unready pod past the deadline, want True/ProgressDeadlineExceeded", c.Status, c.Reason)
 	} else if want := "web-2: "; !strings.Contains(c.Message, want) || strings.Contains(c.Message, "waiting to be updated") {

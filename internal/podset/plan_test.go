@@ -478,7 +478,7 @@ func TestPlanPods(t *testing.T) {
 				inFlight = noneInFlight
 			}
 			before := deepCopyPods(tc.pods)
-			got := namesOf(PlanPods(tc.ps, tc.pods, testInput(tc.ps, inFlight)))
+			got := namesOf(NewView(tc.ps, NewRevisions(tc.ps, nil), tc.pods, testNow).Plan(Input{InFlight: inFlight}))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("planPods() (-want +got):\n%s", diff)
 			}
@@ -492,6 +492,14 @@ func TestPlanPods(t *testing.T) {
 
 // testNow is the time of every pure test's pass.
 var testNow = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+
+// planArgs is a pass's plan input with the revisions and time its view
+// is made with.
+type planArgs struct {
+	Input
+	Revs *Revisions
+	Now  time.Time
+}
 
 // testInput is a pass's input with only the current template's revision
 // known, nothing remembered, the given writes in flight, at testNow.
@@ -527,7 +535,7 @@ func TestPlanPodsDesiredPodIsConverged(t *testing.T) {
 			for ordinal := range int(Replicas(tc.ps)) {
 				pods = append(pods, storedPod(t, tc.ps, ordinal, hash))
 			}
-			got := namesOf(PlanPods(tc.ps, pods, testInput(tc.ps, noneInFlight)))
+			got := namesOf(NewView(tc.ps, NewRevisions(tc.ps, nil), pods, testNow).Plan(Input{InFlight: noneInFlight}))
 			if diff := cmp.Diff(planNames{Empty: true}, got); diff != "" {
 				t.Errorf("planPods() on the desired pods (-want +got):\n%s", diff)
 			}

@@ -173,9 +173,9 @@ func TestComputeStatusProgressDeadline(t *testing.T) {
 	}
 	counts := podsetv1alpha1.PodSetStatus{Replicas: 3, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 3, PodNames: []string{"web-0", "web-1", "web-2"}}
 	in := testInput(ps, noneInFlight)
-	plan := PlanPods(ps, pods, in)
+	plan := NewView(ps, in.Revs, pods, in.Now).Plan(in.Input)
 	status := func(old *podsetv1alpha1.PodSet) podsetv1alpha1.PodSetStatus {
-		return ComputeStatus(old, pods, in.Revs, &plan, nil, metav1.NewTime(testNow))
+		return NewView(old, in.Revs, pods, testNow).Status(&plan, &Outcome{ReplacedLost: plan.ReplaceLost})
 	}
 
 	// Within the deadline: converging, and woken when it passes.
@@ -184,7 +184,7 @@ func TestComputeStatusProgressDeadline(t *testing.T) {
 	if c := meta.FindStatusCondition(got.Conditions, podsetv1alpha1.ReconcilingCondition); c.Status != metav1.ConditionTrue {
 		t.Errorf("within the deadline: Reconciling %s/%s, want True", c.Status, c.Reason)
 	}
-	if wake := WakeAfter(within, pods, &got, testNow); wake != 2*time.Second {
+	if wake := NewView(within, NewRevisions(within, nil), pods, testNow).WakeAfter(&got); wake != 2*time.Second {
 		t.Errorf("wakeAfter() = %v, want 2s: the deadline in 1s, rounded up to the status's whole seconds", wake)
 	}
 
@@ -204,17 +204,17 @@ func TestComputeStatusProgressDeadline(t *testing.T) {
 	// And the next pass, nothing changed, writes nothing.
 	again := past.DeepCopy()
 	again.Status = got
-	if diff := cmp.Diff(got, ComputeStatus(again, pods, in.Revs, &plan, nil, metav1.NewTime(testNow.Add(time.Hour)))); diff != "" {
+	if diff := cmp.Diff(got, NewView(again, in.Revs, pods, testNow.Add(time.Hour)).Status(&plan, &Outcome{ReplacedLost: plan.ReplaceLost})); diff != "" {
 		t.Errorf("a stalled PodSet's status changes from pass to pass (-first +second):\n%s", diff)
 	}
-	if wake := WakeAfter(again, pods, &got, testNow); wake != 0 {
+	if wake := NewView(again, NewRevisions(again, nil), pods, testNow).WakeAfter(&got); wake != 0 {
 		t.Errorf("wakeAfter() of a stalled PodSet = %v, want 0 (events only)", wake)
 	}
 
 	// Progress again (a pod available): Reconciling, the clock restarted.
 	recovering := append([]corev1.Pod(nil), pods...)
 	recovering[1] = makePod("web-1").controlledBy(ps).ready().hash(h).obj()
-	got = ComputeStatus(again, recovering, in.Revs, &plan, nil, metav1.NewTime(testNow.Add(time.Hour)))
+	got = NewView(again, in.Revs, recovering, testNow.Add(time.Hour)).Status(&plan, &Outcome{ReplacedLost: plan.ReplaceLost})
 	if c := meta.FindStatusCondition(got.Conditions, podsetv1alpha1.ReconcilingCondition); c.Status != metav1.ConditionTrue || !got.LastProgressTime.Time.Equal(testNow.Add(time.Hour)) {
 		t.Errorf("after progress: Reconciling %s, lastProgressTime %v; want True and the time of the pass", c.Status, got.LastProgressTime)
 	}
@@ -266,8 +266,8 @@ func TestComputeStatusHeldBackPods(t *testing.T) {
 			history := []appsv1.ControllerRevision{storedRevision(v1, 1), storedRevision(v2, 2)}
 			in := testInput(tc.ps, noneInFlight)
 			in.Revs = NewRevisions(tc.ps, history)
-			plan := PlanPods(tc.ps, pods, in)
-			got := ComputeStatus(tc.ps, pods, in.Revs, &plan, nil, metav1.NewTime(testNow))
+			plan := NewView(tc.ps, in.Revs, pods, in.Now).Plan(in.Input)
+			got := NewView(tc.ps, in.Revs, pods, testNow).Status(&plan, &Outcome{ReplacedLost: plan.ReplaceLost})
 			ready := meta.FindStatusCondition(got.Conditions, podsetv1alpha1.ReadyCondition)
 			if (ready.Status == metav1.ConditionTrue) != tc.wantReady || ready.Message != tc.wantMessage {
 				t.Errorf("Ready %s %q, want ready %v %q", ready.Status, ready.Message, tc.wantReady, tc.wantMessage)

@@ -94,7 +94,7 @@ func TestReplacePlan(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			in := testInput(tc.ps, noneInFlight)
 			in.Revs = NewRevisions(tc.ps, r.history)
-			p := PlanPods(tc.ps, tc.pods, in)
+			p := NewView(tc.ps, in.Revs, tc.pods, in.Now).Plan(in.Input)
 			got := want{Plan: namesOf(p), Why: p.Why}
 			for _, s := range p.Drain {
 				got.Drained = append(got.Drained, s.Pod.Name)
@@ -117,7 +117,7 @@ func TestReplacePlan(t *testing.T) {
 	in := testInput(held, noneInFlight)
 	in.Revs = NewRevisions(held, r.history)
 	in.Held = Held{1: h1}
-	p := PlanPods(held, []corev1.Pod{ready(0, h1).obj(), ready(2, h1).obj()}, in)
+	p := NewView(held, in.Revs, []corev1.Pod{ready(0, h1).obj(), ready(2, h1).obj()}, in.Now).Plan(in.Input)
 	if diff := cmp.Diff(map[int]string{1: h1}, p.Revisions); diff != "" || !cmp.Equal(p.Create, []int{1}) {
 		t.Errorf("after the replaced pod is gone: create %v from %v, want 1 from its own revision (-want +got):\n%s", p.Create, p.Revisions, diff)
 	}

@@ -3,6 +3,7 @@ package podset
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
@@ -131,7 +132,7 @@ func TestPlanRevisions(t *testing.T) {
 			if tc.pods != nil {
 				pods = tc.pods(tc.ps)
 			}
-			p := PlanRevisions(tc.ps, NewRevisions(tc.ps, tc.history), pods, tc.kept)
+			p := NewView(tc.ps, NewRevisions(tc.ps, tc.history), pods, time.Time{}).PlanRevisions(tc.kept)
 			var got want
 			if p.Apply != nil {
 				got.Apply, got.Rev = p.Apply.Name, p.Apply.Revision

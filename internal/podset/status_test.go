@@ -176,9 +176,9 @@ func TestComputeStatus(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			in := testInput(tc.ps, noneInFlight)
-			plan := PlanPods(tc.ps, tc.pods, in)
+			plan := NewView(tc.ps, in.Revs, tc.pods, in.Now).Plan(in.Input)
 			before := tc.ps.DeepCopy()
-			got := ComputeStatus(tc.ps, tc.pods, in.Revs, &plan, tc.stalled, now)
+			got := NewView(tc.ps, in.Revs, tc.pods, now.Time).Status(&plan, &Outcome{ReplacedLost: plan.ReplaceLost, Stall: tc.stalled})
 			// The revisions and the progress clock have tests of their own.
 			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(podsetv1alpha1.PodSetStatus{}, "CurrentRevision", "UpdateRevision", "LastProgressTime")); diff != "" {
 				t.Errorf("computeStatus() (-want +got):\n%s", diff)
@@ -191,7 +191,7 @@ func TestComputeStatus(t *testing.T) {
 			again := tc.ps.DeepCopy()
 			again.Status = got
 			later := metav1.NewTime(now.Add(time.Minute))
-			if diff := cmp.Diff(got, ComputeStatus(again, tc.pods, in.Revs, &plan, tc.stalled, later)); diff != "" {
+			if diff := cmp.Diff(got, NewView(again, in.Revs, tc.pods, later.Time).Status(&plan, &Outcome{ReplacedLost: plan.ReplaceLost, Stall: tc.stalled})); diff != "" {
 				t.Errorf("computeStatus() on its own result changed (-first +second):\n%s", diff)
 			}
 		})
