@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -299,7 +298,7 @@ func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
 			before[p.Status.PodIP] = true
 		}
 		endpoints := watchEndpoints(t, ns, "web")
-		timeline := watchPods(t, ns)
+		timeline := watchTimeline(t, ns)
 		tr := startTraffic(url)
 		time.Sleep(time.Second)
 		writes := apiWrites(t)
@@ -416,7 +415,7 @@ func measureKubeletRestart(t *testing.T, template func(string, bool) corev1.PodT
 		}
 	}
 	eventually(t, "the bare pods run v1 and are Ready", allRun(ns, int32(k), app("v1")))
-	timeline := watchPods(t, ns)
+	timeline := watchTimeline(t, ns)
 	start := time.Now()
 	for _, p := range listPods(t, ns) {
 		patch := fmt.Appendf(nil, `{"spec":{"containers":[{"name":"app","image":%q}]}}`, app("v2"))
@@ -452,18 +451,14 @@ type podTimeline struct {
 	stop func()
 }
 
-func watchPods(t *testing.T, ns string) *podTimeline {
+func watchTimeline(t *testing.T, ns string) *podTimeline {
 	t.Helper()
 	tl := &podTimeline{
 		restarts: map[string]int32{}, gateClosed: map[string]time.Time{}, imageApplied: map[string]time.Time{},
 		restarted: map[string]time.Time{}, gateOpened: map[string]time.Time{}, readyAt: map[string]time.Time{},
 	}
-	tl.stop = watchEvents(t, func(ctx context.Context, cs kubernetes.Interface) (watch.Interface, error) {
-		return cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
-	}, func(ev watch.Event) {
-		if p, ok := ev.Object.(*corev1.Pod); ok {
-			tl.observe(p, time.Now())
-		}
+	tl.stop = watchPods(t, ns, func(_ watch.EventType, p *corev1.Pod, at time.Time) {
+		tl.observe(p, at)
 	})
 	return tl
 }

@@ -13,9 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -141,12 +139,8 @@ type createLog struct {
 func watchCreate(t *testing.T, ns string, n int) *createLog {
 	t.Helper()
 	l := &createLog{n: n, last: map[string]*corev1.Pod{}, ready: map[string]bool{}}
-	l.stop = watchEvents(t, func(ctx context.Context, cs kubernetes.Interface) (watch.Interface, error) {
-		return cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
-	}, func(ev watch.Event) {
-		if p, ok := ev.Object.(*corev1.Pod); ok {
-			l.observe(ev.Type, p, time.Now())
-		}
+	l.stop = watchPods(t, ns, func(typ watch.EventType, p *corev1.Pod, at time.Time) {
+		l.observe(typ, p, at)
 	})
 	t.Cleanup(l.stop)
 	return l

@@ -65,6 +65,15 @@ func watchEndpoints(t *testing.T, ns, svc string) *endpointLog {
 	return l
 }
 
+// watchPods is testenv.WatchPods on the pods of ns: handle gets each
+// pod event and the time it arrived.
+func watchPods(t *testing.T, ns string, handle func(typ watch.EventType, p *corev1.Pod, at time.Time)) (stop func()) {
+	t.Helper()
+	return watchEvents(t, func(ctx context.Context, cs kubernetes.Interface) (watch.Interface, error) {
+		return cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	}, testenv.PodEvents(handle))
+}
+
 // watchEvents is testenv.WatchEvents on the suite's cluster, for a
 // test: it fails the test when the watch cannot start. A watch the API
 // server ends (it stopped: TestFaultsMidRollout) is started again.
@@ -449,16 +458,10 @@ type specLog struct {
 func watchSpecs(t *testing.T, ns string) *specLog {
 	t.Helper()
 	l := &specLog{first: map[string]int64{}, changed: map[string]time.Time{}, ready: map[string]bool{}, notReady: map[string][]time.Time{}}
-	stop := watchEvents(t, func(ctx context.Context, cs kubernetes.Interface) (watch.Interface, error) {
-		return cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
-	}, func(ev watch.Event) {
-		p, ok := ev.Object.(*corev1.Pod)
-		if !ok {
-			return
-		}
+	stop := watchPods(t, ns, func(_ watch.EventType, p *corev1.Pod, at time.Time) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		now := time.Now()
+		now := at
 		if g, seen := l.first[p.Name]; !seen {
 			l.first[p.Name] = p.Generation
 		} else if _, done := l.changed[p.Name]; !done && p.Generation > g {

@@ -14,10 +14,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
@@ -284,14 +282,8 @@ type podHistory struct {
 func watchPodHistory(t *testing.T, ns string) *podHistory {
 	t.Helper()
 	h := &podHistory{}
-	stop := watchEvents(t, func(ctx context.Context, cs kubernetes.Interface) (watch.Interface, error) {
-		return cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
-	}, func(ev watch.Event) {
-		p, ok := ev.Object.(*corev1.Pod)
-		if !ok {
-			return
-		}
-		e := podEvent{at: time.Now(), name: p.Name, uid: string(p.UID), deleted: ev.Type == watch.Deleted,
+	stop := watchPods(t, ns, func(typ watch.EventType, p *corev1.Pod, at time.Time) {
+		e := podEvent{at: at, name: p.Name, uid: string(p.UID), deleted: typ == watch.Deleted,
 			terminating: p.DeletionTimestamp != nil, generation: p.Generation}
 		if c := podCondition(p, podsetv1alpha1.InPlaceUpdateReadyCondition); c != nil {
 			e.gate = c.Status

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -112,6 +113,16 @@ func Percentile(d []time.Duration, p float64) time.Duration {
 	slices.Sort(s)
 	rank := int(p/100*float64(len(s))+0.999999) - 1
 	return s[min(max(rank, 0), len(s)-1)]
+}
+
+// PodEvents is a WatchEvents handler that hands handle each pod event
+// with the time it arrived: the timelines of the real-node suite.
+func PodEvents(handle func(typ watch.EventType, pod *corev1.Pod, at time.Time)) func(watch.Event) {
+	return func(ev watch.Event) {
+		if p, ok := ev.Object.(*corev1.Pod); ok {
+			handle(ev.Type, p, time.Now())
+		}
+	}
 }
 
 // WatchEvents starts a watch with start and hands each of its events to

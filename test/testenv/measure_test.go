@@ -1,8 +1,12 @@
 package testenv
 
 import (
+	"slices"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 func TestParseRequests(t *testing.T) {
@@ -53,5 +57,22 @@ func TestPercentile(t *testing.T) {
 	}
 	if got := Percentile(nil, 50); got != 0 {
 		t.Errorf("Percentile of nothing = %v, want 0", got)
+	}
+}
+
+func TestPodEvents(t *testing.T) {
+	var got []string
+	before := time.Now()
+	handle := PodEvents(func(typ watch.EventType, p *corev1.Pod, at time.Time) {
+		if at.Before(before) {
+			t.Errorf("%s timed %v, before the event came", p.Name, at)
+		}
+		got = append(got, string(typ)+" "+p.Name)
+	})
+	handle(watch.Event{Type: watch.Added, Object: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0"}}})
+	handle(watch.Event{Type: watch.Error, Object: &metav1.Status{Message: "too old"}})
+	handle(watch.Event{Type: watch.Deleted, Object: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0"}}})
+	if want := []string{"ADDED web-0", "DELETED web-0"}; !slices.Equal(got, want) {
+		t.Errorf("pod events %v, want %v: what is not a pod is passed over", got, want)
 	}
 }
