@@ -1,6 +1,19 @@
-// Package testenv starts a real kube-apiserver and etcd (controller-runtime's
-// envtest) with the PodSet CRD and the admission policies of config/
-// installed, for the integration tests of every package.
+// Package testenv is the test framework every suite shares, from the
+// envtest suites to the benchmark:
+//
+//   - a real kube-apiserver and etcd (controller-runtime's envtest) with
+//     the PodSet CRD and the admission policies of config/ installed
+//     (Start), and clients of a kubeconfig (NewClient, NewClientset);
+//   - the operator built and run: BuildOperator; Process, the binary as
+//     a subprocess (end-to-end, GitOps, real-node suites, the benchmark);
+//     Operator, its manager in the test's own process (the envtest suites,
+//     the benchmark's in-process measurements);
+//   - what the suites measure with: kube-apiserver's request counters
+//     (ParseRequests), Percentile, timed watches (WatchEvents, PodEvents);
+//   - waiting (Waiter, Poll), namespaces, the kubelet's stand-in for
+//     envtest, nodes, EndpointSlices and passes.
+//
+// The PodSets themselves are built with test/fixture.
 //
 // The binaries come from KUBEBUILDER_ASSETS, which `make test` sets to the
 // control plane it builds under bin/; run `make envtest-assets` once to use
