@@ -255,7 +255,7 @@ func start(ctx context.Context, cfg config) (b *bench, stop func(), err error) {
 	// The operator builds while the cluster starts.
 	logf("building %s", b.operatorBin)
 	built := make(chan error, 1)
-	go func() { built <- testenv.BuildOperator(ctx, c.root, b.operatorBin) }()
+	go func() { built <- testenv.BuildOperator(ctx, c.root, b.operatorBin, true) }()
 	err = func() error {
 		logf("starting or reusing the %s cluster with %d nodes", clusterName, cfg.size.nodes)
 		if err := c.up(ctx, cfg.size.nodes); err != nil {

@@ -79,7 +79,7 @@ func setUp(env suiteEnv, m *testing.M) (int, error) {
 
 	ctx := context.Background()
 	operator := filepath.Join(tmp, "podset-operator")
-	if err := testenv.BuildOperator(ctx, suite.root, operator); err != nil {
+	if err := testenv.BuildOperator(ctx, suite.root, operator, false); err != nil {
 		return 0, err
 	}
 

@@ -165,7 +165,7 @@ func startOperator(dir string, appendLog bool) (func(syscall.Signal), error) {
 		return nil, fmt.Errorf("waiting for the CRD: %w\n%s", err, out)
 	}
 	bin := filepath.Join(dir, "podset-operator")
-	if err := testenv.BuildOperator(context.Background(), suite.root, bin); err != nil {
+	if err := testenv.BuildOperator(context.Background(), suite.root, bin, false); err != nil {
 		return nil, err
 	}
 	op, err := testenv.LaunchProcess(testenv.ProcessOptions{
