@@ -341,12 +341,15 @@ func TestPlanWakeIsTheSoonestOfItsDecisions(t *testing.T) {
 	restarted := func(o int) corev1.Pod {
 		return makePod(PodName("web", o)).controlledBy(v1).hash(TemplateHash(v1)).ready().gated().draining(now.Add(-time.Hour)).on("node-a").obj()
 	}
-	for name, pods := range map[string][]corev1.Pod{
-		"the timed wait first":  {replaced(0), restarted(1)},
-		"the timed wait second": {restarted(0), replaced(1)},
+	for name, tc := range map[string]struct {
+		pods  []corev1.Pod
+		wakes []time.Duration
+	}{
+		"the timed wait first":  {pods: []corev1.Pod{replaced(0), restarted(1)}, wakes: []time.Duration{5 * time.Second, 0}},
+		"the timed wait second": {pods: []corev1.Pod{restarted(0), replaced(1)}, wakes: []time.Duration{0, 5 * time.Second}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			p := NewView(v2, revs, pods, now).Plan(Input{InFlight: noneInFlight})
+			p := NewView(v2, revs, tc.pods, now).Plan(Input{InFlight: noneInFlight})
 			if p.Wake != 5*time.Second {
 				t.Errorf("Plan.Wake = %v, want 5s", p.Wake)
 			}
@@ -354,12 +357,8 @@ func TestPlanWakeIsTheSoonestOfItsDecisions(t *testing.T) {
 			for _, d := range p.Decisions {
 				wakes = append(wakes, d.Wake)
 			}
-			want := []time.Duration{5 * time.Second, 0}
-			if pods[0].Name != "web-0" || pods[0].Labels[podsetv1alpha1.ReplaceLabel] != "true" {
-				want = []time.Duration{0, 5 * time.Second}
-			}
-			if !cmp.Equal(wakes, want) {
-				t.Errorf("the decisions' Wake = %v, want %v", wakes, want)
+			if !cmp.Equal(wakes, tc.wakes) {
+				t.Errorf("the decisions' Wake = %v, want %v", wakes, tc.wakes)
 			}
 		})
 	}

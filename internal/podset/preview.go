@@ -214,11 +214,13 @@ func (v *View) assumeServed() Endpoints {
 func (v *View) previewOrder(p *Preview, plan Plan) {
 	held := Held(nil).Observe(v)
 	cur := v
+	next := func() Plan {
+		return cur.Plan(Input{Held: held, InFlight: nothingInFlight, Endpoints: cur.assumeServed()})
+	}
 	seen := map[string]bool{}
-	settled := false
 	for pass := range len(v.Slots) + len(v.Surplus) + 2 {
 		if pass > 0 {
-			plan = cur.Plan(Input{Held: held, InFlight: nothingInFlight, Endpoints: cur.assumeServed()})
+			plan = next()
 		}
 		touched, removed := v.effect(&plan, func(name string) {
 			if !seen[name] {
@@ -227,7 +229,6 @@ func (v *View) previewOrder(p *Preview, plan Plan) {
 			}
 		})
 		if len(touched) == 0 && len(removed) == 0 {
-			settled = true
 			break
 		}
 		var names []string
@@ -245,10 +246,8 @@ func (v *View) previewOrder(p *Preview, plan Plan) {
 	}
 	// Waiting: what the plan of the pods as the passes left them does not
 	// reach.
-	if !settled {
-		plan = cur.Plan(Input{Held: held, InFlight: nothingInFlight, Endpoints: cur.assumeServed()})
-	}
-	p.Waiting = plan.Waiting()
+	last := next()
+	p.Waiting = last.Waiting()
 }
 
 // effect is what one pass of plan does to the pods, read off its

@@ -72,10 +72,11 @@ type Process struct {
 	Started time.Time
 	ReadyAt time.Time
 
-	opts    ProcessOptions
-	ready   chan struct{}
-	exited  chan struct{}
-	waitErr error
+	opts      ProcessOptions
+	ready     chan struct{}
+	readyOnce sync.Once
+	exited    chan struct{}
+	waitErr   error
 
 	stopOnce sync.Once
 	stopErr  error
@@ -158,19 +159,15 @@ func (p *Process) copyLog(in io.Reader, log *os.File) {
 	_ = log.Close()
 }
 
-var errReadyTimeout = errors.New("not ready in time")
-
 // ErrKilled is Stop's error for a process that did not exit within its
 // StopGrace of the signal.
 var ErrKilled = errors.New("killed: it did not exit in time after the signal")
 
 func (p *Process) setReady() {
-	select {
-	case <-p.ready:
-	default:
+	p.readyOnce.Do(func() {
 		p.ReadyAt = time.Now()
 		close(p.ready)
-	}
+	})
 }
 
 func (p *Process) waitReady(ctx context.Context) error {
@@ -198,7 +195,7 @@ func (p *Process) waitReady(ctx context.Context) error {
 	case <-p.exited:
 		return fmt.Errorf("%s exited before it was ready: %v", p.opts.Path, p.waitErr)
 	case <-time.After(timeout):
-		return fmt.Errorf("%s: %w (%v)", p.opts.Path, errReadyTimeout, timeout)
+		return fmt.Errorf("%s: not ready within %v", p.opts.Path, timeout)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
