@@ -29,13 +29,12 @@ func (v *View) classify(p *Plan, in Input) classified {
 	ps := v.PodSet
 	s := slotClassifier{
 		v: v, p: p, in: in, ways: updateWays{},
-		deadline:  progressDeadline(ps),
-		partition: UpdateFrom(ps), holdFrom: RolloutFrom(ps),
-		onDelete: ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType,
+		deadline: progressDeadline(ps),
+		rule:     newStrategyRule(ps), holdFrom: RolloutFrom(ps),
 	}
 	for i, m := range v.Slots {
 		ordinal := v.Start + i
-		d := Decision{Name: PodName(ps.Name, ordinal), Ordinal: ordinal, Member: m, State: slotState(m, v.Revs, ordinal, s.partition, s.onDelete, ps.Spec.Paused)}
+		d := Decision{Name: PodName(ps.Name, ordinal), Ordinal: ordinal, Member: m, State: slotState(m, v.Revs, ordinal, s.rule)}
 		s.decide(&d)
 		if d.moves() {
 			s.c.unready = append(s.c.unready, len(p.Decisions))
@@ -53,11 +52,11 @@ type slotClassifier struct {
 	in   Input
 	ways updateWays
 	// deadline is the progress deadline (a resize stuck for longer is
-	// recreated); partition and holdFrom are UpdateFrom and RolloutFrom.
-	deadline            time.Duration
-	partition, holdFrom int
-	onDelete            bool
-	c                   classified
+	// recreated); holdFrom is RolloutFrom.
+	deadline time.Duration
+	rule     strategyRule
+	holdFrom int
+	c        classified
 }
 
 // decide fills in the decision of one slot: a pod to create, one to
@@ -101,7 +100,7 @@ func (s *slotClassifier) decide(d *Decision) {
 		// Made again from the current revision, or the one it ran if
 		// the partition holds it back.
 		d.Action, d.Revision = ActionReplaceFinished, revs.Update
-		if d.Ordinal < s.partition {
+		if d.Ordinal < s.rule.partition {
 			d.Revision = m.Hash
 		}
 		s.c.unavailable++
@@ -191,7 +190,7 @@ func (s *slotClassifier) kept(d *Decision, replace bool) {
 }
 
 // slotState is where the pod of a slot stands (nil: none).
-func slotState(m *Member, revs *Revisions, ordinal, partition int, onDelete, paused bool) SlotState {
+func slotState(m *Member, revs *Revisions, ordinal int, rule strategyRule) SlotState {
 	switch {
 	case m == nil:
 		return StateMissing
@@ -203,14 +202,46 @@ func slotState(m *Member, revs *Revisions, ordinal, partition int, onDelete, pau
 		return StateFinished
 	case m.Hash == revs.Update:
 		return StateCurrent
-	case onDelete:
+	}
+	return rule.outOfDate(ordinal)
+}
+
+// strategyRule is the update strategy's rule for a pod out of date: the
+// one rule the plan (slotState) and the status (counts) both read.
+type strategyRule struct {
+	// partition is UpdateFrom: the lowest ordinal a RollingUpdate updates.
+	partition        int
+	onDelete, paused bool
+}
+
+func newStrategyRule(ps *podsetv1alpha1.PodSet) strategyRule {
+	return strategyRule{
+		partition: UpdateFrom(ps),
+		onDelete:  ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType,
+		paused:    ps.Spec.Paused,
+	}
+}
+
+// outOfDate is where a pod out of date at ordinal stands: held back
+// until a user deletes it (OnDelete), by the partition, or by spec.paused,
+// or StateStale: the strategy updates it now.
+func (r strategyRule) outOfDate(ordinal int) SlotState {
+	switch {
+	case r.onDelete:
 		return StateHeldOnDelete
-	case ordinal < partition:
+	case ordinal < r.partition:
 		return StateHeldByPartition
-	case paused:
+	case r.paused:
 		return StateHeldByPause
 	}
 	return StateStale
+}
+
+// updates reports whether the strategy updates a pod out of date at
+// ordinal, now or once spec.paused is lifted.
+func (r strategyRule) updates(ordinal int) bool {
+	state := r.outOfDate(ordinal)
+	return state == StateStale || state == StateHeldByPause
 }
 
 // ReplaceRequested reports whether a pod carries ReplaceLabel=true: the

@@ -72,8 +72,7 @@ func (v *View) deadlineStall(available int32) *Stall {
 	ps := v.PodSet
 	desired := len(v.Slots)
 	minReady := minReadySeconds(ps)
-	partition := RolloutFrom(ps)
-	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
+	rule := newStrategyRule(ps)
 	var order []string
 	stuck := map[string][]string{}
 	for i, m := range v.Slots {
@@ -88,7 +87,7 @@ func (v *View) deadlineStall(available int32) *Stall {
 			problem = "terminating"
 		case !m.Available:
 			problem = podProblem(m.Pod, minReady)
-		case !onDelete && ordinal >= partition && m.Hash != v.Revs.Update:
+		case m.Hash != v.Revs.Update && rule.outOfDate(ordinal) == StateStale:
 			problem = "waiting to be updated"
 		default:
 			continue

@@ -57,8 +57,7 @@ func (v *View) counts(done *Outcome) (podsetv1alpha1.PodSetStatus, podCounts) {
 		// A count over the PodSet's life, carried from status to status.
 		LostNodeReplacements: ps.Status.LostNodeReplacements + int32(len(done.ReplacedLost)),
 	}
-	partition := UpdateFrom(ps)
-	onDelete := ps.Spec.UpdateStrategy.Type == podsetv1alpha1.OnDeleteStrategyType
+	rule := newStrategyRule(ps)
 	var c podCounts
 	var live []*Member
 	current := revs.Update
@@ -83,7 +82,7 @@ func (v *View) counts(done *Outcome) (podsetv1alpha1.PodSetStatus, podCounts) {
 			status.UpdatedReplicas++
 		} else if wanted {
 			c.older++
-			if !onDelete && m.Ordinal >= partition {
+			if rule.updates(m.Ordinal) {
 				c.outdated++
 			}
 		}
