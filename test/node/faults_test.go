@@ -5,6 +5,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net/url"
 	"slices"
@@ -140,9 +141,9 @@ func TestFaultsMidRollout(t *testing.T) {
 					f.what, rollout, load.total, len(load.failures), load.took.Round(time.Millisecond),
 					faultAt.Sub(began).Round(time.Millisecond), backAt.Sub(faultAt).Round(time.Millisecond),
 					load.answers, left, entered)
-				reportFaultFailures(t, f, load, faultAt, backAt, endpoints)
-				load.checkOnly(t, versions...)
 				events := history.since(from)
+				reportFaultFailures(t, f, load, faultAt, backAt, endpoints, events)
+				load.checkOnly(t, versions...)
 				checkPodNames(t, events, stay, gone)
 				checkGates(t, history.since(0), from)
 				if !inPlace {
@@ -195,7 +196,7 @@ func staysAndGoes(t *testing.T, ps *podsetv1alpha1.PodSet, inPlace bool) (stay, 
 // reportFaultFailures reports the requests that failed under fault f,
 // injected at faultAt and over at backAt: errors, but for those during an
 // outage the fault counts (outageCounted), which are logged.
-func reportFaultFailures(t *testing.T, f fault, load load, faultAt, backAt time.Time, endpoints *endpointLog) {
+func reportFaultFailures(t *testing.T, f fault, load load, faultAt, backAt time.Time, endpoints *endpointLog, events []podEvent) {
 	t.Helper()
 	if len(load.failures) == 0 {
 		return
@@ -204,9 +205,22 @@ func reportFaultFailures(t *testing.T, f fault, load load, faultAt, backAt time.
 	if last := load.failedAt[len(load.failedAt)-1]; f.outageCounted && last.Before(backAt) {
 		report = t.Logf // during the outage: counted, see outageCounted
 	}
-	report("%d of %d requests failed (fault at %s, back at %s), the last %v after it was back; first ones:\n%s",
+	report("%d of %d requests failed (fault at %s, back at %s), the last %v after it was back; first ones:\n%s\nthe pods, from the change (seconds from the fault):\n%s",
 		len(load.failures), load.total, faultAt.Format("15:04:05.000"), backAt.Format("15:04:05.000"),
-		load.failedAt[len(load.failedAt)-1].Sub(backAt).Round(time.Millisecond), load.firstFailures(endpoints))
+		load.failedAt[len(load.failedAt)-1].Sub(backAt).Round(time.Millisecond), load.firstFailures(endpoints),
+		faultTimeline(events, faultAt))
+}
+
+// faultTimeline is the pods' events, one a line, timed from the fault: what
+// a failure during a fault is read against (when each gate closed, each
+// image went on, each container restarted).
+func faultTimeline(events []podEvent, faultAt time.Time) string {
+	var b strings.Builder
+	for _, e := range events {
+		fmt.Fprintf(&b, "%+.3f %s gate %s ready %s images %s container %s deleted %v terminating %v\n",
+			e.at.Sub(faultAt).Seconds(), e.name, e.gate, e.ready, e.images, e.container, e.deleted, e.terminating)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // pauseComponent stops the kubelet, containerd or kube-apiserver by its
