@@ -56,9 +56,6 @@ func (op *Operator) Synced(ctx context.Context) bool {
 	return op.Manager.GetCache().WaitForCacheSync(ctx)
 }
 
-// Done is closed once the manager has returned.
-func (op *Operator) Done() <-chan struct{} { return op.done }
-
 // Stop stops the manager (a leader keeps its lease until it expires, as
 // after a crash, unless opts.LeaderElectionReleaseOnCancel), waits for it and returns what its Start returned. Later
 // calls return at once.
