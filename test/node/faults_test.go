@@ -74,7 +74,10 @@ type fault struct {
 // on it not Ready; a node whose kubelet has been silent for
 // --node-monitor-grace-period (40 s and more) has the same end.
 //
-// kube-apiserver's outage stops the EndpointSlices instead:
+// kube-apiserver's outage (SIGTERM; it does not end its graceful
+// termination within the 10 s, in which connections already open are
+// still served, so hack/node.sh kills it, starts it again at once, and it
+// answers /readyz some 20 s later) stops the EndpointSlices instead:
 // kube-controller-manager and kube-scheduler exit when they cannot renew
 // their leader lease for 10 s, and are started again (hack/node.sh
 // resume, as a kubelet or systemd would); a new one waits out the old
