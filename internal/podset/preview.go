@@ -214,14 +214,10 @@ func (v *View) assumeServed() Endpoints {
 func (v *View) previewOrder(p *Preview, plan Plan) {
 	held := Held(nil).Observe(v)
 	cur := v
-	next := func() Plan {
-		return cur.Plan(Input{Held: held, InFlight: nothingInFlight, Endpoints: cur.assumeServed()})
-	}
 	seen := map[string]bool{}
-	for pass := range len(v.Slots) + len(v.Surplus) + 2 {
-		if pass > 0 {
-			plan = next()
-		}
+	// plan is always the plan of cur: the loop plans the pods each pass
+	// leaves, and stops when a pass has nothing to do.
+	for range len(v.Slots) + len(v.Surplus) + 2 {
 		touched, removed := v.effect(&plan, func(name string) {
 			if !seen[name] {
 				seen[name] = true
@@ -243,11 +239,11 @@ func (v *View) previewOrder(p *Preview, plan Plan) {
 		}
 		cur = cur.after(touched, removed)
 		held = held.Observe(cur)
+		plan = cur.Plan(Input{Held: held, InFlight: nothingInFlight, Endpoints: cur.assumeServed()})
 	}
 	// Waiting: what the plan of the pods as the passes left them does not
 	// reach.
-	last := next()
-	p.Waiting = last.Waiting()
+	p.Waiting = plan.Waiting()
 }
 
 // effect is what one pass of plan does to the pods, read off its
