@@ -961,7 +961,9 @@ func (f *planFuzz) checkPreview() {
 // restart for a new image only once the pod is out of Ready by its
 // kubelet's own word (it never reported the pod Ready, as for a Pending
 // pod it has not started, or it reported it not Ready since: a gate the
-// operator closed is not enough); only pods with the gate have it closed;
+// operator closed is not enough), or, when the preStop hooks of the
+// containers that restart hold the drain, once its gate is closed; only
+// pods with the gate have it closed;
 // and no Ready pod is deleted undrained, but a surplus pod no slice lists
 // (served says the slices list every Ready pod).
 func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *Revisions, plan Plan, served bool) {
@@ -974,7 +976,18 @@ func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *Revisi
 		if step.Way.Resize {
 			checkResize(t, ps, revs, step.Pod)
 		}
-		if step.Way.Restart() && (kubeletReady(step.Pod) || gateClosed(step.Pod) && !kubeletNotReady(step.Pod)) {
+		if !step.Way.Restart() {
+			continue
+		}
+		// Whose drain it is: the operator's waits for the kubelet's own
+		// not-Ready; one whose restarted containers' hooks hold the drain
+		// (allPreStop) needs only the gate closed, as gate.go says (steps
+		// 1, 3 and 5).
+		hooked := allPreStop(ps, step.Pod, step.Way.Restarts)
+		switch {
+		case hooked && hasGate(step.Pod) && podReady(step.Pod) && !gateClosed(step.Pod):
+			t.Errorf("update restarts the containers of %s, Ready, without closing its gate", step.Pod.Name)
+		case !hooked && (kubeletReady(step.Pod) || gateClosed(step.Pod) && !kubeletNotReady(step.Pod)):
 			t.Errorf("update restarts the containers of %s before its kubelet reports it not Ready", step.Pod.Name)
 		}
 	}
