@@ -214,6 +214,8 @@ type strategyRule struct {
 	onDelete, paused bool
 }
 
+// newStrategyRule is the rule of the PodSet's spec.updateStrategy and
+// spec.paused.
 func newStrategyRule(ps *podsetv1alpha1.PodSet) strategyRule {
 	return strategyRule{
 		partition: UpdateFrom(ps),
