@@ -12,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -72,18 +70,12 @@ const DefaultWorkers = 128
 
 // PodSetReconciler keeps each PodSet's pods as its spec says.
 type PodSetReconciler struct {
-	// Client reads from the manager's cache and writes to the API server.
-	Client client.Client
-	// Pods sends the pod applies (the pod and its status) with the answers
-	// in protobuf: controller-runtime's Apply asks for JSON and decodes the
-	// whole pod into the apply configuration, which took about 8% of the
-	// operator's CPU creating 1000 PodSets of one pod (docs/benchmarks.md).
-	Pods corev1client.PodsGetter
+	// Client reads from the manager's cache. It cannot write: every write
+	// goes through writes.
+	Client client.Reader
 	// APIReader reads from the API server directly. It is used only to find
 	// out who holds a pod name that a create found taken.
 	APIReader client.Reader
-	// Recorder emits events through the events.k8s.io API.
-	Recorder events.EventRecorder
 	// Clock is the time every pass reads.
 	Clock clock.PassiveClock
 	// Workers bounds the pod writes one pass sends at once, and the gates
@@ -94,8 +86,8 @@ type PodSetReconciler struct {
 	// metrics endpoint) when nil.
 	Registerer prometheus.Registerer
 
-	// writes is where every write goes (writer): the API server, through
-	// Client, Pods and Recorder, unless a test set it.
+	// writes is where every write goes (writer): the API server's
+	// (apiWriter, made by NewManager), or a test's.
 	writes    writer
 	memory    *memory
 	metrics   *metrics
@@ -106,17 +98,15 @@ type PodSetReconciler struct {
 var _ reconcile.Reconciler = (*PodSetReconciler)(nil)
 
 // init fills in the defaults and makes the reconciler's state: what its
-// passes remember, its metrics, the writer every write goes through (the
-// API server's unless a test set one) and the slots of the gates opening.
+// passes remember, its metrics and the slots of the gates opening. The
+// writer every write goes through is set before: NewManager's or a
+// test's.
 func (r *PodSetReconciler) init() {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
 	if r.Workers < 1 {
 		r.Workers = DefaultWorkers
-	}
-	if r.writes == nil {
-		r.writes = apiWriter{client: r.Client, pods: r.Pods, recorder: r.Recorder}
 	}
 	r.memory = newMemory(r.Clock)
 	r.metrics = newMetrics(r.memory)

@@ -72,9 +72,8 @@ func NewManager(ctx context.Context, cfg *rest.Config, mo manager.Options, o Opt
 	}
 	r := &PodSetReconciler{
 		Client:     mgr.GetClient(),
-		Pods:       pods,
 		APIReader:  mgr.GetAPIReader(),
-		Recorder:   mgr.GetEventRecorder(FieldManager),
+		writes:     apiWriter{client: mgr.GetClient(), pods: pods, recorder: mgr.GetEventRecorder(FieldManager)},
 		Clock:      o.Clock,
 		Workers:    o.Workers,
 		Registerer: o.Metrics,
