@@ -61,8 +61,9 @@ type drainStage int
 const (
 	// stopNow: stop the pod in this pass.
 	stopNow drainStage = iota
-	// drainBegin: close the pod's gate (within the budget, for a rollout).
-	drainBegin
+	// beginDrain: close the pod's gate (within the budget, for a rollout):
+	// Plan.Drain, ActionDrain, the controller's beginDrain.
+	beginDrain
 	// draining: the gate is closed; wait for the kubelet, or the drain.
 	// Or, for a pod no EndpointSlice lists yet, wait to see whether one
 	// does (endpointsLag).
@@ -137,7 +138,7 @@ func drainFor(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, seen, now time.Time, e
 	case !hasGate(pod) || !podReady(pod):
 		return stopNow, 0
 	}
-	return drainBegin, 0
+	return beginDrain, 0
 }
 
 // kubeletSilence is how long a drain waits for a kubelet to report a pod

@@ -433,7 +433,7 @@ func TestDrainForLeavesTheDrainToPreStopHooks(t *testing.T) {
 	if stage, _ := drainFor(ps, &open, time.Time{}, now, EndpointState{}, allPreStop(ps, &open, nil), true); stage != stopNow {
 		t.Errorf("a Ready pod to delete whose containers have preStop hooks: %v, want stopNow", stage)
 	}
-	if stage, _ := drainFor(ps, &open, time.Time{}, now, EndpointState{}, allPreStop(ps, &open, []string{"app"}), false); stage != drainBegin {
+	if stage, _ := drainFor(ps, &open, time.Time{}, now, EndpointState{}, allPreStop(ps, &open, []string{"app"}), false); stage != beginDrain {
 		t.Errorf("a Ready pod to restart in place whose containers have preStop hooks: %v, want its gate closed first", stage)
 	}
 	justClosed := makePod("web-0").controlledBy(ps).ready().gated().preStop().draining(now).obj()
@@ -457,7 +457,7 @@ func TestDrainForLeavesTheDrainToPreStopHooks(t *testing.T) {
 	// drainSeconds grew, or an app's own) does not hold the pod for it:
 	// the operator drains it first.
 	ps.Spec.DrainSeconds = ptr.To[int32](6)
-	if stage, _ := drainFor(ps, &open, time.Time{}, now, EndpointState{Listed: true}, allPreStop(ps, &open, nil), true); stage != drainBegin {
+	if stage, _ := drainFor(ps, &open, time.Time{}, now, EndpointState{Listed: true}, allPreStop(ps, &open, nil), true); stage != beginDrain {
 		t.Errorf("a Ready pod to delete whose hooks sleep 5 s of a 6 s drain: %v, want its gate closed first", stage)
 	}
 	if !DrainFirst(ps, &open) {

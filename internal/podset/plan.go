@@ -266,7 +266,7 @@ func (v *View) prune(p *Plan, in Input) {
 			switch stage, wait := v.drain(in, m.Pod, allPreStop(v.PodSet, m.Pod, nil), true); stage {
 			case stopNow:
 				d.Action = ActionPrune
-			case drainBegin:
+			case beginDrain:
 				d.Action, d.Way = ActionDrain, UpdateWay{Why: WhySurplus}
 			default:
 				d.wakeIn(wait)

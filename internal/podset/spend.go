@@ -27,7 +27,7 @@ func (p *Plan) spend(ps *podsetv1alpha1.PodSet, c classified, budget int) {
 			d.Action = ActionDrain
 		case d.Way.InPlace:
 			d.Action = ActionUpdate
-		case hasGate(pod) && !allPreStop(ps, pod, nil):
+		case DrainFirst(ps, pod):
 			// Drained before it is deleted (drainFor).
 			d.Action = ActionDrain
 		default:
