@@ -234,7 +234,7 @@ func (v *View) Plan(in Input) Plan {
 	p.Conflicts, p.Strays = v.Conflicts, v.Strays
 	c := v.classify(&p, in)
 	v.prune(&p, in)
-	p.spend(v.PodSet, c, maxUnavailable(v.PodSet)-c.unavailable)
+	v.spend(&p, in, c, maxUnavailable(v.PodSet)-c.unavailable)
 	p.targets(v.Revs)
 	v.group(&p)
 	for i := range p.Decisions {

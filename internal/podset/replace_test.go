@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
 )
@@ -41,12 +42,20 @@ func TestReplacePlan(t *testing.T) {
 	cases := map[string]struct {
 		ps   *podsetv1alpha1.PodSet
 		pods []corev1.Pod
-		want want
+		// listed: the pods an EndpointSlice lists as ready.
+		listed []string
+		want   want
 	}{
-		"a Ready pod without hooks is drained first": {
+		"a Ready pod without hooks that a slice lists is drained first": {
+			ps:     v3,
+			pods:   []corev1.Pod{ready(0, h3).obj(), ready(1, h3).replacing().obj(), ready(2, h3).obj()},
+			listed: []string{"web-0", "web-1", "web-2"},
+			want:   want{Drained: []string{"web-1"}, Why: replaced("web-1")},
+		},
+		"a Ready pod without hooks that no slice lists is recreated at once: nothing routes to it": {
 			ps:   v3,
 			pods: []corev1.Pod{ready(0, h3).obj(), ready(1, h3).replacing().obj(), ready(2, h3).obj()},
-			want: want{Drained: []string{"web-1"}, Why: replaced("web-1")},
+			want: want{Plan: planNames{Rollout: []string{"web-1"}}, Why: replaced("web-1")},
 		},
 		"a Ready pod whose containers sleep in a preStop hook is deleted at once: the kubelet drains it": {
 			ps:   v3,
@@ -94,6 +103,10 @@ func TestReplacePlan(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			in := testInput(tc.ps, noneInFlight)
 			in.Revs = NewRevisions(tc.ps, r.history)
+			in.Endpoints = Endpoints{}
+			for _, name := range tc.listed {
+				in.Endpoints[types.UID(name+"-uid")] = EndpointState{Listed: true}
+			}
 			p := NewView(tc.ps, in.Revs, tc.pods, in.Now).Plan(in.Input)
 			got := want{Plan: namesOf(p), Why: p.Why}
 			for _, s := range p.Drain {

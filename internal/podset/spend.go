@@ -15,8 +15,10 @@ import (
 // broken template is fixed by a new one (classify takes them all, and
 // spend puts them first, from the highest ordinal). Available ones go from
 // the highest ordinal, as many as the budget allows: a restart in place
-// begins by closing the pod's gate.
-func (p *Plan) spend(ps *podsetv1alpha1.PodSet, c classified, budget int) {
+// begins by closing the pod's gate; a recreation too, where the pod has
+// something to be drained from (drainFor, as for a surplus pod): one no
+// EndpointSlice lists is recreated at once, as a ReplicaSet's would be.
+func (v *View) spend(p *Plan, in Input, c classified, budget int) {
 	for i := len(c.unready) - 1; i >= 0; i-- {
 		p.rollout = append(p.rollout, c.unready[i])
 	}
@@ -27,11 +29,13 @@ func (p *Plan) spend(ps *podsetv1alpha1.PodSet, c classified, budget int) {
 			d.Action = ActionDrain
 		case d.Way.InPlace:
 			d.Action = ActionUpdate
-		case DrainFirst(ps, pod):
-			// Drained before it is deleted (drainFor).
-			d.Action = ActionDrain
 		default:
-			d.Action = ActionRecreate
+			// Drained before it is deleted, unless nothing can route to
+			// it; a pod Ready too briefly to tell is drained.
+			d.Action = ActionDrain
+			if stage, _ := v.drain(in, pod, allPreStop(v.PodSet, pod, nil), true); stage == stopNow {
+				d.Action = ActionRecreate
+			}
 		}
 		d.stage = stageSpent
 		p.rollout = append(p.rollout, c.staleReady[i])

@@ -536,30 +536,50 @@ func TestChangesBeyondImagesAndResourcesRecreatePods(t *testing.T) {
 	wantEvent(t, ps, podsetv1alpha1.RollingOutReason, "the template changed beyond images", "no event says why pods were recreated")
 }
 
+// TestRecreatePolicyReplacesPodsForAnImage: under podUpdatePolicy
+// Recreate an image change recreates the pod, drained first when a slice
+// lists it (a Service selects it), and at once, as a ReplicaSet's, when
+// nothing routes to it.
 func TestRecreatePolicyReplacesPodsForAnImage(t *testing.T) {
-	t.Parallel()
-	ns, _ := kubeletNamespace(t)
-	// Pods whose hook sleeps less than the drain (made before it grew):
-	// the gate is how such a pod is drained before it is deleted (one
-	// whose hook sleeps the drain is deleted at once:
-	// TestScaleDownDrainsReadyPods).
-	ps := createRunning(t, fixture.PodSet(ns, "web").Recreate().Mutate(func(ps *podsetv1alpha1.PodSet) { ps.Spec.DrainSeconds = ptr.To[int32](1) }))
-	patchSpec(t, ps, `{"spec":{"drainSeconds":3}}`)
-	if p := pods(t, ns)["web-0"]; len(p.Spec.ReadinessGates) != 1 || p.Spec.ReadinessGates[0].ConditionType != podsetv1alpha1.InPlaceUpdateReadyCondition {
-		t.Errorf("a pod made under Recreate has readiness gates %v, want the operator's", p.Spec.ReadinessGates)
-	}
-	before := uids(t, ns)["web-0"]
-	changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) { tmpl.Spec.Containers[0].Image = "busybox:1.37" })
-	eventually(t, "web-0 drains before it is deleted", func(context.Context) error {
-		p := pods(t, ns)["web-0"]
-		if p.UID != before || !gateIs(p, corev1.ConditionFalse) || p.DeletionTimestamp != nil {
-			return fmt.Errorf("web-0 %s, gate closed %t, deleted %t", p.UID, gateIs(p, corev1.ConditionFalse), p.DeletionTimestamp != nil)
-		}
-		return nil
-	})
-	waitForRollout(t, ps, "busybox:1.37")
-	if uids(t, ns)["web-0"] == before {
-		t.Errorf("web-0 was updated in place under podUpdatePolicy Recreate")
+	for name, served := range map[string]bool{"served: drained first": true, "no Service: at once": false} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ns, _ := kubeletNamespace(t)
+			// Pods whose hook sleeps less than the drain (made before it
+			// grew): the gate is how such a pod is drained before it is
+			// deleted (one whose hook sleeps the drain is deleted at
+			// once: TestScaleDownDrainsReadyPods).
+			ps := createRunning(t, fixture.PodSet(ns, "web").Recreate().Mutate(func(ps *podsetv1alpha1.PodSet) { ps.Spec.DrainSeconds = ptr.To[int32](1) }))
+			patchSpec(t, ps, `{"spec":{"drainSeconds":3}}`)
+			if served {
+				testenv.ServeEndpoints(t, env.Client, ns)
+			} else {
+				// A pod Ready for less than a second may yet be listed
+				// by a slice: the operator drains it. This one has been
+				// Ready longer.
+				readyOlderThan(t, pods(t, ns)["web-0"], 1500*time.Millisecond)
+			}
+			if p := pods(t, ns)["web-0"]; len(p.Spec.ReadinessGates) != 1 || p.Spec.ReadinessGates[0].ConditionType != podsetv1alpha1.InPlaceUpdateReadyCondition {
+				t.Errorf("a pod made under Recreate has readiness gates %v, want the operator's", p.Spec.ReadinessGates)
+			}
+			before := uids(t, ns)["web-0"]
+			changeTemplate(t, ps, func(tmpl *corev1.PodTemplateSpec) { tmpl.Spec.Containers[0].Image = "busybox:1.37" })
+			var seen drainSeen
+			eventually(t, "web-0 deleted", func(context.Context) error {
+				p, ok := pods(t, ns)["web-0"]
+				if seen.see(p, ok && p.UID == before, time.Now()) || seen.deleted {
+					return nil
+				}
+				return fmt.Errorf("web-0 %s, gate closed %t", p.UID, gateIs(p, corev1.ConditionFalse))
+			})
+			if seen.gateClosed != served {
+				t.Errorf("web-0's gate closed before its deletion: %t, want %t (a slice lists it: %t)", seen.gateClosed, served, served)
+			}
+			waitForRollout(t, ps, "busybox:1.37")
+			if uids(t, ns)["web-0"] == before {
+				t.Errorf("web-0 was updated in place under podUpdatePolicy Recreate")
+			}
+		})
 	}
 }
 
@@ -742,6 +762,19 @@ func TestPodsWithoutTheGateAreRecreatedForAnImage(t *testing.T) {
 
 // gateIs reports whether the pod's InPlaceUpdateReady condition has the
 // status.
+// readyOlderThan waits until the pod's Ready condition is older than age.
+func readyOlderThan(t *testing.T, p corev1.Pod, age time.Duration) {
+	t.Helper()
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			// Conditions' times are whole seconds: the next one.
+			time.Sleep(time.Until(c.LastTransitionTime.Add(time.Second + age)))
+			return
+		}
+	}
+	t.Fatalf("pod %s has no Ready condition", p.Name)
+}
+
 func gateIs(p corev1.Pod, status corev1.ConditionStatus) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == podsetv1alpha1.InPlaceUpdateReadyCondition {
