@@ -20,8 +20,9 @@ import (
 // applied (created, updated, resized), pod conditions patched, the
 // PodSet's status, its ControllerRevisions and its PodDisruptionBudget
 // applied, objects deleted, and events. Nothing else in the reconciler
-// holds a client that writes: its Client and APIReader are readers. apiWriter is the one that talks to the API
-// server, with the operator's field manager on every write;
+// holds a client that writes: its Client and APIReader are readers.
+// apiWriter is the one that talks to the API server, with the operator's
+// field manager on every write;
 // writer_test.go's recordingWriter records the writes for the tests of
 // execute and of a pass's events, which need no control plane.
 //
