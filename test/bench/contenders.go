@@ -222,11 +222,19 @@ func (l *limitContender) loop() string {
 func (l *limitContender) name() string { return "limit " + l.loop() + " W=" + strconv.Itoa(l.w) }
 func (l *limitContender) kinds() kinds { return kindPods }
 
-func (l *limitContender) prepare(ctx context.Context, j job) error {
-	owners, err := l.b.createPodSets(ctx, j, "")
-	if err != nil {
-		return err
+func (l *limitContender) prepare(ctx context.Context, j job) error { return l.own(ctx, j, "") }
+
+// own creates the job's PodSets (with maxUnavailable mu) that own the pods.
+func (l *limitContender) own(ctx context.Context, j job, mu string) error {
+	owners, err := l.b.createPodSets(ctx, j, mu)
+	if err == nil {
+		l.keep(owners...)
 	}
+	return err
+}
+
+// keep remembers the owners as the API server stored them.
+func (l *limitContender) keep(owners ...*podsetv1alpha1.PodSet) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.owners == nil {
@@ -234,6 +242,18 @@ func (l *limitContender) prepare(ctx context.Context, j job) error {
 	}
 	for _, ps := range owners {
 		l.owners[ps.Namespace+"/"+ps.Name] = ps
+	}
+}
+
+// retemplate changes the owners' template to tmpl(set), one request per
+// set, as for the others.
+func (l *limitContender) retemplate(ctx context.Context, j job, tmpl func(set string) corev1.PodTemplateSpec) error {
+	for _, set := range j.sets {
+		ps, err := patchPodSetTemplate(ctx, l.b.c.cl, l.owner(j.ns, set), tmpl(set))
+		if err != nil {
+			return err
+		}
+		l.keep(ps)
 	}
 	return nil
 }
@@ -245,16 +265,7 @@ func (l *limitContender) owner(ns, set string) *podsetv1alpha1.PodSet {
 }
 
 func (l *limitContender) create(ctx context.Context, j job) error {
-	type item struct {
-		set     string
-		ordinal int
-	}
-	var items []item
-	for i := 0; i < int(j.n); i++ {
-		for _, set := range j.sets {
-			items = append(items, item{set, i})
-		}
-	}
+	items := podItems(j, 0, false)
 	write := l.apply
 	if l.creates {
 		write = l.createPod
@@ -314,14 +325,9 @@ func (l *limitContender) openGate(ctx context.Context, pod *corev1.Pod) error {
 func (l *limitContender) ready(s *state, j job) bool { return podsReady(s, j, "", true) }
 
 func (l *limitContender) scale(ctx context.Context, j job, to int32) error {
-	var names []string
-	for i := j.n - 1; i >= to; i-- {
-		for _, set := range j.sets {
-			names = append(names, podName(set, int(i)))
-		}
-	}
-	return parallel(len(names), l.w, func(i int) error {
-		return l.b.c.cs.CoreV1().Pods(j.ns).Delete(ctx, names[i], metav1.DeleteOptions{})
+	items := podItems(j, to, true)
+	return parallel(len(items), l.w, func(i int) error {
+		return l.b.c.cs.CoreV1().Pods(j.ns).Delete(ctx, items[i].name(), metav1.DeleteOptions{})
 	})
 }
 
@@ -337,23 +343,12 @@ func newApplyLimit(b *bench, w int) *applyLimit {
 // then replaces every pod: delete, wait until it is gone (its name is
 // reused), apply the new one.
 func (l *applyLimit) rollout(ctx context.Context, j job) error {
-	for _, set := range j.sets {
-		ps, err := patchTemplate(ctx, l.b.c.cl, l.owner(j.ns, set))
-		if err != nil {
-			return err
-		}
-		l.mu.Lock()
-		l.owners[j.ns+"/"+set] = ps
-		l.mu.Unlock()
+	if err := l.retemplate(ctx, j, revision2); err != nil {
+		return err
 	}
-	r := &limitRollout{l: l, j: j, uids: map[string]types.UID{}}
-	for i := int(j.n) - 1; i >= 0; i-- {
-		for _, set := range j.sets {
-			r.items = append(r.items, limitItem{set, i})
-		}
-	}
+	r := &limitRollout{l: l, j: j, items: podItems(j, 0, true), uids: map[string]types.UID{}}
 	err := parallel(len(r.items), l.w, func(i int) error {
-		name := podName(r.items[i].set, r.items[i].ordinal)
+		name := r.items[i].name()
 		if err := l.b.c.cs.CoreV1().Pods(j.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			return err
 		}
@@ -369,10 +364,28 @@ func (l *applyLimit) rollout(ctx context.Context, j job) error {
 	return r.reapplyDeleted(ctx)
 }
 
-// limitItem is a pod of the limit's rollout: its set and ordinal.
+// limitItem is a pod of the limit: its set and ordinal.
 type limitItem struct {
 	set     string
 	ordinal int
+}
+
+func (it limitItem) name() string { return podName(it.set, it.ordinal) }
+
+// podItems lists the job's pods of ordinals lo to n-1, ordinal by ordinal
+// across the sets: the lowest ordinal first, or the highest when desc.
+func podItems(j job, lo int32, desc bool) []limitItem {
+	var items []limitItem
+	for i := lo; i < j.n; i++ {
+		o := i
+		if desc {
+			o = j.n - 1 - (i - lo)
+		}
+		for _, set := range j.sets {
+			items = append(items, limitItem{set, int(o)})
+		}
+	}
+	return items
 }
 
 // limitRollout is one rollout of the apply limit: its pods, and the UID
@@ -412,8 +425,7 @@ func (r *limitRollout) reapplyDeleted(ctx context.Context) error {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			for _, it := range r.items {
-				name := podName(it.set, it.ordinal)
-				if s.pods[r.j.ns+"/"+name] == nil && s.gone[r.uids[name]] {
+				if name := it.name(); s.pods[r.j.ns+"/"+name] == nil && s.gone[r.uids[name]] {
 					missing = append(missing, it)
 				}
 			}
@@ -437,28 +449,17 @@ func (l *applyLimit) rolledOut(s *state, j job) bool { return podsReady(s, j, "2
 // others), then patches each pod's image where it runs: one write per pod,
 // the least an in-place update can send.
 func (l *applyLimit) changeImage(ctx context.Context, j job) error {
-	for _, set := range j.sets {
-		ps, err := patchPodSetTemplate(ctx, l.b.c.cl, l.owner(j.ns, set), imageTemplate(set))
-		if err != nil {
-			return err
-		}
-		l.mu.Lock()
-		l.owners[j.ns+"/"+set] = ps
-		l.mu.Unlock()
+	if err := l.retemplate(ctx, j, imageTemplate); err != nil {
+		return err
 	}
 	c := imageTemplate("").Spec.Containers[0]
 	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"containers": []map[string]string{{"name": c.Name, "image": c.Image}}}})
 	if err != nil {
 		return err
 	}
-	var names []string
-	for i := int(j.n) - 1; i >= 0; i-- {
-		for _, set := range j.sets {
-			names = append(names, podName(set, i))
-		}
-	}
-	return parallel(len(names), l.w, func(i int) error {
-		_, err := l.b.c.cs.CoreV1().Pods(j.ns).Patch(ctx, names[i], types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+	items := podItems(j, 0, true)
+	return parallel(len(items), l.w, func(i int) error {
+		_, err := l.b.c.cs.CoreV1().Pods(j.ns).Patch(ctx, items[i].name(), types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
 		return err
 	})
 }
@@ -492,22 +493,27 @@ func (t *tutorialContender) scale(ctx context.Context, j job, to int32) error {
 
 // ---------------------------------------------------------------- replicaset
 
+// kcm is what the contenders of kube-controller-manager share: their
+// controller always runs, and start points the controller CPU reading at
+// it.
+type kcm struct{ b *bench }
+
+func (k kcm) start(context.Context, []string) (func() error, error) {
+	k.b.c.ctrlPID.Store(k.b.c.controllerManager())
+	return func() error { return nil }, nil
+}
+
 // replicaSetContender is kube-controller-manager's ReplicaSet controller
 // (QPS limits lifted), and its Deployment controller for the rollout.
-type replicaSetContender struct{ b *bench }
+type replicaSetContender struct{ kcm }
 
 func (r *replicaSetContender) name() string { return "replicaset" }
 func (r *replicaSetContender) kinds() kinds { return kindPods | kindReplicaSets | kindDeployments }
-func (r *replicaSetContender) start(context.Context, []string) (func() error, error) {
-	r.b.c.ctrlPID.Store(r.b.c.controllerManager())
-	return func() error { return nil }, nil
-}
 
 func (r *replicaSetContender) create(ctx context.Context, j job) error {
 	return parallel(len(j.sets), 8, func(i int) error {
 		set := j.sets[i]
-		tmpl := template(set, 1)
-		tmpl.Spec = hardenedSpec(tmpl.Spec)
+		tmpl := hardenedTemplate(template(set, 1))
 		sel := &metav1.LabelSelector{MatchLabels: map[string]string{setLabel: set}}
 		meta := metav1.ObjectMeta{Namespace: j.ns, Name: set}
 		var obj client.Object
@@ -537,16 +543,11 @@ func (r *replicaSetContender) ready(s *state, j job) bool {
 }
 
 func (r *replicaSetContender) scale(ctx context.Context, j job, to int32) error {
-	return parallel(len(j.sets), 8, func(i int) error {
-		rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.sets[i]}}
-		return r.b.c.cl.Patch(ctx, rs, replicasPatch(to))
-	})
+	return scaleSets(ctx, r.b.c.cl, j, to, &appsv1.ReplicaSet{})
 }
 
 func (r *replicaSetContender) rollout(ctx context.Context, j job) error {
-	return patchTemplates(ctx, r.b.c.cl, j, func(set string) client.Object {
-		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: set}}
-	}, func(set string) corev1.PodTemplateSpec { return template(set, 2) })
+	return patchTemplates(ctx, r.b.c.cl, j, &appsv1.Deployment{}, revision2)
 }
 func (r *replicaSetContender) rolledOut(s *state, j job) bool {
 	return setsDone(s.deployments, j, func(x setState) bool { return x.rolledOut(j.n) })
@@ -555,9 +556,7 @@ func (r *replicaSetContender) rolledOut(s *state, j job) bool {
 // changeImage changes the Deployments' image: a rollout to a new
 // ReplicaSet, whose pods replace the old ones.
 func (r *replicaSetContender) changeImage(ctx context.Context, j job) error {
-	return patchTemplates(ctx, r.b.c.cl, j, func(set string) client.Object {
-		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: set}}
-	}, imageTemplate)
+	return patchTemplates(ctx, r.b.c.cl, j, &appsv1.Deployment{}, imageTemplate)
 }
 
 // ---------------------------------------------------------------- statefulset
@@ -568,20 +567,15 @@ func (r *replicaSetContender) changeImage(ctx context.Context, j job) error {
 // MaxUnavailableStatefulSet feature, beta and on by default since
 // Kubernetes 1.37), in every scenario, the in-place one included. It
 // replaces each out-of-date pod under its name: delete, then create.
-type statefulSetContender struct{ b *bench }
+type statefulSetContender struct{ kcm }
 
 func (t *statefulSetContender) name() string { return "statefulset" }
 func (t *statefulSetContender) kinds() kinds { return kindPods | kindStatefulSets }
-func (t *statefulSetContender) start(context.Context, []string) (func() error, error) {
-	t.b.c.ctrlPID.Store(t.b.c.controllerManager())
-	return func() error { return nil }, nil
-}
 
 func (t *statefulSetContender) create(ctx context.Context, j job) error {
 	return parallel(len(j.sets), 8, func(i int) error {
 		set := j.sets[i]
-		tmpl := template(set, 1)
-		tmpl.Spec = hardenedSpec(tmpl.Spec)
+		tmpl := hardenedTemplate(template(set, 1))
 		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: set}, Spec: appsv1.StatefulSetSpec{
 			Replicas:            ptrTo(j.n),
 			Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{setLabel: set}},
@@ -608,27 +602,20 @@ func (t *statefulSetContender) ready(s *state, j job) bool {
 	return setsDone(s.sts, j, func(x setState) bool { return x.complete(j.n) })
 }
 func (t *statefulSetContender) scale(ctx context.Context, j job, to int32) error {
-	return parallel(len(j.sets), 8, func(i int) error {
-		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.sets[i]}}
-		return t.b.c.cl.Patch(ctx, sts, replicasPatch(to))
-	})
+	return scaleSets(ctx, t.b.c.cl, j, to, &appsv1.StatefulSet{})
 }
 
 // rollout moves the StatefulSets' template to revision 2, the change every
 // contender's rollout makes (a label and an environment variable): the pods
 // must be recreated.
 func (t *statefulSetContender) rollout(ctx context.Context, j job) error {
-	return patchTemplates(ctx, t.b.c.cl, j, func(set string) client.Object {
-		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: set}}
-	}, func(set string) corev1.PodTemplateSpec { return template(set, 2) })
+	return patchTemplates(ctx, t.b.c.cl, j, &appsv1.StatefulSet{}, revision2)
 }
 func (t *statefulSetContender) rolledOut(s *state, j job) bool {
 	return setsDone(s.sts, j, func(x setState) bool { return x.rolledOut(j.n) })
 }
 func (t *statefulSetContender) changeImage(ctx context.Context, j job) error {
-	return patchTemplates(ctx, t.b.c.cl, j, func(set string) client.Object {
-		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: set}}
-	}, imageTemplate)
+	return patchTemplates(ctx, t.b.c.cl, j, &appsv1.StatefulSet{}, imageTemplate)
 }
 
 // ---------------------------------------------------------------- podset
@@ -681,11 +668,7 @@ func (p *podSetContender) stop() error {
 	return err
 }
 func (p *podSetContender) create(ctx context.Context, j job) error {
-	mu := ""
-	if j.rollout {
-		mu = "100%"
-	}
-	_, err := p.b.createPodSets(ctx, j, mu)
+	_, err := p.b.createPodSets(ctx, j, rolloutBudget(j))
 	return err
 }
 func (p *podSetContender) ready(s *state, j job) bool {
@@ -695,22 +678,20 @@ func (p *podSetContender) scale(ctx context.Context, j job, to int32) error {
 	return scalePodSets(ctx, p.b.c.cl, j, to)
 }
 func (p *podSetContender) rollout(ctx context.Context, j job) error {
-	return parallel(len(j.sets), 8, func(i int) error {
-		ps := &podsetv1alpha1.PodSet{}
-		if err := p.b.c.cl.Get(ctx, client.ObjectKey{Namespace: j.ns, Name: j.sets[i]}, ps); err != nil {
-			return err
-		}
-		_, err := patchTemplate(ctx, p.b.c.cl, ps)
-		return err
-	})
+	return p.retemplate(ctx, j, revision2)
 }
 func (p *podSetContender) changeImage(ctx context.Context, j job) error {
+	return p.retemplate(ctx, j, imageTemplate)
+}
+
+// retemplate reads each PodSet and changes its template to tmpl(set).
+func (p *podSetContender) retemplate(ctx context.Context, j job, tmpl func(set string) corev1.PodTemplateSpec) error {
 	return parallel(len(j.sets), 8, func(i int) error {
 		ps := &podsetv1alpha1.PodSet{}
 		if err := p.b.c.cl.Get(ctx, client.ObjectKey{Namespace: j.ns, Name: j.sets[i]}, ps); err != nil {
 			return err
 		}
-		_, err := patchPodSetTemplate(ctx, p.b.c.cl, ps, imageTemplate(ps.Name))
+		_, err := patchPodSetTemplate(ctx, p.b.c.cl, ps, tmpl(ps.Name))
 		return err
 	})
 }
@@ -736,6 +717,15 @@ func (p *inProcessPodSet) start(ctx context.Context, namespaces []string) (func(
 
 // ---------------------------------------------------------------- helpers
 
+// rolloutBudget is the maxUnavailable of the PodSets of a job: 100% for
+// the rollout scenario, else the default.
+func rolloutBudget(j job) string {
+	if j.rollout {
+		return "100%"
+	}
+	return ""
+}
+
 // createPodSets creates the job's PodSets, eight at a time, and returns
 // them as the API server stored them.
 func (b *bench) createPodSets(ctx context.Context, j job, maxUnavailable string) ([]*podsetv1alpha1.PodSet, error) {
@@ -756,29 +746,38 @@ func replicasPatch(n int32) client.Patch {
 }
 
 func scalePodSets(ctx context.Context, cl client.Client, j job, to int32) error {
+	return scaleSets(ctx, cl, j, to, &podsetv1alpha1.PodSet{})
+}
+
+// scaleSets sets the replicas of each set's object of kind like, eight at a
+// time.
+func scaleSets(ctx context.Context, cl client.Client, j job, to int32, like client.Object) error {
 	return parallel(len(j.sets), 8, func(i int) error {
-		ps := &podsetv1alpha1.PodSet{ObjectMeta: metav1.ObjectMeta{Namespace: j.ns, Name: j.sets[i]}}
-		return cl.Patch(ctx, ps, replicasPatch(to))
+		return cl.Patch(ctx, setObject(like, j.ns, j.sets[i]), replicasPatch(to))
 	})
 }
 
-// patchTemplate moves a PodSet's template to revision 2 and returns the
-// PodSet as stored.
-func patchTemplate(ctx context.Context, cl client.Client, ps *podsetv1alpha1.PodSet) (*podsetv1alpha1.PodSet, error) {
-	return patchPodSetTemplate(ctx, cl, ps, template(ps.Name, 2))
+// setObject is a reference to the object of kind like named set in ns.
+func setObject(like client.Object, ns, set string) client.Object {
+	obj := like.DeepCopyObject().(client.Object)
+	obj.SetNamespace(ns)
+	obj.SetName(set)
+	return obj
 }
 
+// revision2 is the template of a set's revision 2, the change every
+// contender's rollout makes.
+func revision2(set string) corev1.PodTemplateSpec { return template(set, 2) }
+
 // patchTemplates replaces the template of each set's workload object (a
-// Deployment or StatefulSet) with the hardened tmpl(set).
-func patchTemplates(ctx context.Context, cl client.Client, j job, obj func(set string) client.Object, tmpl func(set string) corev1.PodTemplateSpec) error {
+// Deployment or StatefulSet, of kind like) with the hardened tmpl(set).
+func patchTemplates(ctx context.Context, cl client.Client, j job, like client.Object, tmpl func(set string) corev1.PodTemplateSpec) error {
 	return parallel(len(j.sets), 8, func(i int) error {
-		t := tmpl(j.sets[i])
-		t.Spec = hardenedSpec(t.Spec)
-		patch, err := json.Marshal(map[string]any{"spec": map[string]any{"template": t}})
+		patch, err := json.Marshal(map[string]any{"spec": map[string]any{"template": hardenedTemplate(tmpl(j.sets[i]))}})
 		if err != nil {
 			return err
 		}
-		return cl.Patch(ctx, obj(j.sets[i]), client.RawPatch(types.StrategicMergePatchType, patch))
+		return cl.Patch(ctx, setObject(like, j.ns, j.sets[i]), client.RawPatch(types.StrategicMergePatchType, patch))
 	})
 }
 

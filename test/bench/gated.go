@@ -67,48 +67,17 @@ func (g *gatedLimitContender) label() string {
 // prepare makes the PodSets that own the pods, with the operator
 // contender's update strategy (maxUnavailable 100%, InPlaceIfPossible).
 func (g *gatedLimitContender) prepare(ctx context.Context, j job) error {
-	mu := ""
-	if j.rollout {
-		mu = "100%"
-	}
-	owners, err := g.b.createPodSets(ctx, j, mu)
-	if err != nil {
-		return err
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.owners == nil {
-		g.owners = map[string]*podsetv1alpha1.PodSet{}
-	}
-	for _, ps := range owners {
-		g.owners[ps.Namespace+"/"+ps.Name] = ps
-	}
-	return nil
+	return g.own(ctx, j, rolloutBudget(j))
 }
 
 // changeImage changes the owners' template (one request, as for the
 // others), then updates every pod in place as the operator does.
 func (g *gatedLimitContender) changeImage(ctx context.Context, j job) error {
 	g.closes.Store(0)
-	for _, set := range j.sets {
-		ps, err := patchPodSetTemplate(ctx, g.b.c.cl, g.owner(j.ns, set), imageTemplate(set))
-		if err != nil {
-			return err
-		}
-		g.mu.Lock()
-		g.owners[j.ns+"/"+set] = ps
-		g.mu.Unlock()
+	if err := g.retemplate(ctx, j, imageTemplate); err != nil {
+		return err
 	}
-	type item struct {
-		set  string
-		name string
-	}
-	var items []item
-	for i := int(j.n) - 1; i >= 0; i-- {
-		for _, set := range j.sets {
-			items = append(items, item{set, podName(set, i)})
-		}
-	}
+	items := podItems(j, 0, true)
 	slots := make(chan struct{}, max(g.w, 1))
 	send := func(f func() error) error {
 		select {
@@ -120,7 +89,7 @@ func (g *gatedLimitContender) changeImage(ctx context.Context, j job) error {
 		return f()
 	}
 	return parallel(len(items), len(items), func(i int) error {
-		return g.updateInPlace(ctx, g.owner(j.ns, items[i].set), items[i].name, send)
+		return g.updateInPlace(ctx, g.owner(j.ns, items[i].set), items[i].name(), send)
 	})
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -56,8 +55,7 @@ func (k *kruiseContender) start(ctx context.Context, namespaces []string) (func(
 func (k *kruiseContender) create(ctx context.Context, j job) error {
 	return parallel(len(j.sets), 8, func(i int) error {
 		set := j.sets[i]
-		tmpl := template(set, 1)
-		tmpl.Spec = hardenedSpec(tmpl.Spec)
+		tmpl := hardenedTemplate(template(set, 1))
 		t, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&tmpl)
 		if err != nil {
 			return err
@@ -80,8 +78,7 @@ func (k *kruiseContender) ready(s *state, j job) bool { return podsReady(s, j, "
 
 func (k *kruiseContender) scale(ctx context.Context, j job, to int32) error {
 	return parallel(len(j.sets), 8, func(i int) error {
-		return k.b.c.cl.Patch(ctx, k.cloneSet(j.ns, j.sets[i]), client.RawPatch(types.MergePatchType,
-			[]byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, to))))
+		return k.b.c.cl.Patch(ctx, k.cloneSet(j.ns, j.sets[i]), replicasPatch(to))
 	})
 }
 

@@ -179,7 +179,7 @@ func (b *bench) contenders() []contender {
 	for _, w := range b.size.workers {
 		xs = append(xs, &limitContender{b: b, w: w, creates: true})
 	}
-	xs = append(xs, &podSetContender{b: b}, &replicaSetContender{b: b}, &statefulSetContender{b: b})
+	xs = append(xs, &podSetContender{b: b}, &replicaSetContender{kcm{b}}, &statefulSetContender{kcm{b}})
 	if b.kruiseDir != "" {
 		xs = append(xs, &kruiseContender{b: b})
 	}

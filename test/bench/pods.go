@@ -155,3 +155,9 @@ func hardenedSpec(spec corev1.PodSpec) corev1.PodSpec {
 	out.ReadinessGates = nil
 	return out
 }
+
+// hardenedTemplate is t with hardenedSpec's spec.
+func hardenedTemplate(t corev1.PodTemplateSpec) corev1.PodTemplateSpec {
+	t.Spec = hardenedSpec(t.Spec)
+	return t
+}

@@ -47,7 +47,7 @@ func (reaction) run(ctx context.Context, b *bench) result {
 		out.podset = b.react(ctx, &inProcessPodSet{podSetContender{b: b}, rec}, rec, "podset")
 	}
 	if b.runs("replicaset") {
-		out.replicaset = b.react(ctx, &replicaSetContender{b: b}, nil, "")
+		out.replicaset = b.react(ctx, &replicaSetContender{kcm{b}}, nil, "")
 	}
 	if b.runs("tutorial") {
 		out.tutorial = b.react(ctx, &tutorialContender{b: b}, nil, "tutorial")

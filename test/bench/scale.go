@@ -125,7 +125,7 @@ func (s scaleUp) run(ctx context.Context, b *bench) result {
 		b.fail("%s: %v", id, err)
 		return res
 	}
-	for _, x := range []contender{&replicaSetContender{b: b}, &statefulSetContender{b: b}} {
+	for _, x := range []contender{&replicaSetContender{kcm{b}}, &statefulSetContender{kcm{b}}} {
 		if !b.runs(contenderKind(x.name())) || ctx.Err() != nil {
 			continue
 		}
