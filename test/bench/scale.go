@@ -23,6 +23,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
@@ -221,19 +222,26 @@ func (b *bench) restart(ctx context.Context, ns, token string, sets int) *restar
 		if err := s.waitPass(ctx, op, sets); err != nil {
 			return err
 		}
-		<-op.Ready()
-		r.sync, r.pass = op.ReadyAt.Sub(op.Started), s.passAt().Sub(op.Started)
-		time.Sleep(2 * settle)
-		after, err := b.c.scrape(ctx)
-		if err != nil {
-			return err
-		}
-		r.requests, r.stateWrites = countsOf(after.Sub(before)), stateWrites(after.Sub(before))
-		r.writes, err = m.writes(ctx)
-		r.peakHeap = s.peakHeap()
-		return err
+		return r.finish(ctx, b, op, op.Started, before, m, s)
 	}()
 	return r
+}
+
+// finish records an operator's start (or takeover) from since: when its
+// workers started and its first full pass ended, and, after two settle
+// times, the requests since before, its writes and its peak heap.
+func (r *restartResult) finish(ctx context.Context, b *bench, op *operatorProcess, since time.Time, before requests, m *operatorMetrics, s *sampler) error {
+	<-op.Ready()
+	r.sync, r.pass = op.ReadyAt.Sub(since), s.passAt().Sub(since)
+	time.Sleep(2 * settle)
+	after, err := b.c.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	r.requests, r.stateWrites = countsOf(after.Sub(before)), stateWrites(after.Sub(before))
+	r.writes, err = m.writes(ctx)
+	r.peakHeap = s.peakHeap()
+	return err
 }
 
 // leaderChange runs two replicas with leader election over the converged
@@ -294,17 +302,7 @@ func (b *bench) leaderChange(ctx context.Context, ns, token string, sets int) *r
 		if err := standby.s.waitPass(ctx, standby.op, sets); err != nil {
 			return fmt.Errorf("the new leader: %w", err)
 		}
-		<-standby.op.Ready()
-		r.sync, r.pass = standby.op.ReadyAt.Sub(stopped), standby.s.passAt().Sub(stopped)
-		time.Sleep(2 * settle)
-		after, err := b.c.scrape(ctx)
-		if err != nil {
-			return err
-		}
-		r.requests, r.stateWrites = countsOf(after.Sub(before)), stateWrites(after.Sub(before))
-		r.writes, err = standby.m.writes(ctx)
-		r.peakHeap = standby.s.peakHeap()
-		return err
+		return r.finish(ctx, b, standby.op, stopped, before, standby.m, standby.s)
 	}()
 	return r
 }
@@ -329,21 +327,8 @@ func (b *bench) metricsToken(ctx context.Context) (string, error) {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: metricsReader},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: metav1.NamespaceDefault, Name: metricsReader}}}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: metricsReader}}
-	for _, create := range []func() error{
-		func() error {
-			_, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := cs.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, metav1.CreateOptions{})
-			return err
-		},
-	} {
-		if err := create(); err != nil && !apierrors.IsAlreadyExists(err) {
+	for _, obj := range []client.Object{role, binding, sa} {
+		if err := b.c.cl.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			return "", fmt.Errorf("creating the metrics reader: %w", err)
 		}
 	}
@@ -478,18 +463,8 @@ func (s *sampler) scrape() {
 	}
 	s.heap = max(s.heap, uint64(gauge(f, "go_memstats_heap_alloc_bytes", nil)))
 	s.depth = gauge(f, "workqueue_depth", map[string]string{"name": "podset"})
-	s.passes = 0
-	for _, x := range f["controller_runtime_reconcile_total"].GetMetric() {
-		if label(x, "controller") == "podset" {
-			s.passes += x.GetCounter().GetValue()
-		}
-	}
-	s.gates = 0
-	for _, x := range f["podset_operator_pod_writes_total"].GetMetric() {
-		if label(x, "kind") == "gate" {
-			s.gates += x.GetCounter().GetValue()
-		}
-	}
+	s.passes = counter(f, "controller_runtime_reconcile_total", "controller", "podset")
+	s.gates = counter(f, "podset_operator_pod_writes_total", "kind", "gate")
 	if s.want > 0 && s.at.IsZero() && s.passes >= s.want && s.depth == 0 {
 		s.at = sent
 	}
@@ -578,6 +553,17 @@ func gauge(f map[string]*dto.MetricFamily, name string, want map[string]string) 
 		}
 	}
 	return 0
+}
+
+// counter sums a counter family's series whose label name is value.
+func counter(f map[string]*dto.MetricFamily, family, name, value string) float64 {
+	n := 0.0
+	for _, x := range f[family].GetMetric() {
+		if label(x, name) == value {
+			n += x.GetCounter().GetValue()
+		}
+	}
+	return n
 }
 
 func label(m *dto.Metric, name string) string {
