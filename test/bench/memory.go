@@ -156,11 +156,12 @@ func (b *bench) createUnrelated(ctx context.Context, ns string, n int) error {
 func (m *memoryResult) rows(*bench) []row {
 	title := "memory: Go heap after GC, above the heap before the manager started"
 	r := func(contender, measured, check, target string, ok bool) row {
-		return row{scenario: title, contender: contender, measured: measured, podWrites: "—", statusWrites: "—", podGets: "—",
-			check: check, target: target, result: metStr(ok)}
+		r := dashRow(title, contender)
+		r.measured, r.check, r.target, r.result = measured, check, target, metStr(ok)
+		return r
 	}
 	if m.err != nil {
-		return []row{{scenario: title, contender: "podset (in-process)", measured: "failed: " + shortErr(m.err), podWrites: "—", statusWrites: "—", podGets: "—", check: "—", target: "—", result: "missed"}}
+		return []row{r("podset (in-process)", "failed: "+shortErr(m.err), "—", "—", false)}
 	}
 	const kib = 1024.0
 	p1, p2 := m.perPod(m.h1, m.n1), m.perPod(m.h2, m.n2)

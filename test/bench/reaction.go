@@ -200,13 +200,11 @@ func (rr *reactionResults) convergedRows(b *bench) []row {
 			continue
 		}
 		c := res.converged.counts
-		r := row{scenario: title, contender: name, measured: "", podWrites: fmt.Sprintf("%d + %d", c.podCreates, c.podDeletes),
-			statusWrites: fmt.Sprint(c.statusWrites), podGets: fmt.Sprint(c.podGets), check: "—", target: "—", result: "—"}
-		switch {
-		case res.passes >= 0:
+		r := dashRow(title, name)
+		r.setCounts(c)
+		r.measured = fmt.Sprintf("%d touches", res.touches)
+		if res.passes >= 0 {
 			r.measured = fmt.Sprintf("%d passes for %d touches", res.passes, res.touches)
-		default:
-			r.measured = fmt.Sprintf("%d touches", res.touches)
 		}
 		writes := c.podCreates + c.podDeletes + c.statusWrites
 		if contenderKind(name) == "podset" {
@@ -232,8 +230,8 @@ func (rr *reactionResults) reactionRows(b *bench) []row {
 			return
 		}
 		p99 := testenv.Percentile(d, 99)
-		r := row{scenario: title, contender: name, measured: fmt.Sprintf("p50 %s, p99 %s", fmtMs(testenv.Percentile(d, 50)), fmtMs(p99)),
-			check: how, target: "—", result: "—"}
+		r := dashRow(title, name)
+		r.measured, r.check = fmt.Sprintf("p50 %s, p99 %s", fmtMs(testenv.Percentile(d, 50)), fmtMs(p99)), how
 		if targeted {
 			r.target, r.result = "p99 ≤ 20 ms", metStr(p99 <= 20*time.Millisecond)
 		}
@@ -248,9 +246,6 @@ func (rr *reactionResults) reactionRows(b *bench) []row {
 	}
 	if res := rr.tutorial; res != nil {
 		add("tutorial", "first ADDED pod event on a watch", res.watch, false)
-	}
-	for i := range rows {
-		rows[i].podWrites, rows[i].statusWrites, rows[i].podGets = "—", "—", "—"
 	}
 	return rows
 }

@@ -619,17 +619,14 @@ func (sr *scaleResult) rows(b *bench) []row {
 		if x.r == nil {
 			continue
 		}
-		r := row{scenario: x.title, contender: "podset", podWrites: "—", statusWrites: "—", podGets: "—"}
+		r := dashRow(x.title, "podset")
 		if x.r.err != nil {
 			r.measured, r.check, r.target, r.result = "failed: "+shortErr(x.r.err), "—", "—", "missed"
 			rows = append(rows, r)
 			continue
 		}
-		c := x.r.requests
 		r.measured = fmt.Sprintf("first full pass after %s (workers after %s), peak heap %s", fmtDur(x.r.pass), fmtDur(x.r.sync), mib(x.r.peakHeap))
-		r.podWrites = fmt.Sprintf("%d + %d", c.podCreates, c.podDeletes)
-		r.statusWrites = fmt.Sprint(c.statusWrites)
-		r.podGets = fmt.Sprint(c.podGets)
+		r.setCounts(x.r.requests)
 		r.check = fmt.Sprintf("writes to pods, statuses, revisions, events: %d %v (the operator's Lease and its metrics scrapes' reviews aside: %v)",
 			x.r.totalStateWrites(), x.r.stateWrites, x.r.writes)
 		r.target, r.result = "0 writes", metStr(x.r.totalStateWrites() == 0)

@@ -170,8 +170,12 @@ func (r *timedResult) of(kind string) *measurement {
 
 // empty reports that no contender was measured.
 func (r *timedResult) empty() bool {
-	return r.limit == nil && r.gatedLimit == nil && r.podset == nil && r.replicaset == nil &&
-		r.statefulset == nil && r.kruise == nil && r.tutorial == nil
+	for _, kind := range []string{"limit", "gated-limit", "podset", "replicaset", "statefulset", "kruise", "tutorial"} {
+		if r.of(kind) != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // slot is where the measurement of a contender kind goes, nil for none.
@@ -360,30 +364,24 @@ func (b *bench) tutorialBudget(res *timedResult, x contender) time.Duration {
 	return max(15*ps.dur, time.Minute)
 }
 
-// rolloutProgress describes how far a rollout got, and how many pods kwok
-// deleted meanwhile.
-func rolloutProgress(j job) func(*state) string {
-	return func(s *state) string {
-		ready := 0
-		for _, p := range s.pods {
-			if p.ns == j.ns && p.ready && !p.terminating && p.rev == "2" {
-				ready++
-			}
-		}
-		return fmt.Sprintf("%d of %d pods of the new template ready", ready, len(j.sets)*int(j.n))
-	}
-}
+// rolloutProgress describes how far a rollout got: its pods of the new
+// template ready.
+func rolloutProgress(j job) func(*state) string { return progress(j, "2", "pods of the new template") }
 
 // readyProgress describes how far the sets of a job got.
-func readyProgress(j job) func(*state) string {
+func readyProgress(j job) func(*state) string { return progress(j, "", "pods") }
+
+// progress counts the job's live ready pods (of revision rev, when not
+// empty) against all it wants.
+func progress(j job, rev, what string) func(*state) string {
 	return func(s *state) string {
 		ready := 0
 		for _, p := range s.pods {
-			if p.ns == j.ns && p.ready && !p.terminating {
+			if p.ns == j.ns && p.ready && !p.terminating && (rev == "" || p.rev == rev) {
 				ready++
 			}
 		}
-		return fmt.Sprintf("%d of %d pods ready", ready, len(j.sets)*int(j.n))
+		return fmt.Sprintf("%d of %d %s ready", ready, len(j.sets)*int(j.n), what)
 	}
 }
 

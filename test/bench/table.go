@@ -126,9 +126,15 @@ func replicaSetBound(id string, growth bool) float64 {
 	return 1.15
 }
 
+// dashRow is a row of a scenario and contender with "—" in every other
+// column.
+func dashRow(title, contender string) row {
+	return row{scenario: title, contender: contender, measured: "—", podWrites: "—", statusWrites: "—", podGets: "—", check: "—", target: "—", result: "—"}
+}
+
 // measuredRow is the row of one contender's timed measurement.
 func measuredRow(title, name string, m *measurement) row {
-	r := row{scenario: title, contender: name, measured: "—", podWrites: "—", statusWrites: "—", podGets: "—", check: "—", target: "—", result: "—"}
+	r := dashRow(title, name)
 	if m == nil {
 		r.measured = "not run"
 		return r
@@ -144,11 +150,16 @@ func measuredRow(title, name string, m *measurement) row {
 	if m.err != nil {
 		r.measured = "failed: " + shortErr(m.err)
 	}
-	r.podWrites = fmt.Sprintf("%d + %d", m.counts.podCreates, m.counts.podDeletes)
-	r.statusWrites = fmt.Sprint(m.counts.statusWrites)
-	r.podGets = fmt.Sprint(m.counts.podGets)
+	r.setCounts(m.counts)
 	r.cpu = cpuPer1000(m)
 	return r
+}
+
+// setCounts fills the request-count columns.
+func (r *row) setCounts(c counts) {
+	r.podWrites = fmt.Sprintf("%d + %d", c.podCreates, c.podDeletes)
+	r.statusWrites = fmt.Sprint(c.statusWrites)
+	r.podGets = fmt.Sprint(c.podGets)
 }
 
 // limitRow is the limit's row: the best of its worker counts.
