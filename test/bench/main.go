@@ -342,8 +342,3 @@ func debugf(format string, args ...any) {
 		logf(format, args...)
 	}
 }
-
-func sortStrings(s []string) []string {
-	sort.Strings(s)
-	return s
-}

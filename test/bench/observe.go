@@ -104,13 +104,9 @@ type observer struct {
 // newObserver starts watching the given kinds in the given namespaces and
 // returns once the initial lists are in.
 func newObserver(ctx context.Context, c *cluster, namespaces []string, what kinds) (*observer, error) {
-	nsConfig := map[string]cache.Config{}
-	for _, ns := range namespaces {
-		nsConfig[ns] = cache.Config{}
-	}
 	cc, err := cache.New(c.cfg, cache.Options{
 		Scheme:            c.scheme,
-		DefaultNamespaces: nsConfig,
+		DefaultNamespaces: namespaceCaches(namespaces),
 		DefaultTransform:  cache.TransformStripManagedFields(),
 	})
 	if err != nil {
@@ -171,6 +167,15 @@ func newObserver(ctx context.Context, c *cluster, namespaces []string, what kind
 }
 
 func (o *observer) stop() { o.cancel() }
+
+// namespaceCaches has a cache of its own for each namespace.
+func namespaceCaches(namespaces []string) map[string]cache.Config {
+	m := map[string]cache.Config{}
+	for _, ns := range namespaces {
+		m[ns] = cache.Config{}
+	}
+	return m
+}
 
 // update records one event and wakes the waiters. initial is true for
 // updates and for adds from the initial list, which carry no ADDED time.

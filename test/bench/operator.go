@@ -117,13 +117,9 @@ func startInProcess(ctx context.Context, c *cluster, namespaces []string, wrap f
 // startTutorial runs the tutorial controller in this process on the given
 // namespaces.
 func startTutorial(ctx context.Context, c *cluster, namespaces []string) (func(), error) {
-	nsConfig := map[string]cache.Config{}
-	for _, ns := range namespaces {
-		nsConfig[ns] = cache.Config{}
-	}
 	mgr, err := ctrl.NewManager(c.cfg, manager.Options{
 		Scheme:                 c.scheme,
-		Cache:                  cache.Options{DefaultNamespaces: nsConfig},
+		Cache:                  cache.Options{DefaultNamespaces: namespaceCaches(namespaces)},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             crconfig.Controller{SkipNameValidation: ptrTo(true)},
@@ -156,15 +152,8 @@ func reconciles(name string) float64 {
 	}
 	total := 0.0
 	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == name {
-					total += m.GetCounter().GetValue()
-				}
-			}
+		if f.GetName() == "controller_runtime_reconcile_total" {
+			total += counter(f, "controller", name)
 		}
 	}
 	return total

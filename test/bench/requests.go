@@ -72,31 +72,35 @@ func countsOf(r requests) counts {
 		podStatus: r.Count(func(k requestKey) bool { return pods(k) && k.Subresource == "status" && testenv.IsWrite(k.Verb) }),
 		bindings:  r.Count(func(k requestKey) bool { return pods(k) && k.Subresource == "binding" }),
 	}
-	refused := map[string]int{}
+	refused, other := map[string]int{}, map[string]int{}
 	for k, v := range r {
-		if !k.Seconds && pods(k) && k.Subresource == "status" && testenv.IsWrite(k.Verb) && !strings.HasPrefix(k.Code, "2") {
+		switch {
+		case k.Seconds || !testenv.IsWrite(k.Verb):
+		case pods(k) && k.Subresource == "status" && !strings.HasPrefix(k.Code, "2"):
 			refused[k.Code] += int(v)
+		case (k.Group != "" || k.Resource != "pods") && k.Subresource != "status":
+			// Everything else that wrote, for the log.
+			other[requestName(k)] += int(v)
 		}
 	}
-	var codes []string
-	for code, n := range refused {
-		codes = append(codes, fmt.Sprintf("%s=%d", code, n))
-	}
-	c.statusRefused = strings.Join(sortStrings(codes), " ")
-	// Everything else that wrote, for the log.
-	other := map[string]int{}
-	for k, v := range r {
-		if !k.Seconds && testenv.IsWrite(k.Verb) && (k.Group != "" || k.Resource != "pods") && k.Subresource != "status" {
-			other[k.Verb+" "+strings.Trim(k.Group+"/"+k.Resource+"/"+k.Subresource, "/")] += int(v)
-		}
-	}
-	var parts []string
-	for k, v := range other {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, v))
-	}
-	c.other = strings.Join(sortStrings(parts), " ")
+	c.statusRefused, c.other = joinCounts(refused), joinCounts(other)
 	c.time = timeByRequest(r)
 	return c
+}
+
+// requestName is a request's "VERB group/resource/subresource".
+func requestName(k requestKey) string {
+	return k.Verb + " " + strings.Trim(k.Group+"/"+k.Resource+"/"+k.Subresource, "/")
+}
+
+// joinCounts is "key=n" for each key, sorted, space-separated.
+func joinCounts(m map[string]int) string {
+	var parts []string
+	for k, n := range m {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, n))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, " ")
 }
 
 // timeByRequest is the API server's time answering writes, by verb and
@@ -114,7 +118,7 @@ func timeByRequest(r requests) string {
 		if !testenv.IsWrite(k.Verb) {
 			continue
 		}
-		what := k.Verb + " " + strings.Trim(k.Group+"/"+k.Resource+"/"+k.Subresource, "/")
+		what := requestName(k)
 		it := by[what]
 		if it == nil {
 			it = &item{what: what}

@@ -101,7 +101,7 @@ func stateWrites(d requests) map[string]int {
 			continue
 		}
 		if testenv.IsWrite(k.Verb) && v > 0 {
-			out[k.Verb+" "+strings.Trim(k.Group+"/"+k.Resource+"/"+k.Subresource, "/")] += int(v)
+			out[requestName(k)] += int(v)
 		}
 	}
 	return out
@@ -463,8 +463,8 @@ func (s *sampler) scrape() {
 	}
 	s.heap = max(s.heap, uint64(gauge(f, "go_memstats_heap_alloc_bytes", nil)))
 	s.depth = gauge(f, "workqueue_depth", map[string]string{"name": "podset"})
-	s.passes = counter(f, "controller_runtime_reconcile_total", "controller", "podset")
-	s.gates = counter(f, "podset_operator_pod_writes_total", "kind", "gate")
+	s.passes = counter(f["controller_runtime_reconcile_total"], "controller", "podset")
+	s.gates = counter(f["podset_operator_pod_writes_total"], "kind", "gate")
 	if s.want > 0 && s.at.IsZero() && s.passes >= s.want && s.depth == 0 {
 		s.at = sent
 	}
@@ -556,9 +556,9 @@ func gauge(f map[string]*dto.MetricFamily, name string, want map[string]string) 
 }
 
 // counter sums a counter family's series whose label name is value.
-func counter(f map[string]*dto.MetricFamily, family, name, value string) float64 {
+func counter(f *dto.MetricFamily, name, value string) float64 {
 	n := 0.0
-	for _, x := range f[family].GetMetric() {
+	for _, x := range f.GetMetric() {
 		if label(x, name) == value {
 			n += x.GetCounter().GetValue()
 		}
