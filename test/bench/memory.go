@@ -87,27 +87,29 @@ func (memory) run(ctx context.Context, b *bench) result {
 		if _, err := b.createPodSets(ctx, j, ""); err != nil {
 			return err
 		}
-		ready := func(j job) func(*state) bool {
-			return func(st *state) bool {
+		// managed waits until every PodSet is done and Ready at j.n pods
+		// (n in all), then for the manager to settle, and reads the heap.
+		managed := func(n int) (uint64, error) {
+			if err := obs.waitFor(wctx, fmt.Sprintf("%d managed pods", n), func(st *state) bool {
 				return setsDone(st.podsets, j, func(x setState) bool { return x.done(j.n) && x.readyCondition })
+			}); err != nil {
+				return 0, err
 			}
+			time.Sleep(2 * settle)
+			return heap(), nil
 		}
-		if err := obs.waitFor(wctx, fmt.Sprintf("%d managed pods", res.n1), ready(j)); err != nil {
+		if res.h1, err = managed(res.n1); err != nil {
 			return err
 		}
-		time.Sleep(2 * settle)
-		res.h1 = heap()
 		logf("memory: heap %d B before the manager, %d B with %d managed pods", res.base, res.h1, res.n1)
 
 		if err := scalePodSets(ctx, b.c.cl, j, s.mem2); err != nil {
 			return err
 		}
 		j.n = s.mem2
-		if err := obs.waitFor(wctx, fmt.Sprintf("%d managed pods", res.n2), ready(j)); err != nil {
+		if res.h2, err = managed(res.n2); err != nil {
 			return err
 		}
-		time.Sleep(2 * settle)
-		res.h2 = heap()
 		logf("memory: heap %d B with %d managed pods", res.h2, res.n2)
 
 		if err := b.createUnrelated(ctx, ns, int(s.unrelated)); err != nil {
