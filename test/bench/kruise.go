@@ -4,7 +4,6 @@ import (
 	"context"
 	"path/filepath"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,14 +23,7 @@ import (
 // nodes) and PodWebhook (no webhook on every pod create) off. It takes
 // part only when KRUISE_DIR is set (make bench sets it). It cannot roll
 // out (the rollout scenario's change is not in place).
-type kruiseContender struct {
-	b *bench
-	m *kruise.Manager
-}
-
-// kruiseDir is the folder of kruise-manager and its manifests, from
-// KRUISE_DIR; empty when the kruise contender does not take part.
-func kruiseDir() string { return kruise.Dir() }
+type kruiseContender struct{ b *bench }
 
 func (k *kruiseContender) name() string { return "kruise" }
 func (k *kruiseContender) kinds() kinds { return kindPods }
@@ -39,14 +31,13 @@ func (k *kruiseContender) kinds() kinds { return kindPods }
 // start starts kruise-manager for the session (kruise.Start).
 func (k *kruiseContender) start(ctx context.Context, namespaces []string) (func() error, error) {
 	m, err := kruise.Start(ctx, kruise.Options{
-		Dir: kruiseDir(), Kubeconfig: k.b.c.kubeconfig, Client: k.b.c.cl,
+		Dir: kruise.Dir(), Kubeconfig: k.b.c.kubeconfig, Client: k.b.c.cl,
 		StateDir: filepath.Join(k.b.logDir, "kruise"), Log: logPath(k.b.logDir, "kruise-manager"),
 		FieldManager: benchFieldManager, Namespaces: namespaces,
 	})
 	if err != nil {
 		return nil, err
 	}
-	k.m = m
 	k.b.c.ctrlPID.Store(int32(m.PID()))
 	return m.Stop, nil
 }
@@ -60,7 +51,7 @@ func (k *kruiseContender) create(ctx context.Context, j job) error {
 		if err != nil {
 			return err
 		}
-		cs := k.cloneSet(j.ns, set)
+		cs := kruise.CloneSet(j.ns, set)
 		cs.Object["spec"] = map[string]any{
 			"replicas": int64(j.n),
 			"selector": map[string]any{"matchLabels": map[string]any{setLabel: set}},
@@ -77,21 +68,14 @@ func (k *kruiseContender) create(ctx context.Context, j job) error {
 func (k *kruiseContender) ready(s *state, j job) bool { return podsReady(s, j, "", true) }
 
 func (k *kruiseContender) scale(ctx context.Context, j job, to int32) error {
-	return parallel(len(j.sets), 8, func(i int) error {
-		return k.b.c.cl.Patch(ctx, k.cloneSet(j.ns, j.sets[i]), replicasPatch(to))
-	})
+	return scaleSets(ctx, k.b.c.cl, j, to, kruise.CloneSet("", ""))
 }
 
 // changeImage changes the CloneSets' image and nothing else (a JSON patch:
 // the template its webhook defaulted stays as it is).
 func (k *kruiseContender) changeImage(ctx context.Context, j job) error {
 	return parallel(len(j.sets), 8, func(i int) error {
-		return k.b.c.cl.Patch(ctx, k.cloneSet(j.ns, j.sets[i]), client.RawPatch(types.JSONPatchType,
+		return k.b.c.cl.Patch(ctx, kruise.CloneSet(j.ns, j.sets[i]), client.RawPatch(types.JSONPatchType,
 			[]byte(`[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"`+newImage+`"}]`)))
 	})
-}
-
-// cloneSet is a CloneSet's reference, to create, patch or delete.
-func (k *kruiseContender) cloneSet(ns, name string) *unstructured.Unstructured {
-	return kruise.CloneSet(ns, name)
 }
