@@ -292,12 +292,8 @@ func (l *limitContender) apply(ctx context.Context, ps *podsetv1alpha1.PodSet, o
 // very pod apply would send, as a typed object, under the same field
 // manager), then opens its readiness gate as apply does.
 func (l *limitContender) createPod(ctx context.Context, ps *podsetv1alpha1.PodSet, ordinal int) (*corev1.Pod, error) {
-	data, err := json.Marshal(desiredPod(ps, ordinal))
-	if err != nil {
-		return nil, err
-	}
 	want := &corev1.Pod{}
-	if err := json.Unmarshal(data, want); err != nil {
+	if err := viaJSON(desiredPod(ps, ordinal), want); err != nil {
 		return nil, fmt.Errorf("converting pod %d of %s: %w", ordinal, ps.Name, err)
 	}
 	pod, err := l.b.c.cs.CoreV1().Pods(ps.Namespace).Create(ctx, want, metav1.CreateOptions{FieldManager: fieldManager})

@@ -159,18 +159,10 @@ func (g *gatedLimitContender) updateInPlace(ctx context.Context, ps *podsetv1alp
 func closeGatePatch(ctx context.Context, pods typedcorev1.PodInterface, ps *podsetv1alpha1.PodSet, pod *corev1.Pod, hash string) error {
 	now := metav1.Now()
 	message := "its containers restart for revision " + podset.RevisionName(ps, hash) + " once the pod has drained"
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"uid": pod.UID},
-		"status": map[string]any{"conditions": []corev1.PodCondition{
-			{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionFalse, Reason: podsetv1alpha1.GateUpdatingReason, Message: message, LastTransitionTime: now},
-			{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: podsetv1alpha1.DrainingReason, Message: "the operator took the pod out of Service endpoints: " + message, LastTransitionTime: now},
-		}},
+	return patchConditions(ctx, pods, pod.Name, pod.UID, []corev1.PodCondition{
+		{Type: podsetv1alpha1.InPlaceUpdateReadyCondition, Status: corev1.ConditionFalse, Reason: podsetv1alpha1.GateUpdatingReason, Message: message, LastTransitionTime: now},
+		{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: podsetv1alpha1.DrainingReason, Message: "the operator took the pod out of Service endpoints: " + message, LastTransitionTime: now},
 	})
-	if err != nil {
-		return err
-	}
-	_, err = pods.Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
-	return err
 }
 
 // applyRestart sends, through apply, the apply of ps's template to the pod
@@ -222,13 +214,17 @@ func applyRestart(ctx context.Context, ps *podsetv1alpha1.PodSet, hash string, c
 // its InPlaceUpdateReady condition True, every field sent, with the pod's
 // UID as a precondition.
 func openGatePatch(ctx context.Context, pods typedcorev1.PodInterface, name string, uid types.UID) error {
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"uid": uid},
-		"status": map[string]any{"conditions": []map[string]any{{
-			"type": podsetv1alpha1.InPlaceUpdateReadyCondition, "status": corev1.ConditionTrue,
-			"reason": podsetv1alpha1.GateOpenReason, "message": "", "lastTransitionTime": metav1.Now(),
-		}}},
-	})
+	return patchConditions(ctx, pods, name, uid, []map[string]any{{
+		"type": podsetv1alpha1.InPlaceUpdateReadyCondition, "status": corev1.ConditionTrue,
+		"reason": podsetv1alpha1.GateOpenReason, "message": "", "lastTransitionTime": metav1.Now(),
+	}})
+}
+
+// patchConditions sends, under the operator's field manager, a strategic
+// merge patch of a pod's status with these conditions and its UID as a
+// precondition.
+func patchConditions(ctx context.Context, pods typedcorev1.PodInterface, name string, uid types.UID, conditions any) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": uid}, "status": map[string]any{"conditions": conditions}})
 	if err != nil {
 		return err
 	}

@@ -145,11 +145,7 @@ func hardenedSpec(spec corev1.PodSpec) corev1.PodSpec {
 	ps.Spec.Template.Spec = spec
 	ps.Spec.UpdateStrategy.PodUpdatePolicy = podsetv1alpha1.RecreateUpdatePolicy
 	var out corev1.PodSpec
-	data, err := json.Marshal(desiredPod(ps, 0).Spec)
-	if err == nil {
-		err = json.Unmarshal(data, &out)
-	}
-	if err != nil {
+	if err := viaJSON(desiredPod(ps, 0).Spec, &out); err != nil {
 		panic(fmt.Sprintf("converting a hardened pod spec: %v", err))
 	}
 	out.ReadinessGates = nil
@@ -160,4 +156,14 @@ func hardenedSpec(spec corev1.PodSpec) corev1.PodSpec {
 func hardenedTemplate(t corev1.PodTemplateSpec) corev1.PodTemplateSpec {
 	t.Spec = hardenedSpec(t.Spec)
 	return t
+}
+
+// viaJSON converts in to out through JSON: an apply configuration to the
+// typed object it describes.
+func viaJSON(in, out any) error {
+	data, err := json.Marshal(in)
+	if err == nil {
+		err = json.Unmarshal(data, out)
+	}
+	return err
 }
