@@ -197,6 +197,22 @@ func (r *restartResult) String() string {
 		fmtDur(r.sync), fmtDur(r.pass), r.pass.Seconds()/r.sync.Seconds(), mib(r.peakHeap), r.stateWrites, r.writes, r.requests)
 }
 
+// launchMetered launches the operator on ns, logging to logName, with its
+// metrics endpoint on a free port of 127.0.0.1 read with token, and extra
+// flags after that one.
+func (b *bench) launchMetered(logName, ns, token string, extra ...string) (*operatorProcess, *operatorMetrics, error) {
+	port, err := testenv.FreePort()
+	if err != nil {
+		return nil, nil, err
+	}
+	flags := append([]string{"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(port)}, extra...)
+	op, err := launchOperator(b.operatorBin, b.c.kubeconfig, logPath(b.logDir, logName), []string{ns}, b.operatorFlags(flags...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return op, newOperatorMetrics(port, token), nil
+}
+
 // restart starts one operator over the converged PodSets of ns and
 // measures its start and first full pass.
 func (b *bench) restart(ctx context.Context, ns, token string, sets int) *restartResult {
@@ -206,17 +222,11 @@ func (b *bench) restart(ctx context.Context, ns, token string, sets int) *restar
 		if err != nil {
 			return err
 		}
-		port, err := testenv.FreePort()
-		if err != nil {
-			return err
-		}
-		op, err := launchOperator(b.operatorBin, b.c.kubeconfig, logPath(b.logDir, "podset-operator-restart"), []string{ns},
-			b.operatorFlags("--metrics-bind-address=127.0.0.1:"+strconv.Itoa(port))...)
+		op, m, err := b.launchMetered("podset-operator-restart", ns, token)
 		if err != nil {
 			return err
 		}
 		defer func() { _ = op.stop() }()
-		m := newOperatorMetrics(port, token)
 		s := m.sample(100 * time.Millisecond)
 		defer s.stop()
 		if err := s.waitPass(ctx, op, sets); err != nil {
@@ -263,17 +273,11 @@ func (b *bench) leaderChange(ctx context.Context, ns, token string, sets int) *r
 			}
 		}()
 		for i := range 2 {
-			port, err := testenv.FreePort()
+			op, m, err := b.launchMetered(fmt.Sprintf("podset-operator-replica-%d", i), ns, token,
+				"--leader-elect=true", "--leader-election-namespace="+ns, "--leader-election-id=podset-bench")
 			if err != nil {
 				return err
 			}
-			op, err := launchOperator(b.operatorBin, b.c.kubeconfig, logPath(b.logDir, fmt.Sprintf("podset-operator-replica-%d", i)), []string{ns},
-				b.operatorFlags("--metrics-bind-address=127.0.0.1:"+strconv.Itoa(port),
-					"--leader-elect=true", "--leader-election-namespace="+ns, "--leader-election-id=podset-bench")...)
-			if err != nil {
-				return err
-			}
-			m := newOperatorMetrics(port, token)
 			replicas = append(replicas, &replica{op: op, m: m, s: m.sample(100 * time.Millisecond)})
 		}
 		var leader, standby *replica
