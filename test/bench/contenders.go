@@ -130,32 +130,9 @@ func prepareContender(ctx context.Context, x contender, j job) error {
 // podsReady: every set has exactly n live pods, all ready (of revision rev
 // when rev is not empty), and no terminating ones when strict.
 func podsReady(s *state, j job, rev string, strict bool) bool {
-	type c struct{ all, live, ready int }
-	by := map[string]*c{}
-	for _, p := range s.pods {
-		if p.ns != j.ns {
-			continue
-		}
-		x := by[p.set]
-		if x == nil {
-			x = &c{}
-			by[p.set] = x
-		}
-		x.all++
-		if p.terminating {
-			continue
-		}
-		x.live++
-		if p.ready && (rev == "" || p.rev == rev) {
-			x.ready++
-		}
-	}
+	by := countPods(s, j.ns, rev)
 	for _, set := range j.sets {
-		x := by[set]
-		if x == nil {
-			x = &c{}
-		}
-		if x.live != int(j.n) || x.ready != int(j.n) || strict && x.all != int(j.n) {
+		if x := by[set]; x.live != int(j.n) || x.ready != int(j.n) || strict && x.all != int(j.n) {
 			return false
 		}
 	}
@@ -165,24 +142,38 @@ func podsReady(s *state, j job, rev string, strict bool) bool {
 // podsRemaining: every set has exactly n pods, terminating ones counted
 // until they are gone, and all of them live.
 func podsRemaining(s *state, ns string, sets []string, n int32) bool {
-	by := map[string][2]int{}
+	by := countPods(s, ns, "")
+	for _, set := range sets {
+		if by[set].all != int(n) || by[set].live != int(n) {
+			return false
+		}
+	}
+	return true
+}
+
+// podCount is a set's pods: all, the live (not terminating) ones, and the
+// live ready ones.
+type podCount struct{ all, live, ready int }
+
+// countPods counts the pods of each set in ns; with rev not empty, only
+// pods of that revision count as ready.
+func countPods(s *state, ns, rev string) map[string]podCount {
+	by := map[string]podCount{}
 	for _, p := range s.pods {
 		if p.ns != ns {
 			continue
 		}
 		x := by[p.set]
-		x[0]++
+		x.all++
 		if !p.terminating {
-			x[1]++
+			x.live++
+			if p.ready && (rev == "" || p.rev == rev) {
+				x.ready++
+			}
 		}
 		by[p.set] = x
 	}
-	for _, set := range sets {
-		if by[set][0] != int(n) || by[set][1] != int(n) {
-			return false
-		}
-	}
-	return true
+	return by
 }
 
 func setsDone(m map[string]setState, j job, check func(setState) bool) bool {
