@@ -68,12 +68,7 @@ func (b *bench) converge(ctx context.Context, x contender, k, n int32, res, down
 		if err := prepareContender(ctx, x, j); err != nil {
 			return err
 		}
-		time.Sleep(settle / 3)
-		m := b.timed(ctx, b.tutorialBudget(res, x), func(ctx context.Context) error { return x.create(ctx, j) },
-			func(s *state) bool { return x.ready(s, j) }, readyProgress(j))
-		m.pods = int(k * n)
-		m.curve = b.obs.readyCurve(ns, m.start)
-		res.record(b, x.name(), m)
+		m := b.createTimed(ctx, x, j, res, b.tutorialBudget(res, x))
 		if b.trace && contenderKind(x.name()) == "podset" {
 			b.traceSet(res.id, ns, j.sets[0], logPath(b.logDir, "podset-operator"), m.start)
 		}
@@ -102,6 +97,19 @@ func (b *bench) converge(ctx context.Context, x contender, k, n int32, res, down
 		b.fail("%s, %s: %v", res.id, x.name(), err)
 	}
 	return sample
+}
+
+// createTimed times, after a third of settle, x's creation of j's sets
+// until they are ready, within budget, and records it into res with the
+// curve of the pods' readiness.
+func (b *bench) createTimed(ctx context.Context, x contender, j job, res *timedResult, budget time.Duration) *measurement {
+	time.Sleep(settle / 3)
+	m := b.timed(ctx, budget, func(ctx context.Context) error { return x.create(ctx, j) },
+		func(s *state) bool { return x.ready(s, j) }, readyProgress(j))
+	m.pods = len(j.sets) * int(j.n)
+	m.curve = b.obs.readyCurve(j.ns, m.start)
+	res.record(b, x.name(), m)
+	return m
 }
 
 // scaleDown scales every set of j, converged at j.n pods, down to `to`

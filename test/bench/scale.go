@@ -154,12 +154,7 @@ func (b *bench) scalePodSet(ctx context.Context, res *scaleResult, id string) er
 	j := job{sets: setNames(res.k), n: res.n}
 	return b.session(ctx, "scale-podset", x, x.kinds(), func(ns string) error {
 		j.ns = ns
-		time.Sleep(settle / 3)
-		m := b.timed(ctx, 0, func(ctx context.Context) error { return x.create(ctx, j) },
-			func(s *state) bool { return x.ready(s, j) }, readyProgress(j))
-		m.pods = int(res.k * res.n)
-		m.curve = b.obs.readyCurve(ns, m.start)
-		res.res.record(b, x.name(), m)
+		m := b.createTimed(ctx, x, j, res.res, 0)
 		if m.err != nil {
 			return m.err
 		}
