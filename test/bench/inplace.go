@@ -426,6 +426,14 @@ func (ir *inPlaceResult) rows(b *bench) []row {
 	res := ir.res
 	title := fmt.Sprintf("in-place rollout of %d (image only, maxUnavailable 100%%)", ir.n)
 	lim, gl, ps, dep, sts, kr := res.limit, res.gatedLimit, res.podset, res.replicaset, res.statefulset, res.kruise
+	// Each contender's kind and its name in the table.
+	named := []struct {
+		kind, label string
+		m           *measurement
+	}{
+		{"limit", "limit", lim}, {"gated-limit", "gated limit", gl}, {"podset", "podset", ps},
+		{"replicaset", "replicaset (Deployment)", dep}, {"statefulset", "statefulset (Parallel)", sts}, {"kruise", "kruise (CloneSet, in place)", kr},
+	}
 	var rows []row
 	if lim != nil {
 		rows = append(rows, b.limitRow(title, res))
@@ -462,15 +470,12 @@ func (ir *inPlaceResult) rows(b *bench) []row {
 		r.check += ")"
 		rows = append(rows, r)
 	}
-	if sts != nil {
-		r := measuredRow(title, "statefulset (Parallel)", sts)
-		r.check = ratioOnly("podset / statefulset", ps, sts)
-		rows = append(rows, r)
-	}
-	if kr != nil {
-		r := measuredRow(title, "kruise (CloneSet, in place)", kr)
-		r.check = ratioOnly("podset / kruise", ps, kr)
-		rows = append(rows, r)
+	for _, x := range named[4:] { // statefulset and kruise
+		if x.m != nil {
+			r := measuredRow(title, x.label, x.m)
+			r.check = ratioOnly("podset / "+x.kind, ps, x.m)
+			rows = append(rows, r)
+		}
 	}
 	if ps != nil && gl != nil {
 		rows = append(rows, apiCPURow(title, ps, gl))
@@ -486,13 +491,7 @@ func (ir *inPlaceResult) rows(b *bench) []row {
 		rows = append(rows, r)
 	}
 	first := true
-	for _, x := range []struct {
-		name, label string
-		m           *measurement
-	}{
-		{"limit", "limit", lim}, {"gated-limit", "gated limit", gl}, {"podset", "podset", ps},
-		{"replicaset", "replicaset (Deployment)", dep}, {"statefulset", "statefulset (Parallel)", sts}, {"kruise", "kruise (CloneSet, in place)", kr},
-	} {
+	for _, x := range named {
 		if x.m == nil || x.m.err != nil || x.m.skipped {
 			continue
 		}
@@ -500,7 +499,7 @@ func (ir *inPlaceResult) rows(b *bench) []row {
 			rows = append(rows, row{scenario: title, contender: "—", check: inPlaceWritesSource + ":", target: "—", result: "—"})
 			first = false
 		}
-		rows = append(rows, row{scenario: title, contender: x.label, check: inPlaceWrites(x.name, x.m), target: "—", result: "—"})
+		rows = append(rows, row{scenario: title, contender: x.label, check: inPlaceWrites(x.kind, x.m), target: "—", result: "—"})
 	}
 	return rows
 }

@@ -42,13 +42,12 @@ func (b *bench) timedRows(title string, res *timedResult, newPods int, requestTa
 	}
 	id := res.id
 	lim, ps, rs, sts, kr, tut := res.limit, res.podset, res.replicaset, res.statefulset, res.kruise, res.tutorial
-	base := func(name string, m *measurement) row { return measuredRow(title, name, m) }
 	var rows []row
 	if lim != nil {
 		rows = append(rows, b.limitRow(title, res))
 	}
 	if ps != nil {
-		r := base("podset", ps)
+		r := measuredRow(title, "podset", ps)
 		r.check, r.target, r.result = ratioCheck("podset / limit", ps, lim, 1.1, false)
 		rows = append(rows, r)
 	}
@@ -57,7 +56,7 @@ func (b *bench) timedRows(title string, res *timedResult, newPods int, requestTa
 		if strings.HasPrefix(id, "rollout") {
 			name = "replicaset (Deployment)"
 		}
-		r := base(name, rs)
+		r := measuredRow(title, name, rs)
 		if bound := replicaSetBound(id, requestTargets); bound > 0 {
 			r.check, r.target, r.result = ratioCheck("podset / replicaset", ps, rs, bound, false)
 		} else {
@@ -66,23 +65,23 @@ func (b *bench) timedRows(title string, res *timedResult, newPods int, requestTa
 		rows = append(rows, r)
 	}
 	if sts != nil {
-		r := base("statefulset (Parallel)", sts)
+		r := measuredRow(title, "statefulset (Parallel)", sts)
 		r.check, r.target, r.result = ratioCheck("podset / statefulset", ps, sts, 1.0, false)
 		rows = append(rows, r)
 	}
 	if kr != nil {
-		r := base("kruise (CloneSet)", kr)
+		r := measuredRow(title, "kruise (CloneSet)", kr)
 		r.check = ratioOnly("podset / kruise", ps, kr)
 		rows = append(rows, r)
 	}
 	if tut != nil {
 		// A reference: on this cluster the tutorial is only 2 to 2.5 times
 		// slower than the limit, so no ratio to podset is a target.
-		r := base("tutorial", tut)
+		r := measuredRow(title, "tutorial", tut)
 		r.check = ratioOnly("tutorial / podset", tut, ps)
 		rows = append(rows, r)
 	} else if strings.HasPrefix(id, "rollout") {
-		r := base("tutorial", nil)
+		r := measuredRow(title, "tutorial", nil)
 		r.measured = "n/a: the tutorial ignores its template"
 		rows = append(rows, r)
 	}
