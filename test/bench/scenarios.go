@@ -170,8 +170,8 @@ func (r *timedResult) of(kind string) *measurement {
 
 // empty reports that no contender was measured.
 func (r *timedResult) empty() bool {
-	for _, kind := range []string{"limit", "gated-limit", "podset", "replicaset", "statefulset", "kruise", "tutorial"} {
-		if r.of(kind) != nil {
+	for _, s := range r.slots() {
+		if *s != nil {
 			return false
 		}
 	}
@@ -179,24 +179,12 @@ func (r *timedResult) empty() bool {
 }
 
 // slot is where the measurement of a contender kind goes, nil for none.
-func (r *timedResult) slot(kind string) **measurement {
-	switch kind {
-	case "limit":
-		return &r.limit
-	case "gated-limit":
-		return &r.gatedLimit
-	case "podset":
-		return &r.podset
-	case "replicaset":
-		return &r.replicaset
-	case "statefulset":
-		return &r.statefulset
-	case "kruise":
-		return &r.kruise
-	case "tutorial":
-		return &r.tutorial
-	}
-	return nil
+func (r *timedResult) slot(kind string) **measurement { return r.slots()[kind] }
+
+// slots are the measurements' places by contender kind.
+func (r *timedResult) slots() map[string]**measurement {
+	return map[string]**measurement{"limit": &r.limit, "gated-limit": &r.gatedLimit, "podset": &r.podset,
+		"replicaset": &r.replicaset, "statefulset": &r.statefulset, "kruise": &r.kruise, "tutorial": &r.tutorial}
 }
 
 // record logs a contender's measurement, fails the run on its error and
