@@ -322,10 +322,6 @@ func (l *limitContender) scale(ctx context.Context, j job, to int32) error {
 // updates in place.
 type applyLimit struct{ *limitContender }
 
-func newApplyLimit(b *bench, w int) *applyLimit {
-	return &applyLimit{&limitContender{b: b, w: w}}
-}
-
 // rollout changes the owners' template (one request, as for the others),
 // then replaces every pod: delete, wait until it is gone (its name is
 // reused), apply the new one.
@@ -728,19 +724,16 @@ func (b *bench) createPodSets(ctx context.Context, j job, maxUnavailable string)
 	return out, err
 }
 
-func replicasPatch(n int32) client.Patch {
-	return client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":`+strconv.Itoa(int(n))+`}}`))
-}
-
 func scalePodSets(ctx context.Context, cl client.Client, j job, to int32) error {
 	return scaleSets(ctx, cl, j, to, &podsetv1alpha1.PodSet{})
 }
 
 // scaleSets sets the replicas of each set's object of kind like, eight at a
-// time.
+// time, with a merge patch.
 func scaleSets(ctx context.Context, cl client.Client, j job, to int32, like client.Object) error {
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":`+strconv.Itoa(int(to))+`}}`))
 	return parallel(len(j.sets), 8, func(i int) error {
-		return cl.Patch(ctx, setObject(like, j.ns, j.sets[i]), replicasPatch(to))
+		return cl.Patch(ctx, setObject(like, j.ns, j.sets[i]), patch)
 	})
 }
 

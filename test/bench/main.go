@@ -174,7 +174,7 @@ func (c *config) scenarios() []scenario {
 func (b *bench) contenders() []contender {
 	var xs []contender
 	for _, w := range b.size.workers {
-		xs = append(xs, newApplyLimit(b, w))
+		xs = append(xs, &applyLimit{&limitContender{b: b, w: w}})
 	}
 	for _, w := range b.size.workers {
 		xs = append(xs, &limitContender{b: b, w: w, creates: true})
