@@ -36,17 +36,16 @@ type operatorProcess struct {
 // its controller has started its workers. extra flags
 // (bench.operatorFlags) come after the defaults, so they override them.
 func startOperator(ctx context.Context, bin, kubeconfig, logFile string, namespaces []string, extra ...string) (*operatorProcess, error) {
-	p, err := testenv.StartProcess(ctx, operatorOptions(bin, kubeconfig, logFile, namespaces, extra))
-	if err != nil {
-		return nil, err
-	}
-	return &operatorProcess{Process: p}, nil
+	return asOperator(testenv.StartProcess(ctx, operatorOptions(bin, kubeconfig, logFile, namespaces, extra)))
 }
 
 // launchOperator starts the binary and returns at once; Ready tells when
 // its controller runs.
 func launchOperator(bin, kubeconfig, logFile string, namespaces []string, extra ...string) (*operatorProcess, error) {
-	p, err := testenv.LaunchProcess(operatorOptions(bin, kubeconfig, logFile, namespaces, extra))
+	return asOperator(testenv.LaunchProcess(operatorOptions(bin, kubeconfig, logFile, namespaces, extra)))
+}
+
+func asOperator(p *testenv.Process, err error) (*operatorProcess, error) {
 	if err != nil {
 		return nil, err
 	}
