@@ -34,8 +34,7 @@ const (
 // podState is what the benchmark needs to know of a pod.
 type podState struct {
 	ns, name, set, rev string
-	uid                types.UID
-	running, ready     bool
+	ready              bool
 	terminating        bool
 	added              time.Time // when its ADDED event arrived (zero for the initial list)
 	// image is the spec image of its first container; staleImage means a
@@ -56,7 +55,6 @@ type podState struct {
 // Deployment or StatefulSet.
 type setState struct {
 	generation, observed int64
-	replicas             int32 // spec.replicas
 	statusReplicas       int32
 	ready, updated       int32
 	readyCondition       bool // PodSet only: the Ready condition is True
@@ -199,17 +197,17 @@ func (o *observer) update(obj any, deleted, initial bool) {
 		if tracing {
 			logf("trace podset %s gen=%d observed=%d replicas=%d ready=%d updated=%d", key, obj.Generation, obj.Status.ObservedGeneration, obj.Status.Replicas, obj.Status.ReadyReplicas, obj.Status.UpdatedReplicas)
 		}
-		st := workloadState(obj.Generation, obj.Status.ObservedGeneration, obj.Spec.Replicas, obj.Status.Replicas, obj.Status.ReadyReplicas, obj.Status.UpdatedReplicas)
+		st := workloadState(obj.Generation, obj.Status.ObservedGeneration, obj.Status.Replicas, obj.Status.ReadyReplicas, obj.Status.UpdatedReplicas)
 		ready := meta.FindStatusCondition(obj.Status.Conditions, podsetv1alpha1.ReadyCondition)
 		st.readyCondition = ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == obj.Generation
 		putSet(o.st.podsets, key, deleted, st)
 	case *appsv1.ReplicaSet:
 		// A ReplicaSet's pods are all of its one template.
-		putSet(o.st.replicasets, key, deleted, workloadState(obj.Generation, obj.Status.ObservedGeneration, obj.Spec.Replicas, obj.Status.Replicas, obj.Status.ReadyReplicas, obj.Status.Replicas))
+		putSet(o.st.replicasets, key, deleted, workloadState(obj.Generation, obj.Status.ObservedGeneration, obj.Status.Replicas, obj.Status.ReadyReplicas, obj.Status.Replicas))
 	case *appsv1.Deployment:
-		putSet(o.st.deployments, key, deleted, workloadState(obj.Generation, obj.Status.ObservedGeneration, obj.Spec.Replicas, obj.Status.Replicas, obj.Status.ReadyReplicas, obj.Status.UpdatedReplicas))
+		putSet(o.st.deployments, key, deleted, workloadState(obj.Generation, obj.Status.ObservedGeneration, obj.Status.Replicas, obj.Status.ReadyReplicas, obj.Status.UpdatedReplicas))
 	case *appsv1.StatefulSet:
-		putSet(o.st.sts, key, deleted, workloadState(obj.Generation, obj.Status.ObservedGeneration, obj.Spec.Replicas, obj.Status.Replicas, obj.Status.ReadyReplicas, obj.Status.UpdatedReplicas))
+		putSet(o.st.sts, key, deleted, workloadState(obj.Generation, obj.Status.ObservedGeneration, obj.Status.Replicas, obj.Status.ReadyReplicas, obj.Status.UpdatedReplicas))
 	}
 }
 
@@ -239,10 +237,9 @@ func (o *observer) updatePod(obj *corev1.Pod, key string, now time.Time, deleted
 		o.st.pods[key] = p
 	}
 	was := *p
-	p.set, p.rev, p.uid = obj.Labels[setLabel], obj.Labels[revLabel], obj.UID
+	p.set, p.rev = obj.Labels[setLabel], obj.Labels[revLabel]
 	p.image, p.staleImage = specImage(obj), staleImage(obj)
-	p.running = obj.Status.Phase == corev1.PodRunning
-	p.ready = p.running && testenv.PodReady(obj)
+	p.ready = obj.Status.Phase == corev1.PodRunning && testenv.PodReady(obj)
 	p.terminating = obj.DeletionTimestamp != nil
 	p.readyReason, p.restarts = "", 0
 	for _, c := range obj.Status.Conditions {
@@ -276,14 +273,10 @@ func putSet(sets map[string]setState, key string, deleted bool, s setState) {
 	sets[key] = s
 }
 
-// workloadState is the state of a built-in workload, from its generations,
-// spec.replicas and status counts.
-func workloadState(generation, observed int64, replicas *int32, statusReplicas, ready, updated int32) setState {
-	return setState{
-		generation: generation, observed: observed,
-		replicas: deref(replicas, 1), statusReplicas: statusReplicas,
-		ready: ready, updated: updated,
-	}
+// workloadState is the state of a built-in workload, from its generations
+// and status counts.
+func workloadState(generation, observed int64, statusReplicas, ready, updated int32) setState {
+	return setState{generation: generation, observed: observed, statusReplicas: statusReplicas, ready: ready, updated: updated}
 }
 
 // waitFor blocks until cond holds, re-checking it after every event, or

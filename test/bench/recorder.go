@@ -11,28 +11,22 @@ import (
 var podPath = regexp.MustCompile(`^/api/v1/namespaces/[^/]+/pods(/[^/]+)?$`)
 
 // recorder wraps the in-process operator's HTTP transport: it timestamps
-// every pod write the moment it is handed to the transport, and counts pod
-// writes and pod GETs.
+// every pod write the moment it is handed to the transport.
 type recorder struct {
 	mu        sync.Mutex
 	podWrites []time.Time
-	podGets   int
 }
 
 func (r *recorder) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		if podPath.MatchString(req.URL.Path) {
-			now := time.Now()
-			r.mu.Lock()
-			switch req.Method {
-			case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		switch req.Method {
+		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+			if podPath.MatchString(req.URL.Path) {
+				now := time.Now()
+				r.mu.Lock()
 				r.podWrites = append(r.podWrites, now)
-			case http.MethodGet:
-				if req.URL.Query().Get("watch") == "" {
-					r.podGets++
-				}
+				r.mu.Unlock()
 			}
-			r.mu.Unlock()
 		}
 		return rt.RoundTrip(req)
 	})
