@@ -188,13 +188,20 @@ func (rr *reactionResults) rows(b *bench) []row {
 	return append(rr.convergedRows(b), rr.reactionRows(b)...)
 }
 
+// namedReaction is a contender's result with its name in the table.
+type namedReaction struct {
+	name string
+	res  *reactionResult
+}
+
+func (rr *reactionResults) named() []namedReaction {
+	return []namedReaction{{"podset (in-process)", rr.podset}, {"replicaset", rr.replicaset}, {"tutorial", rr.tutorial}}
+}
+
 func (rr *reactionResults) convergedRows(b *bench) []row {
 	title := fmt.Sprintf("converged pass (%d x %d, one pod label touched per set)", b.size.reactionSets, b.size.reactionReplicas)
 	var rows []row
-	for _, x := range []struct {
-		name string
-		res  *reactionResult
-	}{{"podset (in-process)", rr.podset}, {"replicaset", rr.replicaset}, {"tutorial", rr.tutorial}} {
+	for _, x := range rr.named() {
 		name, res := x.name, x.res
 		if res == nil || res.converged == nil {
 			continue
@@ -237,15 +244,11 @@ func (rr *reactionResults) reactionRows(b *bench) []row {
 		}
 		rows = append(rows, r)
 	}
-	if res := rr.podset; res != nil {
-		add("podset (in-process)", "first pod write at the operator's transport", res.transport, true)
-		add("podset (in-process)", "first ADDED pod event on a watch", res.watch, false)
-	}
-	if res := rr.replicaset; res != nil {
-		add("replicaset", "first ADDED pod event on a watch", res.watch, false)
-	}
-	if res := rr.tutorial; res != nil {
-		add("tutorial", "first ADDED pod event on a watch", res.watch, false)
+	for _, x := range rr.named() {
+		if x.res != nil { // only the in-process operator's transport is recorded
+			add(x.name, "first pod write at the operator's transport", x.res.transport, true)
+			add(x.name, "first ADDED pod event on a watch", x.res.watch, false)
+		}
 	}
 	return rows
 }

@@ -19,7 +19,6 @@ import (
 
 // passLine is the operator's debug log line of one pass (controller.logPass).
 type passLine struct {
-	Msg       string `json:"msg"`
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	Began     string `json:"began"`
