@@ -351,10 +351,6 @@ func gateCloses(x contender, m *measurement) int {
 	return 0
 }
 
-func isPod(k requestKey, subresource string) bool {
-	return k.Group == "" && k.Resource == "pods" && k.Subresource == subresource
-}
-
 // inPlaceWritesSource says where inPlaceWrites' numbers come from.
 const inPlaceWritesSource = "API writes per in-place pod, by client: kube-apiserver's apiserver_request_total (no client label) " +
 	"by verb and subresource in the measured window, each given to the one client that sends it in that run (pod writes: the controller; " +

@@ -53,30 +53,31 @@ type counts struct {
 	time string
 }
 
+// isPod reports whether a request is to pods, on that subresource ("" for
+// the pod itself).
+func isPod(k requestKey, subresource string) bool {
+	return k.Group == "" && k.Resource == "pods" && k.Subresource == subresource
+}
+
 func countsOf(r requests) counts {
-	pods := func(k requestKey) bool { return k.Group == "" && k.Resource == "pods" }
 	c := counts{
-		podCreates: r.Count(func(k requestKey) bool {
-			return pods(k) && k.Subresource == "" && testenv.IsWrite(k.Verb) && k.Verb != "DELETE"
-		}),
-		podPosts: r.Count(func(k requestKey) bool { return pods(k) && k.Subresource == "" && k.Verb == "POST" }),
-		podDeletes: r.Count(func(k requestKey) bool {
-			return pods(k) && k.Subresource == "" && k.Verb == "DELETE" && strings.HasPrefix(k.Code, "2")
-		}),
+		podCreates: r.Count(func(k requestKey) bool { return isPod(k, "") && testenv.IsWrite(k.Verb) && k.Verb != "DELETE" }),
+		podPosts:   r.Count(func(k requestKey) bool { return isPod(k, "") && k.Verb == "POST" }),
+		podDeletes: r.Count(func(k requestKey) bool { return isPod(k, "") && k.Verb == "DELETE" && strings.HasPrefix(k.Code, "2") }),
 		statusWrites: r.Count(func(k requestKey) bool {
 			return k.Subresource == "status" && testenv.IsWrite(k.Verb) &&
 				(k.Group == podsetv1alpha1.GroupVersion.Group && k.Resource == "podsets" ||
 					k.Group == "apps" && (k.Resource == "replicasets" || k.Resource == "deployments" || k.Resource == "statefulsets"))
 		}),
-		podGets:   r.Count(func(k requestKey) bool { return pods(k) && k.Subresource == "" && k.Verb == "GET" }),
-		podStatus: r.Count(func(k requestKey) bool { return pods(k) && k.Subresource == "status" && testenv.IsWrite(k.Verb) }),
-		bindings:  r.Count(func(k requestKey) bool { return pods(k) && k.Subresource == "binding" }),
+		podGets:   r.Count(func(k requestKey) bool { return isPod(k, "") && k.Verb == "GET" }),
+		podStatus: r.Count(func(k requestKey) bool { return isPod(k, "status") && testenv.IsWrite(k.Verb) }),
+		bindings:  r.Count(func(k requestKey) bool { return isPod(k, "binding") }),
 	}
 	refused, other := map[string]int{}, map[string]int{}
 	for k, v := range r {
 		switch {
 		case k.Seconds || !testenv.IsWrite(k.Verb):
-		case pods(k) && k.Subresource == "status" && !strings.HasPrefix(k.Code, "2"):
+		case isPod(k, "status") && !strings.HasPrefix(k.Code, "2"):
 			refused[k.Code] += int(v)
 		case (k.Group != "" || k.Resource != "pods") && k.Subresource != "status":
 			// Everything else that wrote, for the log.
