@@ -211,15 +211,6 @@ func (c *cluster) namespace(ctx context.Context, name string) (string, error) {
 	})
 }
 
-// cleanup empties the namespaces, deletes them and waits until they are
-// gone.
-func (c *cluster) cleanup(ctx context.Context, obs *observer, namespaces ...string) error {
-	if err := c.empty(ctx, obs, namespaces...); err != nil {
-		return err
-	}
-	return c.deleteNamespaces(ctx, namespaces...)
-}
-
 // empty removes everything a run made in its namespaces: the workload
 // objects, then every pod at once (grace period 0), and waits until the
 // observer has seen the last pod go.
@@ -323,7 +314,10 @@ func (c *cluster) removeLeftovers(ctx context.Context) error {
 		return err
 	}
 	defer obs.stop()
-	return c.cleanup(ctx, obs, names...)
+	if err := c.empty(ctx, obs, names...); err != nil {
+		return err
+	}
+	return c.deleteNamespaces(ctx, names...)
 }
 
 func ptrTo[T any](v T) *T { return &v }

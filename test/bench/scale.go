@@ -319,7 +319,6 @@ func (b *bench) metricsToken(ctx context.Context) (string, error) {
 	if b.token != "" {
 		return b.token, nil
 	}
-	cs := b.c.cs
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: metricsReader},
 		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: metricsReader},
@@ -331,7 +330,7 @@ func (b *bench) metricsToken(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("creating the metrics reader: %w", err)
 		}
 	}
-	tr, err := cs.CoreV1().ServiceAccounts(sa.Namespace).CreateToken(ctx, sa.Name,
+	tr, err := b.c.cs.CoreV1().ServiceAccounts(sa.Namespace).CreateToken(ctx, sa.Name,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptrTo[int64](3600)}}, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("requesting a token for the metrics reader: %w", err)
