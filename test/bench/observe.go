@@ -305,17 +305,16 @@ func (o *observer) read(f func(*state)) {
 	f(&o.st)
 }
 
-// firstAddAfter is the earliest ADDED event of a pod in ns after t.
-func (o *observer) firstAddAfter(ns string, t time.Time) (time.Time, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+// firstAddAfter is the earliest ADDED event of a pod in ns after t, zero
+// for none.
+func (s *state) firstAddAfter(ns string, t time.Time) time.Time {
 	var first time.Time
-	for _, p := range o.st.pods {
+	for _, p := range s.pods {
 		if p.ns == ns && p.added.After(t) && (first.IsZero() || p.added.Before(first)) {
 			first = p.added
 		}
 	}
-	return first, !first.IsZero()
+	return first
 }
 
 // specImage is the image of a pod's first container.

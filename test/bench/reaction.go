@@ -160,18 +160,10 @@ func (b *bench) reactionTrials(ctx, wctx context.Context, x scalingContender, re
 			return err
 		}
 		returned := time.Now()
-		err := b.obs.waitFor(wctx, "a new pod", func(s *state) bool {
-			for _, p := range s.pods {
-				if p.ns == ns && p.added.After(mark) {
-					return true
-				}
-			}
-			return false
-		})
-		if err != nil {
+		var added time.Time
+		if err := b.obs.waitFor(wctx, "a new pod", func(s *state) bool { added = s.firstAddAfter(ns, mark); return !added.IsZero() }); err != nil {
 			return err
 		}
-		added, _ := b.obs.firstAddAfter(ns, mark)
 		res.watch = append(res.watch, added.Sub(returned))
 		if rec != nil {
 			w, ok := rec.firstWriteAfter(mark)
