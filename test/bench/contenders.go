@@ -176,10 +176,12 @@ func countPods(s *state, ns, rev string) map[string]podCount {
 	return by
 }
 
-func setsDone(m map[string]setState, j job, check func(setState) bool) bool {
+// setsDone reports whether every set of j is in m and passes check at
+// j.n pods (setState.done, complete or rolledOut).
+func setsDone(m map[string]setState, j job, check func(setState, int32) bool) bool {
 	for _, set := range j.sets {
 		s, ok := m[j.ns+"/"+set]
-		if !ok || !check(s) {
+		if !ok || !check(s, j.n) {
 			return false
 		}
 	}
@@ -520,9 +522,9 @@ func (r *replicaSetContender) create(ctx context.Context, j job) error {
 
 func (r *replicaSetContender) ready(s *state, j job) bool {
 	if j.rollout {
-		return setsDone(s.deployments, j, func(x setState) bool { return x.complete(j.n) })
+		return setsDone(s.deployments, j, setState.complete)
 	}
-	return setsDone(s.replicasets, j, func(x setState) bool { return x.done(j.n) })
+	return setsDone(s.replicasets, j, setState.done)
 }
 
 func (r *replicaSetContender) scale(ctx context.Context, j job, to int32) error {
@@ -533,7 +535,7 @@ func (r *replicaSetContender) rollout(ctx context.Context, j job) error {
 	return patchTemplates(ctx, r.b.c.cl, j, &appsv1.Deployment{}, revision2)
 }
 func (r *replicaSetContender) rolledOut(s *state, j job) bool {
-	return setsDone(s.deployments, j, func(x setState) bool { return x.rolledOut(j.n) })
+	return setsDone(s.deployments, j, setState.rolledOut)
 }
 
 // changeImage changes the Deployments' image: a rollout to a new
@@ -582,7 +584,7 @@ func (t *statefulSetContender) create(ctx context.Context, j job) error {
 }
 
 func (t *statefulSetContender) ready(s *state, j job) bool {
-	return setsDone(s.sts, j, func(x setState) bool { return x.complete(j.n) })
+	return setsDone(s.sts, j, setState.complete)
 }
 func (t *statefulSetContender) scale(ctx context.Context, j job, to int32) error {
 	return scaleSets(ctx, t.b.c.cl, j, to, &appsv1.StatefulSet{})
@@ -595,7 +597,7 @@ func (t *statefulSetContender) rollout(ctx context.Context, j job) error {
 	return patchTemplates(ctx, t.b.c.cl, j, &appsv1.StatefulSet{}, revision2)
 }
 func (t *statefulSetContender) rolledOut(s *state, j job) bool {
-	return setsDone(s.sts, j, func(x setState) bool { return x.rolledOut(j.n) })
+	return setsDone(s.sts, j, setState.rolledOut)
 }
 func (t *statefulSetContender) changeImage(ctx context.Context, j job) error {
 	return patchTemplates(ctx, t.b.c.cl, j, &appsv1.StatefulSet{}, imageTemplate)
@@ -654,9 +656,7 @@ func (p *podSetContender) create(ctx context.Context, j job) error {
 	_, err := p.b.createPodSets(ctx, j, rolloutBudget(j))
 	return err
 }
-func (p *podSetContender) ready(s *state, j job) bool {
-	return setsDone(s.podsets, j, func(x setState) bool { return x.done(j.n) })
-}
+func (p *podSetContender) ready(s *state, j job) bool { return setsDone(s.podsets, j, setState.done) }
 func (p *podSetContender) scale(ctx context.Context, j job, to int32) error {
 	return scalePodSets(ctx, p.b.c.cl, j, to)
 }
@@ -679,7 +679,7 @@ func (p *podSetContender) retemplate(ctx context.Context, j job, tmpl func(set s
 	})
 }
 func (p *podSetContender) rolledOut(s *state, j job) bool {
-	return setsDone(s.podsets, j, func(x setState) bool { return x.rolledOut(j.n) })
+	return setsDone(s.podsets, j, setState.rolledOut)
 }
 
 // inProcessPodSet is the same operator built in this process (see

@@ -91,7 +91,7 @@ func (memory) run(ctx context.Context, b *bench) result {
 		// (n in all), then for the manager to settle, and reads the heap.
 		managed := func(n int) (uint64, error) {
 			if err := obs.waitFor(wctx, fmt.Sprintf("%d managed pods", n), func(st *state) bool {
-				return setsDone(st.podsets, j, func(x setState) bool { return x.done(j.n) && x.readyCondition })
+				return setsDone(st.podsets, j, func(x setState, n int32) bool { return x.done(n) && x.readyCondition })
 			}); err != nil {
 				return 0, err
 			}
