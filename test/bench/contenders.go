@@ -204,15 +204,14 @@ type limitContender struct {
 	owners  map[string]*podsetv1alpha1.PodSet
 }
 
-// loop names the limit's kind of pod write: "apply" or "create".
-func (l *limitContender) loop() string {
+// name is "limit apply W=8", or, for the create loop, "limit create W=8".
+func (l *limitContender) name() string {
+	loop := "apply"
 	if l.creates {
-		return "create"
+		loop = "create"
 	}
-	return "apply"
+	return "limit " + loop + " W=" + strconv.Itoa(l.w)
 }
-
-func (l *limitContender) name() string { return "limit " + l.loop() + " W=" + strconv.Itoa(l.w) }
 func (l *limitContender) kinds() kinds { return kindPods }
 
 func (l *limitContender) prepare(ctx context.Context, j job) error { return l.own(ctx, j, "") }

@@ -105,7 +105,7 @@ func (b *bench) converge(ctx context.Context, x contender, k, n int32, res, down
 func (b *bench) createTimed(ctx context.Context, x contender, j job, res *timedResult, budget time.Duration) *measurement {
 	time.Sleep(settle / 3)
 	m := b.timed(ctx, budget, func(ctx context.Context) error { return x.create(ctx, j) },
-		func(s *state) bool { return x.ready(s, j) }, readyProgress(j))
+		func(s *state) bool { return x.ready(s, j) }, progress(j, "", "pods"))
 	m.pods = len(j.sets) * int(j.n)
 	m.curve = b.obs.readyCurve(j.ns, m.start)
 	res.record(b, x.name(), m)

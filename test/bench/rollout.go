@@ -44,7 +44,7 @@ func (b *bench) rollOut(ctx context.Context, x contender, r roller, n int32, res
 		}
 		time.Sleep(settle)
 		m := b.timed(ctx, b.size.rolloutBudget, func(ctx context.Context) error { return r.rollout(ctx, j) },
-			func(s *state) bool { return r.rolledOut(s, j) }, rolloutProgress(j))
+			func(s *state) bool { return r.rolledOut(s, j) }, progress(j, "2", "pods of the new template"))
 		m.pods = int(n)
 		res.record(b, x.name(), m)
 		switch {

@@ -352,15 +352,8 @@ func (b *bench) tutorialBudget(res *timedResult, x contender) time.Duration {
 	return max(15*ps.dur, time.Minute)
 }
 
-// rolloutProgress describes how far a rollout got: its pods of the new
-// template ready.
-func rolloutProgress(j job) func(*state) string { return progress(j, "2", "pods of the new template") }
-
-// readyProgress describes how far the sets of a job got.
-func readyProgress(j job) func(*state) string { return progress(j, "", "pods") }
-
-// progress counts the job's live ready pods (of revision rev, when not
-// empty) against all it wants.
+// progress describes how far a job got: its live ready pods (for a
+// rollout, of revision rev, the new template) against all it wants.
 func progress(j job, rev, what string) func(*state) string {
 	return func(s *state) string {
 		ready := 0
