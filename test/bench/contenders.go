@@ -456,11 +456,7 @@ type tutorialContender struct{ b *bench }
 func (t *tutorialContender) name() string { return "tutorial" }
 func (t *tutorialContender) kinds() kinds { return kindPods | kindPodSets }
 func (t *tutorialContender) start(ctx context.Context, namespaces []string) (func() error, error) {
-	stop, err := startTutorial(ctx, t.b.c, namespaces)
-	if err != nil {
-		return nil, err
-	}
-	return func() error { stop(); return nil }, nil
+	return startTutorial(ctx, t.b.c, namespaces)
 }
 func (t *tutorialContender) create(ctx context.Context, j job) error {
 	_, err := t.b.createPodSets(ctx, j, "")

@@ -114,8 +114,8 @@ func startInProcess(ctx context.Context, c *cluster, namespaces []string, wrap f
 }
 
 // startTutorial runs the tutorial controller in this process on the given
-// namespaces.
-func startTutorial(ctx context.Context, c *cluster, namespaces []string) (func(), error) {
+// namespaces; the returned func stops it.
+func startTutorial(ctx context.Context, c *cluster, namespaces []string) (func() error, error) {
 	mgr, err := ctrl.NewManager(c.cfg, manager.Options{
 		Scheme:                 c.scheme,
 		Cache:                  cache.Options{DefaultNamespaces: namespaceCaches(namespaces)},
@@ -135,9 +135,9 @@ func startTutorial(ctx context.Context, c *cluster, namespaces []string) (func()
 		_ = mgr.Start(mctx) // as startInProcess's manager
 		close(done)
 	}()
-	stop := func() { cancel(); <-done }
+	stop := func() error { cancel(); <-done; return nil }
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		stop()
+		_ = stop()
 		return nil, errors.New("the tutorial's cache did not sync")
 	}
 	return stop, nil
