@@ -508,29 +508,22 @@ func (s *sampler) peakHeap() uint64 {
 }
 
 // mark starts a measured window: the peak heap from now on, and the
-// passes counted so far, scraped now.
-func (s *sampler) mark() (passes float64) {
-	s.scrape()
+// passes and gate writes counted so far, scraped now.
+func (s *sampler) mark() (passes, gates float64) {
+	passes, gates, _ = s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.heap = 0
-	return s.passes
+	return passes, gates
 }
 
-// finishedPasses is how many passes the controller has finished, scraped
-// now.
-func (s *sampler) finishedPasses() float64 {
+// now is, scraped now, how many passes the controller has finished, the
+// gate writes the operator has sent, and its peak heap.
+func (s *sampler) now() (passes, gates float64, heap uint64) {
 	s.scrape()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.passes
-}
-
-// gateWrites is the operator's gate writes as of the last scrape.
-func (s *sampler) gateWrites() float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.gates
+	return s.passes, s.gates, s.heap
 }
 
 func (s *sampler) stop() {

@@ -303,8 +303,7 @@ func (b *bench) timed(ctx context.Context, budget time.Duration, trigger func(co
 	cpuBefore := b.c.cpu()
 	var passesBefore, gatesBefore float64
 	if b.ctrl != nil {
-		passesBefore = b.ctrl.mark()
-		gatesBefore = b.ctrl.gateWrites()
+		passesBefore, gatesBefore = b.ctrl.mark()
 	}
 	stopProfile := b.c.profileCPU(ctx, b.profileDir)
 	start := time.Now()
@@ -328,8 +327,8 @@ func (b *bench) timed(ctx context.Context, budget time.Duration, trigger func(co
 	m.apiProfile = stopProfile()
 	time.Sleep(settle)
 	if b.ctrl != nil {
-		m.passes, m.peakHeap = int(b.ctrl.finishedPasses()-passesBefore), b.ctrl.peakHeap()
-		m.gateWrites = int(b.ctrl.gateWrites() - gatesBefore + 0.5)
+		passes, gates, heap := b.ctrl.now()
+		m.passes, m.peakHeap, m.gateWrites = int(passes-passesBefore), heap, int(gates-gatesBefore+0.5)
 	}
 	after, err := b.c.scrape(ctx)
 	if err != nil && m.err == nil {
