@@ -70,8 +70,9 @@
 // Write a type with name, kinds, create and ready, and the capability
 // methods it supports (scale, rollout and rolledOut, changeImage, start,
 // prepare); append it in bench.contenders (main.go), and give its kind a
-// field in timedResult (scenarios.go) and, if it needs one, a row in
-// timedRows or the scenario's rows (table.go, inplace.go).
+// field in timedResult and its place in timedResult.slots (scenarios.go)
+// and, if it needs one, a row in timedRows or the scenario's rows
+// (table.go, inplace.go).
 //
 // # Adding a scenario
 //
