@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"sync"
 	"time"
+
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // podPath matches a pod or the pods of a namespace, without subresource.
@@ -18,7 +20,7 @@ type recorder struct {
 }
 
 func (r *recorder) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+	return testenv.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		switch req.Method {
 		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 			if podPath.MatchString(req.URL.Path) {
@@ -43,7 +45,3 @@ func (r *recorder) firstWriteAfter(t time.Time) (time.Time, bool) {
 	}
 	return time.Time{}, false
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -99,17 +99,13 @@ type requestCounter struct {
 }
 
 func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+	return testenv.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		c.mu.Lock()
 		c.counts[parseRequest(req)]++
 		c.mu.Unlock()
 		return rt.RoundTrip(req)
 	})
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // parseRequest reads /api/v1/namespaces/NS/RESOURCE[/NAME[/SUB]] and the
 // /apis/GROUP/VERSION/... equivalent.

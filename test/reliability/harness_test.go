@@ -85,7 +85,7 @@ func startOperator(t *testing.T, ns string, o operatorOptions) *operator {
 		if o.transport != nil {
 			rt = o.transport(rt)
 		}
-		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		return testenv.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			// Pod and PodSet writes; lease renewals and events do not count.
 			segments := strings.Split(req.URL.Path, "/")
 			if req.Method != http.MethodGet && (slices.Contains(segments, "pods") || slices.Contains(segments, "podsets")) {
@@ -175,10 +175,6 @@ func closesGate(req *http.Request) bool {
 	}
 	return false
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // update changes a PodSet's spec, retrying on conflicts.
 func update(t *testing.T, key types.NamespacedName, mutate func(*podsetv1alpha1.PodSet)) {
@@ -513,7 +509,7 @@ type faultyTransport struct {
 }
 
 func (f *faultyTransport) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+	return testenv.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		if req.URL.Query().Get("watch") == "true" || !f.on.Load() {
 			return rt.RoundTrip(req)
 		}

@@ -45,7 +45,7 @@ type permissionRecorder struct {
 }
 
 func (r *permissionRecorder) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+	return testenv.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		resp, err := rt.RoundTrip(req)
 		if err != nil {
 			return resp, err

@@ -192,3 +192,10 @@ func HTTPOK(ctx context.Context, url string) error {
 	}
 	return nil
 }
+
+// RoundTripperFunc is a function as an http.RoundTripper: what the suites
+// and the benchmark wrap a client's transport with, to count, time or
+// fail its requests.
+type RoundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f RoundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
