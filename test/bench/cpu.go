@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
 // The CPU time the cluster's kube-apiserver and etcd spend in a scenario,
@@ -95,31 +97,12 @@ func (c *cluster) controllerManager() int32 {
 // and whose arguments name the benchmark cluster's folder; 0 when there is
 // none, or more than one.
 func findProcess(name string) int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
+	marker := string(filepath.Separator) + filepath.Join("clusters", clusterName) + string(filepath.Separator)
+	pids, _, err := testenv.Processes(name, func(args []string) bool { return strings.Contains(strings.Join(args, " "), marker) })
+	if err != nil || len(pids) != 1 {
 		return 0
 	}
-	marker := string(filepath.Separator) + filepath.Join("clusters", clusterName) + string(filepath.Separator)
-	found := 0
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || len(raw) == 0 {
-			continue
-		}
-		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
-		if filepath.Base(args[0]) != name || !strings.Contains(strings.Join(args[1:], " "), marker) {
-			continue
-		}
-		if found != 0 {
-			return 0
-		}
-		found = pid
-	}
-	return found
+	return pids[0]
 }
 
 // procCPU is a process's user plus system CPU time.

@@ -127,10 +127,14 @@ func Start() (*Env, error) {
 // upgrade of the control plane. It returns once the new one answers.
 func (e *Env) RestartAPIServer(down time.Duration) error {
 	port := "--secure-port=" + e.env.ControlPlane.GetAPIServer().SecureServing.Port
-	pid, args, err := findProcess("kube-apiserver", port)
+	pids, cmdlines, err := Processes("kube-apiserver", func(args []string) bool { return slices.Contains(args, port) })
+	if err == nil && len(pids) == 0 {
+		err = fmt.Errorf("no kube-apiserver process with %s", port)
+	}
 	if err != nil {
 		return err
 	}
+	pid, args := pids[0], cmdlines[0]
 	proc, err := os.FindProcess(pid)
 	if err != nil {
 		return err
@@ -274,12 +278,13 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// findProcess finds a running command whose arguments include arg, and
-// returns its PID and command line.
-func findProcess(command, arg string) (int, []string, error) {
+// Processes are the running processes whose executable is named command
+// and whose arguments (the command line after the executable) match:
+// their PIDs and whole command lines, in /proc's order.
+func Processes(command string, match func(args []string) bool) (pids []int, cmdlines [][]string, err error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0, nil, err
+		return nil, nil, err
 	}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -291,9 +296,9 @@ func findProcess(command, arg string) (int, []string, error) {
 			continue
 		}
 		args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
-		if filepath.Base(args[0]) == command && slices.Contains(args, arg) {
-			return pid, args, nil
+		if filepath.Base(args[0]) == command && match(args[1:]) {
+			pids, cmdlines = append(pids, pid), append(cmdlines, args)
 		}
 	}
-	return 0, nil, fmt.Errorf("no %s process with %s", command, arg)
+	return pids, cmdlines, nil
 }
