@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -168,14 +167,8 @@ func (c *cluster) installCRD(ctx context.Context) error {
 		}
 	}
 	err = testenv.Poll(ctx, time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
-		crd := &unstructured.Unstructured{}
-		crd.SetAPIVersion("apiextensions.k8s.io/v1")
-		crd.SetKind("CustomResourceDefinition")
-		if err := c.cl.Get(ctx, client.ObjectKey{Name: "podsets.podset.dev"}, crd); err != nil {
+		if err := testenv.CRDEstablished(ctx, c.cl, "podsets.podset.dev"); err != nil {
 			return err
-		}
-		if !crdEstablished(crd) {
-			return errors.New("not Established")
 		}
 		// A fresh client, so that its REST mapper discovers the new type.
 		cl, err := client.New(c.cfg, client.Options{Scheme: c.scheme})
@@ -189,17 +182,6 @@ func (c *cluster) installCRD(ctx context.Context) error {
 		return fmt.Errorf("the PodSet CRD is not served: %w", err)
 	}
 	return nil
-}
-
-func crdEstablished(crd *unstructured.Unstructured) bool {
-	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == "Established" && m["status"] == "True" {
-			return true
-		}
-	}
-	return false
 }
 
 // namespace creates a fresh namespace for one contender's run. It enforces

@@ -120,22 +120,7 @@ func requireInstalled(t *testing.T) {
 // checkCRDEstablished is nil once the PodSet CRD has the condition
 // Established=True, that is once the API server serves PodSets.
 func checkCRDEstablished(ctx context.Context) error {
-	crd := &unstructured.Unstructured{}
-	crd.SetAPIVersion("apiextensions.k8s.io/v1")
-	crd.SetKind("CustomResourceDefinition")
-	if err := suite.client.Get(ctx, client.ObjectKey{Name: crdName}, crd); err != nil {
-		return err
-	}
-	conditions, _, err := unstructured.NestedSlice(crd.Object, "status", "conditions")
-	if err != nil {
-		return err
-	}
-	for _, c := range conditions {
-		if c, ok := c.(map[string]any); ok && c["type"] == "Established" && c["status"] == "True" {
-			return nil
-		}
-	}
-	return fmt.Errorf("CRD %s is not Established: conditions %v", crdName, conditions)
+	return testenv.CRDEstablished(ctx, suite.client, crdName)
 }
 
 // checkExplain is nil once `kubectl explain` prints the description of a

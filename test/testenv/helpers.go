@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -115,6 +116,27 @@ func Namespace(t testing.TB, c client.Client, name string, labels map[string]str
 		t.Fatal(err)
 	}
 	return ns
+}
+
+// CRDEstablished is nil once the CRD named name has the condition
+// Established=True, that is once the API server serves its type.
+func CRDEstablished(ctx context.Context, c client.Client, name string) error {
+	crd := &unstructured.Unstructured{}
+	crd.SetAPIVersion("apiextensions.k8s.io/v1")
+	crd.SetKind("CustomResourceDefinition")
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+		return err
+	}
+	conditions, _, err := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	if err != nil {
+		return err
+	}
+	for _, c := range conditions {
+		if c, ok := c.(map[string]any); ok && c["type"] == "Established" && c["status"] == "True" {
+			return nil
+		}
+	}
+	return fmt.Errorf("CRD %s is not Established: conditions %v", name, conditions)
 }
 
 // FreePort is a TCP port on 127.0.0.1 that was free a moment ago.
