@@ -648,7 +648,7 @@ func (p *podSetContender) stop() error {
 	return err
 }
 func (p *podSetContender) create(ctx context.Context, j job) error {
-	_, err := p.b.createPodSets(ctx, j, rolloutBudget(j))
+	_, err := p.b.createPodSets(ctx, j, maxUnavailableOf(j))
 	return err
 }
 func (p *podSetContender) ready(s *state, j job) bool { return setsDone(s.podsets, j, setState.done) }
@@ -695,9 +695,9 @@ func (p *inProcessPodSet) start(ctx context.Context, namespaces []string) (func(
 
 // ---------------------------------------------------------------- helpers
 
-// rolloutBudget is the maxUnavailable of the PodSets of a job: 100% for
+// maxUnavailableOf is the maxUnavailable of the PodSets of a job: 100% for
 // the rollout scenario, else the default.
-func rolloutBudget(j job) string {
+func maxUnavailableOf(j job) string {
 	if j.rollout {
 		return "100%"
 	}

@@ -67,7 +67,7 @@ func (g *gatedLimitContender) label() string {
 // prepare makes the PodSets that own the pods, with the operator
 // contender's update strategy (maxUnavailable 100%, InPlaceIfPossible).
 func (g *gatedLimitContender) prepare(ctx context.Context, j job) error {
-	return g.own(ctx, j, rolloutBudget(j))
+	return g.own(ctx, j, maxUnavailableOf(j))
 }
 
 // changeImage changes the owners' template (one request, as for the
