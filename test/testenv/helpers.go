@@ -220,4 +220,5 @@ func HTTPOK(ctx context.Context, url string) error {
 // fail its requests.
 type RoundTripperFunc func(*http.Request) (*http.Response, error)
 
+// RoundTrip calls f.
 func (f RoundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
