@@ -292,17 +292,12 @@ func (k *Manager) install(ctx context.Context, dir string) error {
 func waitEstablished(ctx context.Context, cl client.Client, name string) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		crd := &unstructured.Unstructured{}
-		crd.SetAPIVersion("apiextensions.k8s.io/v1")
-		crd.SetKind("CustomResourceDefinition")
-		if err := cl.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+		crd, err := testenv.GetCRD(ctx, cl, name)
+		if err != nil {
 			return err
 		}
-		conditions, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
-		for _, c := range conditions {
-			if c, ok := c.(map[string]any); ok && c["type"] == "Established" && c["status"] == "True" {
-				return nil
-			}
+		if testenv.Established(crd) {
+			return nil
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("CRD %s not Established within a minute", name)

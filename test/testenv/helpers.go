@@ -121,22 +121,38 @@ func Namespace(t testing.TB, c client.Client, name string, labels map[string]str
 // CRDEstablished is nil once the CRD named name has the condition
 // Established=True, that is once the API server serves its type.
 func CRDEstablished(ctx context.Context, c client.Client, name string) error {
+	crd, err := GetCRD(ctx, c, name)
+	if err != nil {
+		return err
+	}
+	if !Established(crd) {
+		conditions, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+		return fmt.Errorf("CRD %s is not Established: conditions %v", name, conditions)
+	}
+	return nil
+}
+
+// GetCRD reads the CustomResourceDefinition named name.
+func GetCRD(ctx context.Context, c client.Client, name string) (*unstructured.Unstructured, error) {
 	crd := &unstructured.Unstructured{}
 	crd.SetAPIVersion("apiextensions.k8s.io/v1")
 	crd.SetKind("CustomResourceDefinition")
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
-		return err
+		return nil, err
 	}
-	conditions, _, err := unstructured.NestedSlice(crd.Object, "status", "conditions")
-	if err != nil {
-		return err
-	}
+	return crd, nil
+}
+
+// Established reports whether the CRD crd, as read, has the condition
+// Established=True.
+func Established(crd *unstructured.Unstructured) bool {
+	conditions, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
 	for _, c := range conditions {
 		if c, ok := c.(map[string]any); ok && c["type"] == "Established" && c["status"] == "True" {
-			return nil
+			return true
 		}
 	}
-	return fmt.Errorf("CRD %s is not Established: conditions %v", name, conditions)
+	return false
 }
 
 // FreePort is a TCP port on 127.0.0.1 that was free a moment ago.
