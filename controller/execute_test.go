@@ -197,16 +197,20 @@ func TestExecute(t *testing.T) {
 			want:    []string{"APPLY pods/web-0 uid=u-web-0", "APPLY pods/web-0/resize uid=u-web-0"},
 			outcome: podset.Outcome{Updated: map[string][]string{"resized": {"web-0"}}},
 		},
-		"a resize the API server refuses recreates the pod, a Ready one drained first": {
-			plan: podset.Plan{Update: []podset.Step{{Pod: oldPod("web-0"), Way: resize}, {Pod: ready(oldPod("web-1")), Way: resize}}},
-			fail: map[string]error{"APPLY pods/web-0/resize": forbidden, "APPLY pods/web-1/resize": forbidden},
+		"a resize the API server refuses recreates the pod, drained first where the plan says so": {
+			plan: podset.Plan{Update: []podset.Step{
+				{Pod: oldPod("web-0"), Way: resize},
+				{Pod: ready(oldPod("web-1")), Way: resize, DrainIfRefused: true},
+				{Pod: ready(oldPod("web-2")), Way: resize},
+			}},
+			fail: map[string]error{"APPLY pods/web-0/resize": forbidden, "APPLY pods/web-1/resize": forbidden, "APPLY pods/web-2/resize": forbidden},
 			want: []string{
-				"APPLY pods/web-0/resize uid=u-web-0", "APPLY pods/web-1/resize uid=u-web-1",
-				"DELETE pods/web-0 uid=u-web-0",
+				"APPLY pods/web-0/resize uid=u-web-0", "APPLY pods/web-1/resize uid=u-web-1", "APPLY pods/web-2/resize uid=u-web-2",
+				"DELETE pods/web-0 uid=u-web-0", "DELETE pods/web-2 uid=u-web-2",
 				"PATCH pods/web-1/status uid=u-web-1 podset.dev/InPlaceUpdateReady=False Ready=False",
 			},
 			outcome: podset.Outcome{
-				Recreated: map[string][]string{podset.WhyResizeDenied: {"web-0"}},
+				Recreated: map[string][]string{podset.WhyResizeDenied: {"web-0", "web-2"}},
 				Stopping:  map[string][]string{podset.WhyResizeDenied: {"web-1"}},
 			},
 		},

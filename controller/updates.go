@@ -175,9 +175,9 @@ func (r *PodSetReconciler) beginDrains(ctx context.Context, ps *podsetv1alpha1.P
 // updateInPlace brings pods to the current revision where they run: first
 // a resize where cpu or memory change (a resize the API server refuses
 // recreates the pod instead), then the apply of the pod's metadata and
-// images. It returns the pods updated, by what changed, and the pods the
-// API server refused a resize for.
-func (r *PodSetReconciler) updateInPlace(ctx context.Context, ps *podsetv1alpha1.PodSet, steps []podset.Step, revs *podset.Revisions, errs *[]error) (updated map[string][]string, denied []*corev1.Pod) {
+// images. It returns the pods updated, by what changed, and the steps whose
+// resize the API server refused.
+func (r *PodSetReconciler) updateInPlace(ctx context.Context, ps *podsetv1alpha1.PodSet, steps []podset.Step, revs *podset.Revisions, errs *[]error) (updated map[string][]string, denied []podset.Step) {
 	var mu sync.Mutex
 	updated = map[string][]string{}
 	tmpl := revs.Templates[revs.Update]
@@ -189,7 +189,7 @@ func (r *PodSetReconciler) updateInPlace(ctx context.Context, ps *podsetv1alpha1
 			switch {
 			case isRejection(err):
 				mu.Lock()
-				denied = append(denied, pod)
+				denied = append(denied, step)
 				mu.Unlock()
 				return nil
 			case apierrors.IsNotFound(err) || apierrors.IsConflict(err):

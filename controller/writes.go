@@ -143,7 +143,7 @@ func (r *PodSetReconciler) execute(ctx context.Context, ps *podsetv1alpha1.PodSe
 	done.Recreating(r.deletePods(ctx, ps, plan.Rollout, &errs), func(name string) string { return plan.Why[name] })
 	updated, denied := r.updateInPlace(ctx, ps, plan.Update, revs, &errs)
 	done.Updated = updated
-	drain, deny := podset.ResizeDenied(ps, denied)
+	drain, deny := podset.ResizeDenied(denied)
 	done.Recreating(r.deletePods(ctx, ps, deny, &errs), func(string) string { return podset.WhyResizeDenied })
 	done.Restarting, done.Stopping = r.beginDrains(ctx, ps, append(plan.Drain, drain...), now, &errs)
 	r.openGates(ctx, ps, plan.Resume, now, &errs)

@@ -715,7 +715,7 @@ func (f *planFuzz) checkPrune() {
 			continue
 		}
 		switch {
-		case DrainFirst(ps, p) && served:
+		case drainsFirst(ps, p) && served:
 			if !surplusPaused[p.Name] {
 				t.Errorf("surplus pod %s, Ready with the gate, is not drained first (in %q)", p.Name, writtenIn[p.Name])
 			}
@@ -976,7 +976,7 @@ func checkNoForbiddenField(t *testing.T, ps *podsetv1alpha1.PodSet, revs *Revisi
 	for _, step := range plan.Update {
 		checkApply(t, ps, revs, "update", step.Pod, revs.Update)
 		if step.Way.Resize {
-			checkResize(t, ps, revs, step.Pod)
+			checkResizeStep(t, ps, revs, step, served)
 		}
 		if !step.Way.Restart() {
 			continue
@@ -1148,5 +1148,23 @@ func checkResized(t *testing.T, pod string, sent, want, was, has corev1.Resource
 		case want[name].Equal(was[name]) && !q.Equal(has[name]):
 			t.Errorf("resize of %s changes %s from %s to %s, which the template did not change", pod, name, ptr.To(has[name]).String(), q.String())
 		}
+	}
+}
+
+// drainsFirst reports whether the operator drains a pod before it deletes
+// it where a slice lists it: the pod is Ready, carries the gate, and not
+// every container has a preStop hook that holds it for the drain.
+func drainsFirst(ps *podsetv1alpha1.PodSet, pod *corev1.Pod) bool {
+	return hasGate(pod) && podReady(pod) && !allPreStop(ps, pod, nil)
+}
+
+// checkResizeStep checks a resize the plan sends: only cpu and memory,
+// and, should the API server refuse it and the pod be recreated, drained
+// first where something routes to it, at once where nothing does.
+func checkResizeStep(t *testing.T, ps *podsetv1alpha1.PodSet, revs *Revisions, step Step, served bool) {
+	t.Helper()
+	checkResize(t, ps, revs, step.Pod)
+	if want := drainsFirst(ps, step.Pod) && served; step.DrainIfRefused != want {
+		t.Errorf("resize of %s: DrainIfRefused %v, want %v (Ready %v, served %v)", step.Pod.Name, step.DrainIfRefused, want, podReady(step.Pod), served)
 	}
 }

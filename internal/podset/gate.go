@@ -239,13 +239,6 @@ func drainLeft(ps *podsetv1alpha1.PodSet, pod *corev1.Pod, seen, now time.Time) 
 // being drained, or its containers restart in place.
 func Draining(pod *corev1.Pod) bool { return gateClosed(pod) }
 
-// DrainFirst reports whether the operator drains a pod before it deletes
-// it: the pod is Ready, carries the gate, and not every container has a
-// preStop hook that holds it for the drain (allPreStop).
-func DrainFirst(ps *podsetv1alpha1.PodSet, pod *corev1.Pod) bool {
-	return hasGate(pod) && podReady(pod) && !allPreStop(ps, pod, nil)
-}
-
 // allPreStop reports whether every container of the pod that runs beside
 // the others (containers and sidecars), or every one named, has a preStop
 // hook that holds its stop for the drain (holdsDrain): the kubelet then

@@ -222,17 +222,17 @@ func kubeletReadyMessage(pod *corev1.Pod) string {
 	return kubeletGateMessage
 }
 
-// ResizeDenied splits the pods whose resize the API server refused, which
-// are recreated instead: those drained first (DrainFirst), as steps to
-// close their gates (the next pass finds the resize refused again, and
+// ResizeDenied splits the resizes the API server refused, whose pods are
+// recreated instead: those drained first (Step.DrainIfRefused), as steps
+// to close their gates (the next pass finds the resize refused again, and
 // the pod not Ready), and those deleted now.
-func ResizeDenied(ps *podsetv1alpha1.PodSet, pods []*corev1.Pod) (drain []Step, recreate []*corev1.Pod) {
-	for _, pod := range pods {
-		if DrainFirst(ps, pod) {
-			drain = append(drain, Step{Pod: pod, Way: UpdateWay{Why: WhyResizeDenied}})
+func ResizeDenied(steps []Step) (drain []Step, recreate []*corev1.Pod) {
+	for _, step := range steps {
+		if step.DrainIfRefused {
+			drain = append(drain, Step{Pod: step.Pod, Way: UpdateWay{Why: WhyResizeDenied}})
 			continue
 		}
-		recreate = append(recreate, pod)
+		recreate = append(recreate, step.Pod)
 	}
 	return drain, recreate
 }

@@ -460,9 +460,6 @@ func TestDrainForLeavesTheDrainToPreStopHooks(t *testing.T) {
 	if stage, _ := drainFor(ps, &open, time.Time{}, now, EndpointState{Listed: true}, allPreStop(ps, &open, nil), true); stage != beginDrain {
 		t.Errorf("a Ready pod to delete whose hooks sleep 5 s of a 6 s drain: %v, want its gate closed first", stage)
 	}
-	if !DrainFirst(ps, &open) {
-		t.Errorf("DrainFirst of a pod whose hooks sleep 5 s of a 6 s drain: false, want true")
-	}
 	ps.Spec.DrainSeconds = ptr.To[int32](2)
 	noHook := makePod("web-0").controlledBy(ps).ready().gated().draining(now).kubeletNotReadySince(now).obj()
 	if stage, wait := drainFor(ps, &noHook, now, now, EndpointState{}, allPreStop(ps, &noHook, []string{"app"}), false); stage != draining || wait != 2*time.Second {

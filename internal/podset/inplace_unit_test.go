@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -496,5 +497,48 @@ func TestDrainsObserve(t *testing.T) {
 	got := before.Observe(NewView(ps, NewRevisions(ps, nil), pods, at.Truncate(time.Second)), at)
 	if want := (Drains{"web-0": at, "web-1": earlier}); !cmp.Equal(got, want) {
 		t.Errorf("Observe() = %v, want %v", got, want)
+	}
+}
+
+// TestResizeRefusedPlan checks what the plan says of a resize the API
+// server may refuse, which recreates its pod: a Ready pod that a slice
+// lists is drained first, one no slice lists is deleted at once, as any
+// pod the operator deletes.
+func TestResizeRefusedPlan(t *testing.T) {
+	withCPU := func(ps *podsetv1alpha1.PodSet, limit string) *podsetv1alpha1.PodSet {
+		ps = ps.DeepCopy()
+		ps.Spec.Template.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(limit)}
+		return ps
+	}
+	v1 := withCPU(makePodSet("web").Replicas(1).Obj(), "1")
+	v2 := withCPU(v1, "2")
+	h1 := TemplateHash(v1)
+	history := []appsv1.ControllerRevision{storedRevision(v1, 1), storedRevision(v2, 2)}
+	cases := map[string]struct {
+		pod    corev1.Pod
+		listed bool
+		want   bool
+	}{
+		"a Ready pod a slice lists: drained first":    {pod: makePod("web-0").controlledBy(v1).ready().gated().hash(h1).obj(), listed: true, want: true},
+		"a Ready pod no slice lists: deleted at once": {pod: makePod("web-0").controlledBy(v1).ready().gated().hash(h1).obj()},
+		"a Ready pod whose hooks drain it: at once":   {pod: makePod("web-0").controlledBy(v1).ready().gated().preStop().hash(h1).obj(), listed: true},
+		"a pod that is not Ready: at once":            {pod: makePod("web-0").controlledBy(v1).running().gated().hash(h1).obj(), listed: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			in := testInput(v2, noneInFlight)
+			in.Revs = NewRevisions(v2, history)
+			in.Endpoints = Endpoints{}
+			if tc.listed {
+				in.Endpoints[tc.pod.UID] = EndpointState{Listed: true}
+			}
+			p := NewView(v2, in.Revs, []corev1.Pod{tc.pod}, in.Now).Plan(in.Input)
+			if len(p.Update) != 1 || !p.Update[0].Way.Resize {
+				t.Fatalf("the plan updates %v, want web-0 resized", p.Update)
+			}
+			if got := p.Update[0].DrainIfRefused; got != tc.want {
+				t.Errorf("DrainIfRefused %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -158,6 +158,9 @@ type Decision struct {
 	Repair bool
 	// Resume: the pod's gate opens.
 	Resume bool
+	// drainIfRefused: the pod's resize, if the API server refuses it,
+	// recreates it drained first (Step.DrainIfRefused).
+	drainIfRefused bool
 	// Wake is when to look at the slot again although no event comes: its
 	// drain or its node's grace is over, or its resize counts as stuck
 	// then. Zero: its next event is enough.
@@ -288,6 +291,12 @@ func (v *View) drain(in Input, pod *corev1.Pod, preStop, deleting bool) (drainSt
 type Step struct {
 	Pod *corev1.Pod
 	Way UpdateWay
+	// DrainIfRefused says, for a resize (Way.Resize), what becomes of the
+	// pod if the API server refuses it: it is recreated instead, drained
+	// first when true (its gate closes: ResizeDenied), at once when false,
+	// as drainFor decides for any pod to delete (one no EndpointSlice
+	// lists has nothing to drain from).
+	DrainIfRefused bool
 }
 
 // wakeIn asks for a pass in d at the latest; d <= 0 asks for none.

@@ -29,6 +29,11 @@ func (v *View) spend(p *Plan, in Input, c classified, budget int) {
 			d.Action = ActionDrain
 		case d.Way.InPlace:
 			d.Action = ActionUpdate
+			if d.Way.Resize {
+				// A resize the API server refuses recreates the pod.
+				stage, _ := v.drain(in, pod, allPreStop(v.PodSet, pod, nil), true)
+				d.drainIfRefused = stage != stopNow
+			}
 		default:
 			// Drained before it is deleted, unless nothing can route to
 			// it; a pod Ready too briefly to tell is drained.
@@ -157,7 +162,9 @@ func (p *Plan) groupSpent(d *Decision) {
 }
 
 // step is the decision's pod and way, for the writes.
-func (d *Decision) step() Step { return Step{Pod: d.Member.Pod, Way: d.Way} }
+func (d *Decision) step() Step {
+	return Step{Pod: d.Member.Pod, Way: d.Way, DrainIfRefused: d.drainIfRefused}
+}
 
 // stopsWithPreStop reports whether every container an update stops has a
 // preStop hook: all of the pod's to recreate it, those that restart to
