@@ -75,7 +75,7 @@ func parseConfig() (config, error) {
 	flag.StringVar(&cfg.plots, "plots", "", "write the SVG plots of pods Ready over time into this folder (default: the run's log folder)")
 	flag.BoolVar(&cfg.keepCluster, "keep-cluster", false, "keep the podset-bench cluster at the end even if this run created it")
 	onlyPhases := flag.String("only", "", "run only these phases, comma-separated (conv, rollout, inplace, reaction, memory; scale, which only runs when named here)")
-	scaleFlag := flag.String("scale", "1000x10", "the scale phase's K PodSets (and ReplicaSets, StatefulSets) x N pods")
+	scaleFlag := flag.String("scale", "", "the scale phase's K PodSets (and ReplicaSets, StatefulSets) x N pods (default: 1000x10 at the full size, 10x5 at the tiny one)")
 	convFlag := flag.String("conv", "", "replace the convergence scenarios, e.g. 100x10,1x1000 (the scale-down follows a first 1xN): a debugging aid")
 	operatorFlags := flag.String("operator-flags", "", "extra flags for the operator subprocess, e.g. \"--max-concurrent-reconciles=16\": a debugging aid")
 	flag.StringVar(&cfg.profileDir, "profile", "", "write kube-apiserver's CPU profile of every timed scenario into this folder: a folder per scenario and contender, of 3 s slices that go tool pprof reads as one")
@@ -105,8 +105,11 @@ func parseConfig() (config, error) {
 			cfg.size.conv = append(cfg.size.conv, [2]int32{k, n})
 		}
 	}
-	if _, err := fmt.Sscanf(*scaleFlag, "%dx%d", &cfg.scaleK, &cfg.scaleN); err != nil || cfg.scaleK < 1 || cfg.scaleN < 1 {
-		return cfg, fmt.Errorf("-scale takes KxN")
+	cfg.scaleK, cfg.scaleN = cfg.size.scale[0], cfg.size.scale[1]
+	if *scaleFlag != "" {
+		if _, err := fmt.Sscanf(*scaleFlag, "%dx%d", &cfg.scaleK, &cfg.scaleN); err != nil || cfg.scaleK < 1 || cfg.scaleN < 1 {
+			return cfg, fmt.Errorf("-scale takes KxN")
+		}
 	}
 	cfg.podSetPolicy = podsetv1alpha1.PodUpdatePolicy(*policy)
 	cfg.operatorArgs = strings.Fields(*operatorFlags)

@@ -20,6 +20,9 @@ type sizes struct {
 	// first has one set, and is then scaled down to scaleTo.
 	conv    [][2]int32 // K sets of N replicas
 	scaleTo int32
+	// scale is the scale scenario's K sets of N replicas, unless -scale
+	// says otherwise.
+	scale [2]int32
 	// rollout is the replicas of the rollout scenario's one set.
 	rollout int32
 	// inPlace is the replicas of the in-place scenario's one set.
@@ -55,6 +58,7 @@ var (
 	full = sizes{
 		name: "full",
 		conv: [][2]int32{{1, 1000}, {10, 100}, {100, 10}, {1000, 1}}, scaleTo: 100,
+		scale:        [2]int32{1000, 10},
 		rollout:      100,
 		inPlace:      1000,
 		reactionSets: 10, reactionReplicas: 10, trials: 50,
@@ -67,6 +71,7 @@ var (
 	tiny = sizes{
 		name: "tiny",
 		conv: [][2]int32{{1, 10}, {2, 5}, {5, 2}}, scaleTo: 2,
+		scale:        [2]int32{10, 5},
 		rollout:      5,
 		inPlace:      5,
 		reactionSets: 2, reactionReplicas: 2, trials: 3,
