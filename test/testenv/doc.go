@@ -4,8 +4,9 @@
 //   - a real kube-apiserver and etcd (controller-runtime's envtest) with
 //     the PodSet CRD and the admission policies of config/ installed
 //     (Start), and clients of a kubeconfig (NewClient, NewClientset);
-//   - the operator built and run: BuildOperator; Process, the binary as
-//     a subprocess (end-to-end, GitOps, real-node suites, the benchmark);
+//   - the operator built and run: BuildOperator; StartOperatorProcess,
+//     the binary as a subprocess with a deployment's flags (end-to-end,
+//     GitOps, real-node suites, the benchmark), on Process;
 //     Operator, its manager in the test's own process (the envtest suites,
 //     the benchmark's in-process measurements);
 //   - what the suites measure with: kube-apiserver's request counters
