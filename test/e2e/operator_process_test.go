@@ -35,22 +35,18 @@ type operator struct{ *testenv.Process }
 func startOperator(t *testing.T, extraArgs ...string) *operator {
 	t.Helper()
 	dir := t.TempDir()
-	kubeconfig := impersonatingKubeconfig(t, dir)
-	probeAddr := testenv.FreeAddress(t)
-	p, err := testenv.StartProcess(t.Context(), testenv.ProcessOptions{
-		Path: suite.operator,
-		Args: append([]string{
-			"--kubeconfig", kubeconfig,
-			"--leader-elect",
-			"--leader-election-namespace", operatorNamespace,
-			"--metrics-bind-address", "127.0.0.1:0",
-			"--health-probe-bind-address", probeAddr,
-			"--log-format", "console",
-		}, extraArgs...),
-		LogPath:      filepath.Join(dir, "operator.log"),
-		ReadyURL:     "http://" + probeAddr + "/readyz",
-		ReadyTimeout: waitTimeout,
-		StopGrace:    stopGrace,
+	p, err := testenv.StartOperatorProcess(t.Context(), testenv.OperatorProcessOptions{
+		Binary:                  suite.operator,
+		Kubeconfig:              impersonatingKubeconfig(t, dir),
+		LeaderElection:          true,
+		LeaderElectionNamespace: operatorNamespace,
+		MetricsAddress:          "127.0.0.1:0",
+		LogFormat:               "console",
+		Args:                    extraArgs,
+		Ready:                   testenv.ReadyOnProbe,
+		LogPath:                 filepath.Join(dir, "operator.log"),
+		ReadyTimeout:            waitTimeout,
+		StopGrace:               stopGrace,
 	})
 	if err != nil {
 		t.Fatalf("starting the operator: %v", err)
