@@ -168,12 +168,13 @@ func startOperator(dir string, appendLog bool) (func(syscall.Signal), error) {
 	if err := testenv.BuildOperator(context.Background(), suite.root, bin, false); err != nil {
 		return nil, err
 	}
-	op, err := testenv.LaunchProcess(testenv.ProcessOptions{
-		Path: bin,
-		Args: []string{"--kubeconfig", suite.kubeconfig, "--metrics-bind-address=0",
-			"--health-probe-bind-address=0", "--log-format=console", "--log-level=debug"},
-		LogPath:   filepath.Join(suite.root, "bin", "node", "operator.log"),
-		AppendLog: appendLog,
+	op, err := testenv.LaunchOperatorProcess(testenv.OperatorProcessOptions{
+		Binary:     bin,
+		Kubeconfig: suite.kubeconfig,
+		LogFormat:  "console",
+		LogLevel:   "debug",
+		LogPath:    filepath.Join(suite.root, "bin", "node", "operator.log"),
+		AppendLog:  appendLog,
 	})
 	if err != nil {
 		return nil, err
