@@ -131,21 +131,12 @@ func setUp(env suiteEnv, m *testing.M) (int, error) {
 	}
 	defer suite.source.Close()
 
-	probe, err := freeAddress()
-	if err != nil {
-		return 0, err
-	}
-	op, err := testenv.StartProcess(ctx, testenv.ProcessOptions{
-		Path: operator,
-		Args: []string{
-			"--kubeconfig", suite.kubeconfig,
-			"--leader-elect=false",
-			"--metrics-bind-address", "0",
-			"--health-probe-bind-address", probe,
-			"--log-format", "console",
-		},
-		LogPath:  filepath.Join(tmp, "operator.log"),
-		ReadyURL: "http://" + probe + "/readyz",
+	op, err := testenv.StartOperatorProcess(ctx, testenv.OperatorProcessOptions{
+		Binary:     operator,
+		Kubeconfig: suite.kubeconfig,
+		LogFormat:  "console",
+		Ready:      testenv.ReadyOnProbe,
+		LogPath:    filepath.Join(tmp, "operator.log"),
 	})
 	if err != nil {
 		return 0, err
