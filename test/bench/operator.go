@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -36,13 +35,13 @@ type operatorProcess struct {
 // its controller has started its workers. extra flags
 // (bench.operatorFlags) come after the defaults, so they override them.
 func startOperator(ctx context.Context, bin, kubeconfig, logFile string, namespaces []string, extra ...string) (*operatorProcess, error) {
-	return asOperator(testenv.StartProcess(ctx, operatorOptions(bin, kubeconfig, logFile, namespaces, extra)))
+	return asOperator(testenv.StartOperatorProcess(ctx, operatorOptions(bin, kubeconfig, logFile, namespaces, extra)))
 }
 
 // launchOperator starts the binary and returns at once; Ready tells when
 // its controller runs.
 func launchOperator(bin, kubeconfig, logFile string, namespaces []string, extra ...string) (*operatorProcess, error) {
-	return asOperator(testenv.LaunchProcess(operatorOptions(bin, kubeconfig, logFile, namespaces, extra)))
+	return asOperator(testenv.LaunchOperatorProcess(operatorOptions(bin, kubeconfig, logFile, namespaces, extra)))
 }
 
 func asOperator(p *testenv.Process, err error) (*operatorProcess, error) {
@@ -52,20 +51,20 @@ func asOperator(p *testenv.Process, err error) (*operatorProcess, error) {
 	return &operatorProcess{Process: p}, nil
 }
 
-func operatorOptions(bin, kubeconfig, logFile string, namespaces, extra []string) testenv.ProcessOptions {
-	return testenv.ProcessOptions{
-		Path: bin,
-		Args: append([]string{
-			"--kubeconfig", kubeconfig,
-			"--leader-elect=false",
-			"--metrics-bind-address=0",
-			"--health-probe-bind-address=0",
-			"--log-format", "json",
-			"--namespaces", strings.Join(namespaces, ","),
-		}, extra...),
+// operatorOptions are the benchmark's operator: JSON logs appended to
+// logFile, ready once its workers start (the start the restart scenario
+// times), and 35 seconds to stop, past the manager's 30 s of graceful
+// shutdown.
+func operatorOptions(bin, kubeconfig, logFile string, namespaces, extra []string) testenv.OperatorProcessOptions {
+	return testenv.OperatorProcessOptions{
+		Binary:       bin,
+		Kubeconfig:   kubeconfig,
+		Namespaces:   namespaces,
+		LogFormat:    "json",
+		Args:         extra,
+		Ready:        testenv.ReadyOnWorkers,
 		LogPath:      logFile,
 		AppendLog:    true,
-		ReadyLine:    `"Starting workers"`,
 		ReadyTimeout: time.Minute,
 		StopGrace:    35 * time.Second,
 	}
