@@ -91,17 +91,17 @@ func (p *operatorProcess) stop() error {
 }
 
 // startInProcess starts the operator's manager in this process
-// (testenv.StartOperator), with the flags' defaults, on namespaces, and
-// returns once its cache has synced. wrap, when set, wraps the manager's
-// HTTP transport (the benchmark counts and timestamps requests with it).
-// Stop's error is not read: stopped by its cancel, it says nothing;
-// failing to start, the cache sync fails.
+// (testenv.StartOperatorInProcess), with the flags' defaults, on
+// namespaces, and returns once its cache has synced. wrap, when set,
+// wraps the manager's HTTP transport (the benchmark counts and
+// timestamps requests with it). Stop's error is not read: stopped by its
+// cancel, it says nothing; failing to start, the cache sync fails.
 func startInProcess(ctx context.Context, c *cluster, namespaces []string, wrap func(http.RoundTripper) http.RoundTripper) (*testenv.Operator, error) {
 	cfg := rest.CopyConfig(c.cfg)
 	if wrap != nil {
 		cfg.Wrap(wrap)
 	}
-	o, err := testenv.StartOperator(cfg, manager.Options{GracefulShutdownTimeout: ptrTo(30 * time.Second)}, controller.Options{Namespaces: namespaces})
+	o, err := testenv.StartOperatorInProcess(cfg, manager.Options{GracefulShutdownTimeout: ptrTo(30 * time.Second)}, controller.Options{Namespaces: namespaces})
 	if err != nil {
 		return nil, err
 	}

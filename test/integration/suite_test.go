@@ -67,7 +67,7 @@ func run(m *testing.M) int {
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WrapTransport = requests.wrap
 	cfg.QPS, cfg.Burst = -1, -1
-	op, err := testenv.StartOperator(cfg, manager.Options{}, controller.Options{})
+	op, err := testenv.StartOperatorInProcess(cfg, manager.Options{}, controller.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -121,7 +121,7 @@ func startOperator(t *testing.T, ns string, o operatorOptions) *operator {
 	// Each instance registers its metrics with its own registry: the
 	// tests run several at once in this process.
 	var err error
-	op.Operator, err = testenv.StartOperator(cfg, opts, controller.Options{Namespaces: []string{ns}, Metrics: prometheus.NewRegistry()})
+	op.Operator, err = testenv.StartOperatorInProcess(cfg, opts, controller.Options{Namespaces: []string{ns}, Metrics: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@
 //   - the operator built and run: BuildOperator; StartOperatorProcess,
 //     the binary as a subprocess with a deployment's flags (end-to-end,
 //     GitOps, real-node suites, the benchmark), on Process;
-//     Operator, its manager in the test's own process (the envtest suites,
-//     the benchmark's in-process measurements);
+//     StartOperatorInProcess, its manager in the test's own process (the
+//     envtest suites, the benchmark's in-process measurements);
 //   - what the suites measure with: kube-apiserver's request counters
 //     (ParseRequests), Percentile, timed watches (WatchEvents, PodEvents);
 //   - waiting (Waiter, Poll), namespaces, the kubelet's stand-in for

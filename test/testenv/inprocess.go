@@ -13,7 +13,7 @@ import (
 // Operator is the operator's manager run in this process, built by
 // controller.NewManager as main.go builds it: for the suites and the
 // benchmark that wrap its transport, fail its requests or read its cache.
-// Process runs the built binary instead.
+// StartOperatorProcess runs the built binary instead.
 type Operator struct {
 	Manager manager.Manager
 	cancel  context.CancelFunc
@@ -21,12 +21,12 @@ type Operator struct {
 	err     error
 }
 
-// StartOperator builds the operator's manager on cfg and starts it in the
-// background. Unless opts say otherwise its metrics and probe servers are
-// off and it skips controller-runtime's check that controller names are
-// unique, so that a process can run several. It returns at once; Synced
-// waits for its cache.
-func StartOperator(cfg *rest.Config, opts manager.Options, o controller.Options) (*Operator, error) {
+// StartOperatorInProcess builds the operator's manager on cfg and starts
+// it in the background. Unless opts say otherwise its metrics and probe
+// servers are off and it skips controller-runtime's check that controller
+// names are unique, so that a process can run several. It returns at
+// once; Synced waits for its cache.
+func StartOperatorInProcess(cfg *rest.Config, opts manager.Options, o controller.Options) (*Operator, error) {
 	if opts.Metrics.BindAddress == "" {
 		opts.Metrics.BindAddress = "0"
 	}

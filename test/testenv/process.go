@@ -18,7 +18,8 @@ import (
 // end-to-end, GitOps and real-node suites and the benchmark build, start,
 // wait for and stop it; StartOperatorProcess (operatorprocess.go) gives
 // the operator its flags and readiness. The envtest suites run it in
-// their own process (StartOperator), where a test can wrap its transport.
+// their own process (StartOperatorInProcess), where a test can wrap its
+// transport.
 
 // BuildOperator builds the operator binary at out from the repository at
 // root. static builds it with the Dockerfile's flags (-trimpath, no cgo),
