@@ -1,7 +1,9 @@
 package podset
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -164,11 +166,21 @@ func joinNonEmpty(sep string, parts ...string) string {
 	return strings.Join(out, sep)
 }
 
-// Summarize lists pod names in a short, stable form for events.
+// Summarize lists pod names in a short, stable form for events: by
+// ordinal, whatever order the writes completed in, so that the same change
+// reads the same in every pass and the event recorder can fold repeats of
+// it into one series.
 func Summarize(names []string) string {
 	const most = 5
+	names = slices.SortedFunc(slices.Values(names), byOrdinal)
 	if len(names) <= most {
 		return strings.Join(names, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
+}
+
+// byOrdinal orders the names of one PodSet's pods (<name>-<ordinal>) by
+// their ordinals: a shorter name has fewer digits, so a smaller ordinal.
+func byOrdinal(a, b string) int {
+	return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b))
 }
