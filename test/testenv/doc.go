@@ -10,9 +10,9 @@
 //     StartOperatorInProcess, its manager in the test's own process (the
 //     envtest suites, the benchmark's in-process measurements);
 //   - what the suites measure with: kube-apiserver's request counters
-//     (ParseRequests), the operator's metrics (ParseMetrics, Metrics'
-//     Sample and SumBy, Value), Percentile, timed watches (WatchEvents,
-//     PodEvents);
+//     (ParseRequests), the operator's metrics (ParseMetrics,
+//     GatherMetrics, Metrics' Sample and SumBy, Value), Percentile, timed
+//     watches (WatchEvents, PodEvents);
 //   - waiting (Waiter, Poll), namespaces, the kubelet's stand-in for
 //     envtest, nodes, EndpointSlices and passes.
 //

@@ -3,15 +3,17 @@ package testenv
 import (
 	"io"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
 
 // How the suites read the operator's own metrics: the benchmark's scrapes
-// and the end-to-end suite's are parsed here, and test/integration, which
-// gathers the registry in process, takes a series' value from here, so
-// that the three read a sample the same way.
+// and the end-to-end suite's are parsed here, the registry of an operator
+// run in process (test/integration, the benchmark's in-process
+// measurements) is gathered here, and all of them take a series' value
+// from here, so that they read a sample the same way.
 
 // Metrics is one scrape of a Prometheus endpoint: its families by name.
 type Metrics map[string]*dto.MetricFamily
@@ -22,6 +24,20 @@ type Metrics map[string]*dto.MetricFamily
 func ParseMetrics(r io.Reader) (Metrics, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	return parser.TextToMetricFamilies(r)
+}
+
+// GatherMetrics is what g, the registry of an operator run in the test's
+// process, would serve on its metrics endpoint.
+func GatherMetrics(g prometheus.Gatherer) (Metrics, error) {
+	families, err := g.Gather()
+	if err != nil {
+		return nil, err
+	}
+	m := Metrics{}
+	for _, f := range families {
+		m[f.GetName()] = f
+	}
+	return m, nil
 }
 
 // Sample is the value of the first series of the family name whose
