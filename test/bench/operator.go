@@ -144,17 +144,11 @@ func startTutorial(ctx context.Context, c *cluster, namespaces []string) (func()
 
 // reconciles is how many passes a controller of this process has run.
 func reconciles(name string) float64 {
-	families, err := metrics.Registry.Gather()
+	m, err := testenv.GatherMetrics(metrics.Registry)
 	if err != nil {
 		return 0
 	}
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() == "controller_runtime_reconcile_total" {
-			total += counter(f, "controller", name)
-		}
-	}
-	return total
+	return m.SumBy("controller_runtime_reconcile_total", "controller")[name]
 }
 
 // logPath is a file for a component's log under the run's log folder.

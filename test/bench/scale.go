@@ -15,9 +15,6 @@ import (
 	"sync"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -362,7 +359,7 @@ func newOperatorMetrics(port int, token string) *operatorMetrics {
 // most of them per PodSet. It still gathers them all first, so the
 // benchmark's scrapes (see sampler) remain part of the CPU it
 // measures for the operator (docs/benchmarks.md, "The CPU column").
-func (m *operatorMetrics) read(ctx context.Context, families ...string) (map[string]*dto.MetricFamily, error) {
+func (m *operatorMetrics) read(ctx context.Context, families ...string) (testenv.Metrics, error) {
 	u := m.url
 	if len(families) > 0 {
 		u += "?" + url.Values{"name[]": families}.Encode()
@@ -381,8 +378,7 @@ func (m *operatorMetrics) read(ctx context.Context, families ...string) (map[str
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return nil, fmt.Errorf("scraping %s: %s: %s", m.url, resp.Status, body)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	return parser.TextToMetricFamilies(resp.Body)
+	return testenv.ParseMetrics(resp.Body)
 }
 
 // writes is the operator's writes so far by HTTP method.
@@ -392,10 +388,9 @@ func (m *operatorMetrics) writes(ctx context.Context) (map[string]int, error) {
 		return nil, err
 	}
 	out := map[string]int{}
-	for _, s := range f["rest_client_requests_total"].GetMetric() {
-		method := label(s, "method")
+	for method, n := range f.SumBy("rest_client_requests_total", "method") {
 		if method != "GET" && method != "LIST" && method != "WATCH" {
-			out[method] += int(s.GetCounter().GetValue())
+			out[method] = int(n)
 		}
 	}
 	return out, nil
@@ -459,10 +454,11 @@ func (s *sampler) scrape() {
 		s.errs++
 		return
 	}
-	s.heap = max(s.heap, uint64(gauge(f, "go_memstats_heap_alloc_bytes", nil)))
-	s.depth = gauge(f, "workqueue_depth", map[string]string{"name": "podset"})
-	s.passes = counter(f["controller_runtime_reconcile_total"], "controller", "podset")
-	s.gates = counter(f["podset_operator_pod_writes_total"], "kind", "gate")
+	heap, _ := f.Sample("go_memstats_heap_alloc_bytes", nil)
+	s.heap = max(s.heap, uint64(heap))
+	s.depth, _ = f.Sample("workqueue_depth", map[string]string{"name": "podset"})
+	s.passes = f.SumBy("controller_runtime_reconcile_total", "controller")["podset"]
+	s.gates = f.SumBy("podset_operator_pod_writes_total", "kind")["gate"]
 	if s.want > 0 && s.at.IsZero() && s.passes >= s.want && s.depth == 0 {
 		s.at = sent
 	}
@@ -529,41 +525,6 @@ func (s *sampler) now() (passes, gates float64, heap uint64) {
 func (s *sampler) stop() {
 	s.cancel()
 	<-s.done
-}
-
-// gauge is the value of a gauge family's first series whose labels
-// include want.
-func gauge(f map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
-	for _, m := range f[name].GetMetric() {
-		ok := true
-		for k, v := range want {
-			ok = ok && label(m, k) == v
-		}
-		if ok {
-			return m.GetGauge().GetValue()
-		}
-	}
-	return 0
-}
-
-// counter sums a counter family's series whose label name is value.
-func counter(f *dto.MetricFamily, name, value string) float64 {
-	n := 0.0
-	for _, x := range f.GetMetric() {
-		if label(x, name) == value {
-			n += x.GetCounter().GetValue()
-		}
-	}
-	return n
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }
 
 // peakRSS is a running process's peak resident set (VmHWM), 0 when it

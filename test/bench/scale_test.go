@@ -59,7 +59,7 @@ func TestReadAsksForItsFamiliesOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := gauge(f, "go_memstats_heap_alloc_bytes", nil); got != 42 {
+	if got, _ := f.Sample("go_memstats_heap_alloc_bytes", nil); got != 42 {
 		t.Errorf("heap = %v, want 42", got)
 	}
 }
