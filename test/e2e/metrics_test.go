@@ -24,9 +24,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -290,8 +287,7 @@ func checkPodSetMetrics(ctx context.Context, body string, ps *podsetv1alpha1.Pod
 	if err := suite.client.Get(ctx, client.ObjectKeyFromObject(ps), got); err != nil {
 		return err
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	families, err := testenv.ParseMetrics(strings.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("parsing the scrape: %w", err)
 	}
@@ -319,23 +315,9 @@ func checkPodSetMetrics(ctx context.Context, body string, ps *podsetv1alpha1.Pod
 	for name, w := range want {
 		labels := map[string]string{"namespace": got.Namespace, "podset": got.Name}
 		maps.Copy(labels, w.labels)
-		if v, ok := sample(families[name], labels); !ok || v != w.value {
+		if v, ok := families.Sample(name, labels); !ok || v != w.value {
 			return fmt.Errorf("%s%v: %v (found: %v), want %v", name, labels, v, ok, w.value)
 		}
 	}
 	return nil
-}
-
-// sample returns the value of the gauge of family with exactly labels.
-func sample(family *dto.MetricFamily, labels map[string]string) (float64, bool) {
-	for _, m := range family.GetMetric() {
-		have := map[string]string{}
-		for _, l := range m.GetLabel() {
-			have[l.GetName()] = l.GetValue()
-		}
-		if maps.Equal(have, labels) {
-			return m.GetGauge().GetValue(), true
-		}
-	}
-	return 0, false
 }
