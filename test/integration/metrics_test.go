@@ -25,12 +25,15 @@ import (
 // value; a histogram as its _count.
 func scrape(t *testing.T, ns string) map[string]float64 {
 	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
+	families, err := testenv.GatherMetrics(ctrlmetrics.Registry)
 	if err != nil {
 		t.Fatal(err)
 	}
 	samples := map[string]float64{}
-	for _, f := range families {
+	for name, f := range families {
+		if f.GetType() == dto.MetricType_HISTOGRAM {
+			name += "_count"
+		}
 		for _, m := range f.GetMetric() {
 			var labels []string
 			inNamespace := false
@@ -45,17 +48,7 @@ func scrape(t *testing.T, ns string) map[string]float64 {
 				continue
 			}
 			slices.Sort(labels)
-			name := f.GetName()
-			var v float64
-			switch f.GetType() {
-			case dto.MetricType_GAUGE:
-				v = m.GetGauge().GetValue()
-			case dto.MetricType_COUNTER:
-				v = m.GetCounter().GetValue()
-			case dto.MetricType_HISTOGRAM:
-				name, v = name+"_count", float64(m.GetHistogram().GetSampleCount())
-			}
-			samples[name+"{"+strings.Join(labels, ",")+"}"] = v
+			samples[name+"{"+strings.Join(labels, ",")+"}"] = testenv.Value(f, m)
 		}
 	}
 	return samples
