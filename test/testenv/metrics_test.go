@@ -10,7 +10,7 @@ import (
 
 // scrapeText is a scrape as the operator serves one: a gauge without
 // labels, a gauge with one series per priority (controller-runtime's
-// priority queue), counters, and a histogram.
+// priority queue), counters, a histogram and a summary.
 const scrapeText = `# TYPE go_memstats_heap_alloc_bytes gauge
 go_memstats_heap_alloc_bytes 4.2e+07
 # TYPE workqueue_depth gauge
@@ -30,6 +30,10 @@ rest_client_requests_total{code="200"} 6
 podset_rollout_duration_seconds_bucket{podset="web",le="+Inf"} 2
 podset_rollout_duration_seconds_sum{podset="web"} 9.5
 podset_rollout_duration_seconds_count{podset="web"} 2
+# TYPE go_gc_duration_seconds summary
+go_gc_duration_seconds{quantile="0.5"} 0.001
+go_gc_duration_seconds_sum 0.01
+go_gc_duration_seconds_count 8
 `
 
 // TestSample pins what the benchmark's gauges and the end-to-end suite's
@@ -53,6 +57,7 @@ func TestSample(t *testing.T) {
 		{"a missing label is empty", "rest_client_requests_total", map[string]string{"method": ""}, 6, true},
 		{"a counter", "controller_runtime_reconcile_total", map[string]string{"result": "error"}, 2, true},
 		{"a histogram's count", "podset_rollout_duration_seconds", map[string]string{"podset": "web"}, 2, true},
+		{"a summary reads zero: no suite reads one", "go_gc_duration_seconds", nil, 0, true},
 		{"no series matches", "workqueue_depth", map[string]string{"name": "none"}, 0, false},
 		{"no such family", "podset_status_replicas", nil, 0, false},
 	} {
