@@ -73,25 +73,12 @@ func replaced(t *testing.T, old corev1.Pod) corev1.Pod {
 // PodSet, from the operator's registry (it runs in this process).
 func lostNodeReplacementsMetric(t *testing.T, ps *podsetv1alpha1.PodSet) float64 {
 	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
+	families, err := testenv.GatherMetrics(ctrlmetrics.Registry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range families {
-		if f.GetName() != "podset_operator_lost_node_replacements_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["namespace"] == ps.Namespace && labels["podset"] == ps.Name {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	v, _ := families.Sample("podset_operator_lost_node_replacements_total", map[string]string{"namespace": ps.Namespace, "podset": ps.Name})
+	return v
 }
 
 func TestLostNodeReplacementAfterTheDelay(t *testing.T) {
