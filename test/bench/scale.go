@@ -456,7 +456,9 @@ func (s *sampler) scrape() {
 	}
 	heap, _ := f.Sample("go_memstats_heap_alloc_bytes", nil)
 	s.heap = max(s.heap, uint64(heap))
-	s.depth, _ = f.Sample("workqueue_depth", map[string]string{"name": "podset"})
+	// The priority queue keeps a depth per priority (the initial list's
+	// adds low, events' normal): the queue is empty when their sum is.
+	s.depth = f.SumBy("workqueue_depth", "name")["podset"]
 	s.passes = f.SumBy("controller_runtime_reconcile_total", "controller")["podset"]
 	s.gates = f.SumBy("podset_operator_pod_writes_total", "kind")["gate"]
 	if s.want > 0 && s.at.IsZero() && s.passes >= s.want && s.depth == 0 {
