@@ -82,6 +82,7 @@ func runBenchmark(t *testing.T, run func(shape benchShape, n int32) (table strin
 		if only := os.Getenv("NODE_BENCH_SHAPES"); only != "" && !slices.Contains(strings.Split(only, ","), shape.name) {
 			continue
 		}
+		eventually(t, "no namespace is still being deleted", namespacesGone)
 		table, lines := run(shape, n)
 		out.WriteString(table)
 		summary = append(summary, lines...)
@@ -91,6 +92,25 @@ func runBenchmark(t *testing.T, run func(shape benchShape, n int32) (table strin
 	for _, line := range summary {
 		fmt.Println(line)
 	}
+}
+
+// namespacesGone reports whether every namespace an earlier test deleted
+// is gone: until then its pods are still stopping on the node, and their
+// kubelet's and controllers' writes would be counted, and their
+// terminations felt, in the first contender's window, as in the creation
+// benchmark's first run after TestDrainSweep (2026-12-01: the PodSet's
+// 40 pods counted 1,129 API writes, the Deployment's after it 558).
+func namespacesGone(ctx context.Context) error {
+	var list corev1.NamespaceList
+	if err := suite.client.List(ctx, &list); err != nil {
+		return err
+	}
+	for _, ns := range list.Items {
+		if ns.Status.Phase == corev1.NamespaceTerminating {
+			return fmt.Errorf("namespace %s is still being deleted", ns.Name)
+		}
+	}
+	return nil
 }
 
 // kruiseGate is the readiness gate of OpenKruise's pods.
