@@ -385,7 +385,19 @@ func (f *fluxRun) replicasLeftToScale(t *testing.T) {
 	ps := getPodSet(t, f.ns, f.name)
 	t.Logf("with spec.replicas patched out: spec.replicas is %d (owned by %s)", *ps.Spec.Replicas, replicasManager(ps))
 	kubectlScale(t, f.ns, f.name, 4)
-	eventually(t, "4 pods", func(ctx context.Context) error { return checkPods(ctx, f.ns, f.name, 4, imageV2, nil) })
+	// Its status settled too: the operator's write of the fourth pod's
+	// readiness is the scale's, not a drift loop's, and must not land in
+	// the window below.
+	eventually(t, "4 pods, and the PodSet Ready with them", func(ctx context.Context) error {
+		ps := &podsetv1alpha1.PodSet{}
+		if err := suite.client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: f.name}, ps); err != nil {
+			return err
+		}
+		if err := podSetReady(ps); err != nil {
+			return err
+		}
+		return checkPods(ctx, f.ns, f.name, 4, imageV2, nil)
+	})
 	ps = getPodSet(t, f.ns, f.name)
 	t.Logf("after kubectl scale, spec.replicas is owned by %s; managers: %s", replicasManager(ps), managers(ps))
 	noWritesDuring(t, f.ns, f.name, f.revision)
