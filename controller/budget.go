@@ -52,7 +52,7 @@ func (r *PodSetReconciler) syncBudget(ctx context.Context, ps *podsetv1alpha1.Po
 	if plan.Create {
 		ac.WithResourceVersion(createOnly)
 	}
-	err := r.send(ctx, ps, writeBudget, "", ac)
+	_, err := r.send(ctx, ps, writeBudget, "", ac)
 	if plan.Create && apierrors.IsConflict(err) {
 		// The name is taken. Find out by whom: the API server, not the
 		// cache, which holds only labelled PodDisruptionBudgets.
@@ -71,7 +71,7 @@ func (r *PodSetReconciler) syncBudget(ctx context.Context, ps *podsetv1alpha1.Po
 		// Ours, and someone removed the label the cache selects on, so
 		// the cache cannot see it: restore it in place.
 		ac.ResourceVersion = nil
-		err = r.send(ctx, ps, writeBudget, "", ac.WithUID(existing.UID))
+		_, err = r.send(ctx, ps, writeBudget, "", ac.WithUID(existing.UID))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("applying PodDisruptionBudget %s: %w", ps.Name, err)

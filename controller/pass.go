@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -197,12 +196,13 @@ func (p *pass) publish(ctx context.Context) error {
 		return fmt.Errorf("converting the status of PodSet %s: %w", p.ps.Name, err)
 	}
 	apply := podsetac.PodSet(p.ps.Name, p.ps.Namespace).WithStatus(ac)
-	if err := p.r.send(ctx, p.ps, writeStatus, "status", apply); err != nil {
+	rv, err := p.r.send(ctx, p.ps, writeStatus, "status", apply)
+	if err != nil {
 		return fmt.Errorf("applying the status of PodSet %s: %w", p.ps.Name, err)
 	}
-	// The answer is the PodSet after the write: its resourceVersion tells
-	// when the cache has caught up.
-	p.r.memory.wroteStatus(p.key, ptr.Deref(apply.ResourceVersion, ""), p.status)
+	// The PodSet's resourceVersion after the write tells when the cache
+	// has caught up.
+	p.r.memory.wroteStatus(p.key, rv, p.status)
 	return nil
 }
 

@@ -11,8 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -218,7 +216,7 @@ func (r *PodSetReconciler) updateInPlace(ctx context.Context, ps *podsetv1alpha1
 				ac.WithResourceVersion(pod.ResourceVersion)
 			}
 		}
-		err = r.sendPod(ctx, ps, writeUpdateInPlace, "", ac, expectUpdated)
+		_, err = r.sendPod(ctx, ps, writeUpdateInPlace, "", ac, expectUpdated)
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			return nil
 		} else if err != nil {
@@ -245,31 +243,26 @@ func (r *PodSetReconciler) resize(ctx context.Context, ps *podsetv1alpha1.PodSet
 	if resize == nil {
 		return pod, nil
 	}
-	if err := r.sendPod(ctx, ps, writeUpdateInPlace, "resize", resize, expectNothing); err != nil {
+	answer, err := r.sendPod(ctx, ps, writeUpdateInPlace, "resize", resize, expectNothing)
+	if err != nil {
 		return nil, fmt.Errorf("resizing pod %s: %w", pod.Name, err)
 	}
 	// The apply that follows keeps the resources the pod now has.
 	pod = pod.DeepCopy()
-	for _, c := range resize.Spec.Containers {
-		keepResized(pod.Spec.Containers, &c)
+	for _, c := range answer.Spec.Containers {
+		keepResized(pod.Spec.Containers, c)
 	}
-	for _, c := range resize.Spec.InitContainers {
-		keepResized(pod.Spec.InitContainers, &c)
+	for _, c := range answer.Spec.InitContainers {
+		keepResized(pod.Spec.InitContainers, c)
 	}
 	return pod, nil
 }
 
-// keepResized sets the resources of the container of c's name to what the
-// answer to a resize says it has now.
-func keepResized(containers []corev1.Container, c *corev1ac.ContainerApplyConfiguration) {
-	i := slices.IndexFunc(containers, func(have corev1.Container) bool { return have.Name == ptr.Deref(c.Name, "") })
-	if i < 0 || c.Resources == nil {
-		return
-	}
-	if c.Resources.Requests != nil {
-		containers[i].Resources.Requests = *c.Resources.Requests
-	}
-	if c.Resources.Limits != nil {
-		containers[i].Resources.Limits = *c.Resources.Limits
+// keepResized sets the resources of the container of c's name to c's, as
+// the answer to a resize has them.
+func keepResized(containers []corev1.Container, c corev1.Container) {
+	if i := slices.IndexFunc(containers, func(have corev1.Container) bool { return have.Name == c.Name }); i >= 0 {
+		containers[i].Resources.Requests = c.Resources.Requests
+		containers[i].Resources.Limits = c.Resources.Limits
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/internal/podset"
 )
 
 // recordingWriter is the writer of the tests that need no control plane:
@@ -85,30 +86,36 @@ func (w *recordingWriter) applyPod(_ context.Context, ac *corev1ac.PodApplyConfi
 		uid = types.UID("uid-" + name)
 	}
 	rv, err := w.record(line)
-	if err != nil || subresource != "" {
+	if err != nil {
 		return nil, err
 	}
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ptr.Deref(ac.Namespace, ""), UID: uid, ResourceVersion: rv}}, nil
+	// The pod written: what the apply set of it, with its UID and new
+	// resourceVersion.
+	pod := &corev1.Pod{}
+	if err := podset.Convert(ac, pod); err != nil {
+		return nil, err
+	}
+	pod.UID, pod.ResourceVersion = uid, rv
+	return pod, nil
 }
 
-func (w *recordingWriter) apply(_ context.Context, ac runtime.ApplyConfiguration, subresource string) error {
+func (w *recordingWriter) apply(_ context.Context, ac runtime.ApplyConfiguration, subresource string) (string, error) {
 	var obj struct {
 		Kind     string            `json:"kind"`
 		Metadata metav1.ObjectMeta `json:"metadata"`
 	}
 	data, err := json.Marshal(ac)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := json.Unmarshal(data, &obj); err != nil {
-		return err
+		return "", err
 	}
 	target := strings.ToLower(obj.Kind) + "s/" + obj.Metadata.Name
 	if subresource != "" {
 		target += "/" + subresource
 	}
-	_, err = w.record("APPLY " + target)
-	return err
+	return w.record("APPLY " + target)
 }
 
 func (w *recordingWriter) patchPodStatus(_ context.Context, namespace, name string, patch []byte) (*corev1.Pod, error) {

@@ -64,8 +64,8 @@ const (
 
 // send applies ac, to the object or to a subresource of it ("status",
 // "resize"), as the operator's field manager, and counts it by kind.
-func (r *PodSetReconciler) send(ctx context.Context, ps *podsetv1alpha1.PodSet, kind, subresource string, ac runtime.ApplyConfiguration) error {
-	err := r.writes.apply(ctx, ac, subresource)
+func (r *PodSetReconciler) send(ctx context.Context, ps *podsetv1alpha1.PodSet, kind, subresource string, ac runtime.ApplyConfiguration) (resourceVersion string, err error) {
+	resourceVersion, err = r.writes.apply(ctx, ac, subresource)
 	switch kind {
 	case writeStatus:
 		r.metrics.countStatusWrite(ps, err)
@@ -73,31 +73,29 @@ func (r *PodSetReconciler) send(ctx context.Context, ps *podsetv1alpha1.PodSet, 
 	default:
 		r.metrics.countPodWrite(ps, kind, err)
 	}
-	return err
+	return resourceVersion, err
 }
 
-// sendPod sends a pod apply to the pod through the typed client (answered
-// in protobuf), or to a subresource ("resize")
-// through send, counts it by kind and, once it is through, leaves the
-// pod's UID and new resourceVersion in ac and remembers what it expects
-// the cache to show.
-func (r *PodSetReconciler) sendPod(ctx context.Context, ps *podsetv1alpha1.PodSet, kind, subresource string, ac *corev1ac.PodApplyConfiguration, expect expectWrite) error {
+// sendPod sends a pod apply to the pod, or to a subresource of it
+// ("resize"), through the typed client (answered in protobuf), counts it
+// by kind and, once it is through, leaves the pod's UID and new
+// resourceVersion in ac, remembers what it expects the cache to show and
+// returns the pod written.
+func (r *PodSetReconciler) sendPod(ctx context.Context, ps *podsetv1alpha1.PodSet, kind, subresource string, ac *corev1ac.PodApplyConfiguration, expect expectWrite) (*corev1.Pod, error) {
 	answer, err := r.writes.applyPod(ctx, ac, subresource)
 	r.metrics.countPodWrite(ps, kind, err)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if answer != nil {
-		ac.WithUID(answer.UID).WithResourceVersion(answer.ResourceVersion)
-	}
-	name, uid, rv := ptr.Deref(ac.Name, ""), ptr.Deref(ac.UID, ""), ptr.Deref(ac.ResourceVersion, "")
+	ac.WithUID(answer.UID).WithResourceVersion(answer.ResourceVersion)
+	name, uid, rv := ptr.Deref(ac.Name, ""), answer.UID, answer.ResourceVersion
 	switch expect {
 	case expectCreated:
 		r.memory.expectCreated(keyOf(ps), name, uid)
 	case expectUpdated:
 		r.memory.expectUpdated(keyOf(ps), name, uid, rv)
 	}
-	return nil
+	return answer, nil
 }
 
 // deletePod deletes a pod with its UID as a precondition, so a newer pod of
@@ -252,7 +250,7 @@ func (r *PodSetReconciler) createPod(ctx context.Context, ps *podsetv1alpha1.Pod
 		return "", err
 	}
 	pod.WithResourceVersion(createOnly)
-	if err := r.sendPod(ctx, ps, writeCreate, "", pod, expectCreated); err != nil {
+	if _, err := r.sendPod(ctx, ps, writeCreate, "", pod, expectCreated); err != nil {
 		return "", fmt.Errorf("applying pod %s: %w", *pod.Name, err)
 	}
 	return ptr.Deref(pod.UID, ""), nil
@@ -266,7 +264,7 @@ func (r *PodSetReconciler) applyExisting(ctx context.Context, ps *podsetv1alpha1
 	if err != nil {
 		return err
 	}
-	if err := r.sendPod(ctx, ps, writeRepair, "", ac, expectNothing); err != nil {
+	if _, err := r.sendPod(ctx, ps, writeRepair, "", ac, expectNothing); err != nil {
 		return fmt.Errorf("applying pod %s: %w", pod.Name, err)
 	}
 	return nil
@@ -290,7 +288,7 @@ func (r *PodSetReconciler) syncRevisions(ctx context.Context, ps *podsetv1alpha1
 		} else {
 			ac.WithResourceVersion(createOnly)
 		}
-		if err := r.send(ctx, ps, writeRevision, "", ac); err != nil && !apierrors.IsConflict(err) {
+		if _, err := r.send(ctx, ps, writeRevision, "", ac); err != nil && !apierrors.IsConflict(err) {
 			return fmt.Errorf("applying ControllerRevision %s: %w", cr.Name, err)
 		}
 	}

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -273,11 +275,31 @@ func (l *limitContender) create(ctx context.Context, j job) error {
 // pods/status: a kubelet keeps a pod whose gate has no True condition out
 // of Ready, and a create cannot set a status.
 func (l *limitContender) apply(ctx context.Context, ps *podsetv1alpha1.PodSet, ordinal int) (*corev1.Pod, error) {
-	pod, err := l.b.c.cs.CoreV1().Pods(ps.Namespace).Apply(ctx, desiredPod(ps, ordinal), metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
+	pod, err := applyPod(ctx, l.b.c.cs.CoreV1().Pods(ps.Namespace), desiredPod(ps, ordinal))
 	if err != nil {
 		return pod, err
 	}
 	return pod, l.openGate(ctx, pod)
+}
+
+// operatorWrite is the options of the operator's pod applies and patches
+// (controller/writer.go's applyOptions): its field manager, with field
+// validation off; applies take ownership (Force).
+func operatorWrite(force bool) metav1.PatchOptions {
+	opts := metav1.PatchOptions{FieldManager: fieldManager, FieldValidation: metav1.FieldValidationIgnore}
+	if force {
+		opts.Force = &force
+	}
+	return opts
+}
+
+// applyPod sends ac as the operator sends a pod apply.
+func applyPod(ctx context.Context, pods typedcorev1.PodInterface, ac *corev1ac.PodApplyConfiguration) (*corev1.Pod, error) {
+	data, err := json.Marshal(ac)
+	if err != nil {
+		return nil, err
+	}
+	return pods.Patch(ctx, deref(ac.Name, ""), types.ApplyPatchType, data, operatorWrite(true))
 }
 
 // createPod creates the operator's pod for an ordinal with a plain POST (the

@@ -133,7 +133,7 @@ func (g *gatedLimitContender) updateInPlace(ctx context.Context, ps *podsetv1alp
 	// 3. The apply of the new template (updateInPlace).
 	pod, before, err := applyRestart(ctx, ps, hash, cached, func(ac *corev1ac.PodApplyConfiguration) error {
 		return send(func() error {
-			_, err := pods.Apply(ctx, ac, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
+			_, err := applyPod(ctx, pods, ac)
 			return err
 		})
 	})
@@ -220,7 +220,7 @@ func openGatePatch(ctx context.Context, pods typedcorev1.PodInterface, name stri
 	}})
 }
 
-// patchConditions sends, under the operator's field manager, a strategic
+// patchConditions sends, as the operator does, a strategic
 // merge patch of a pod's status with these conditions and its UID as a
 // precondition.
 func patchConditions(ctx context.Context, pods typedcorev1.PodInterface, name string, uid types.UID, conditions any) error {
@@ -228,6 +228,6 @@ func patchConditions(ctx context.Context, pods typedcorev1.PodInterface, name st
 	if err != nil {
 		return err
 	}
-	_, err = pods.Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager}, "status")
+	_, err = pods.Patch(ctx, name, types.StrategicMergePatchType, patch, operatorWrite(false), "status")
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -214,5 +215,39 @@ func TestApplyPreconditions(t *testing.T) {
 	}
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "p"}, got); err != nil || got.Labels["taken"] != "" {
 		t.Errorf("the existing pod after a refused create: %v, labels %v; want it unchanged", err, got.Labels)
+	}
+}
+
+// TestApplyIgnoringFieldValidation pins what lets the operator send its
+// applies with field validation off (controller/writer.go's
+// applyOptions): the API server still refuses an apply that names a field
+// its schema does not have, of a pod and of a PodSet's status, and
+// applies the same body without it.
+func TestApplyIgnoringFieldValidation(t *testing.T) {
+	ns := testenv.Namespace(t, env.Client, "podset-", nil)
+	opts := []client.PatchOption{client.FieldOwner("test-validation"), client.ForceOwnership, client.FieldValidation(metav1.FieldValidationIgnore)}
+	pod := func(field string) []byte {
+		return fmt.Appendf(nil, `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":%q},"spec":{"containers":[{"name":"app","image":"busybox:1.36"%s}]}}`, ns, field)
+	}
+	target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}}
+	if err := env.Client.Patch(t.Context(), target, client.RawPatch(types.ApplyPatchType, pod(`,"imagePullPolicyy":"Always"`)), opts...); err == nil || !strings.Contains(err.Error(), "imagePullPolicyy") {
+		t.Errorf("pod apply naming an unknown field, validation ignored: %v, want it refused naming the field", err)
+	}
+	if err := env.Client.Patch(t.Context(), target, client.RawPatch(types.ApplyPatchType, pod("")), opts...); err != nil {
+		t.Fatalf("pod apply, validation ignored: %v", err)
+	}
+
+	ps := fixture.PodSet(ns, "web").Obj()
+	if err := env.Client.Create(t.Context(), ps); err != nil {
+		t.Fatal(err)
+	}
+	status := func(field string) []byte {
+		return fmt.Appendf(nil, `{"apiVersion":%q,"kind":"PodSet","metadata":{"name":"web","namespace":%q},"status":{"replicas":1%s}}`, podsetv1alpha1.GroupVersion.String(), ns, field)
+	}
+	if err := env.Client.Status().Patch(t.Context(), ps, client.RawPatch(types.ApplyPatchType, status(`,"readyReplicass":1`)), client.FieldOwner("test-validation"), client.ForceOwnership, client.FieldValidation(metav1.FieldValidationIgnore)); err == nil || !strings.Contains(err.Error(), "readyReplicass") {
+		t.Errorf("PodSet status apply naming an unknown field, validation ignored: %v, want it refused naming the field", err)
+	}
+	if err := env.Client.Status().Patch(t.Context(), ps, client.RawPatch(types.ApplyPatchType, status("")), client.FieldOwner("test-validation"), client.ForceOwnership, client.FieldValidation(metav1.FieldValidationIgnore)); err != nil || ps.Status.Replicas != 1 {
+		t.Errorf("PodSet status apply, validation ignored: %v, replicas %d; want 1", err, ps.Status.Replicas)
 	}
 }
