@@ -78,10 +78,12 @@ var _ writer = apiWriter{}
 // sends (apply sets the same). Field validation is off: the bodies are
 // marshalled from typed Go values, so it could find nothing in them, and
 // the API server's default (Warn) parses every apply's body a second time,
-// strictly, for duplicate fields (its applyPatcher), about a sixth of a
-// millisecond of its CPU per apply. An apply's unknown field is refused all
-// the same, by the schema its field manager converts it with
-// (TestApplyIgnoringFieldValidation pins that on the API server).
+// strictly, for duplicate fields (its applyPatcher): 0.35 to 0.6 ms of its
+// CPU per apply on the benchmark's machine, about 2% of all it spends
+// creating pods (docs/benchmarks/history/2026-12-01-issue39-field-validation.md).
+// An apply's unknown field is refused all the same, by the schema its
+// field manager converts it with (TestApplyIgnoringFieldValidation pins
+// that on the API server).
 func applyOptions() metav1.PatchOptions {
 	return metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true), FieldValidation: metav1.FieldValidationIgnore}
 }
