@@ -74,18 +74,23 @@ type apiWriter struct {
 
 var _ writer = apiWriter{}
 
-// applyOptions are the options of every apply and patch the operator
-// sends (apply sets the same). Field validation is off: the bodies are
-// marshalled from typed Go values, so it could find nothing in them, and
-// the API server's default (Warn) parses every apply's body a second time,
-// strictly, for duplicate fields (its applyPatcher): 0.35 to 0.6 ms of its
-// CPU per apply on the benchmark's machine, about 2% of all it spends
-// creating pods (docs/benchmarks/history/2026-12-01-issue39-field-validation.md).
-// An apply's unknown field is refused all the same, by the schema its
-// field manager converts it with (TestApplyIgnoringFieldValidation pins
-// that on the API server).
-func applyOptions() metav1.PatchOptions {
-	return metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true), FieldValidation: metav1.FieldValidationIgnore}
+// WriteOptions are the options of every apply (force: it takes ownership)
+// and every patch the operator sends; the benchmark's limits send them
+// too. Field validation is off: the bodies are marshalled from typed Go
+// values, so it could find nothing in them, and the API server's default
+// (Warn) parses every apply's body a second time, strictly, for duplicate
+// fields (its applyPatcher): 0.35 to 0.6 ms of its CPU per apply on the
+// benchmark's machine, about 2% of all it spends creating pods
+// (docs/benchmarks/history/2026-12-01-issue39-field-validation.md). An
+// apply's unknown field is refused all the same, by the schema its field
+// manager converts it with (TestApplyIgnoringFieldValidation pins that on
+// the API server).
+func WriteOptions(force bool) metav1.PatchOptions {
+	opts := metav1.PatchOptions{FieldManager: FieldManager, FieldValidation: metav1.FieldValidationIgnore}
+	if force {
+		opts.Force = ptr.To(true)
+	}
+	return opts
 }
 
 func (w apiWriter) applyPod(ctx context.Context, ac *corev1ac.PodApplyConfiguration, subresource string) (*corev1.Pod, error) {
@@ -93,11 +98,11 @@ func (w apiWriter) applyPod(ctx context.Context, ac *corev1ac.PodApplyConfigurat
 	if err != nil {
 		return nil, err
 	}
-	subresources := []string{}
+	var subresources []string
 	if subresource != "" {
-		subresources = append(subresources, subresource)
+		subresources = []string{subresource}
 	}
-	return w.pods.Pods(ptr.Deref(ac.Namespace, "")).Patch(ctx, ptr.Deref(ac.Name, ""), types.ApplyPatchType, data, applyOptions(), subresources...)
+	return w.pods.Pods(ptr.Deref(ac.Namespace, "")).Patch(ctx, ptr.Deref(ac.Name, ""), types.ApplyPatchType, data, WriteOptions(true), subresources...)
 }
 
 // applied is what apply needs of an apply configuration: the object it
@@ -125,7 +130,8 @@ func (w apiWriter) apply(ctx context.Context, ac runtime.ApplyConfiguration, sub
 	obj.SetName(ptr.Deref(of.GetName(), ""))
 	obj.SetNamespace(ptr.Deref(of.GetNamespace(), ""))
 	patch := client.RawPatch(types.ApplyPatchType, data)
-	owner, validation := client.FieldOwner(FieldManager), client.FieldValidation(metav1.FieldValidationIgnore)
+	o := WriteOptions(true)
+	owner, validation := client.FieldOwner(o.FieldManager), client.FieldValidation(o.FieldValidation)
 	if subresource == "" {
 		err = w.client.Patch(ctx, obj, patch, owner, client.ForceOwnership, validation)
 	} else {
@@ -135,9 +141,7 @@ func (w apiWriter) apply(ctx context.Context, ac runtime.ApplyConfiguration, sub
 }
 
 func (w apiWriter) patchPodStatus(ctx context.Context, namespace, name string, patch []byte) (*corev1.Pod, error) {
-	opts := applyOptions()
-	opts.Force = nil
-	return w.pods.Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, opts, "status")
+	return w.pods.Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, WriteOptions(false), "status")
 }
 
 func (w apiWriter) delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {

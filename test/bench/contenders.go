@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/controller"
 	"github.com/podset-dev/podset-operator/test/testenv"
 )
 
@@ -282,24 +283,13 @@ func (l *limitContender) apply(ctx context.Context, ps *podsetv1alpha1.PodSet, o
 	return pod, l.openGate(ctx, pod)
 }
 
-// operatorWrite is the options of the operator's pod applies and patches
-// (controller/writer.go's applyOptions): its field manager, with field
-// validation off; applies take ownership (Force).
-func operatorWrite(force bool) metav1.PatchOptions {
-	opts := metav1.PatchOptions{FieldManager: fieldManager, FieldValidation: metav1.FieldValidationIgnore}
-	if force {
-		opts.Force = &force
-	}
-	return opts
-}
-
 // applyPod sends ac as the operator sends a pod apply.
 func applyPod(ctx context.Context, pods typedcorev1.PodInterface, ac *corev1ac.PodApplyConfiguration) (*corev1.Pod, error) {
 	data, err := json.Marshal(ac)
 	if err != nil {
 		return nil, err
 	}
-	return pods.Patch(ctx, deref(ac.Name, ""), types.ApplyPatchType, data, operatorWrite(true))
+	return pods.Patch(ctx, deref(ac.Name, ""), types.ApplyPatchType, data, controller.WriteOptions(true))
 }
 
 // createPod creates the operator's pod for an ordinal with a plain POST (the

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
+	"github.com/podset-dev/podset-operator/controller"
 	"github.com/podset-dev/podset-operator/internal/podset"
 )
 
@@ -228,6 +229,6 @@ func patchConditions(ctx context.Context, pods typedcorev1.PodInterface, name st
 	if err != nil {
 		return err
 	}
-	_, err = pods.Patch(ctx, name, types.StrategicMergePatchType, patch, operatorWrite(false), "status")
+	_, err = pods.Patch(ctx, name, types.StrategicMergePatchType, patch, controller.WriteOptions(false), "status")
 	return err
 }

@@ -220,7 +220,7 @@ func TestApplyPreconditions(t *testing.T) {
 
 // TestApplyIgnoringFieldValidation pins what lets the operator send its
 // applies with field validation off (controller/writer.go's
-// applyOptions): the API server still refuses an apply that names a field
+// WriteOptions): the API server still refuses an apply that names a field
 // its schema does not have, of a pod and of a PodSet's status, and
 // applies the same body without it.
 func TestApplyIgnoringFieldValidation(t *testing.T) {
