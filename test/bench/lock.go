@@ -23,8 +23,12 @@ const (
 
 // lock takes the cluster's benchmark lease, waiting while another live run
 // holds it (a holder that stopped renewing for lockDuration is dead), and
-// keeps renewing it until release is called.
-func (c *cluster) lock(ctx context.Context) (release func(), err error) {
+// keeps renewing it until release is called. release(false) stops
+// renewing and leaves the lease to go with the cluster: a run that deletes
+// the cluster it made holds the lease until the cluster is gone, so that
+// a run waiting for it never takes a cluster about to vanish; it finds
+// the cluster gone instead (errClusterGone) and starts its own.
+func (c *cluster) lock(ctx context.Context) (release func(deleteLease bool), err error) {
 	host, _ := os.Hostname()
 	id := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), c.runID)
 	leases := c.cs.CoordinationV1().Leases(lockNamespace)
@@ -56,6 +60,11 @@ func (c *cluster) lock(ctx context.Context) (release func(), err error) {
 		}
 		if err == nil {
 			break
+		}
+		if waiting != "" && !errors.Is(err, errBusy) && !isAPIStatus(err) {
+			// The cluster stopped answering while another run held it:
+			// that run deleted it as it ended (main.go starts it again).
+			return nil, fmt.Errorf("%w: %w", errClusterGone, err)
 		}
 		if !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) && !errors.Is(err, errBusy) {
 			return nil, fmt.Errorf("taking the benchmark lease: %w", err)
@@ -89,12 +98,25 @@ func (c *cluster) lock(ctx context.Context) (release func(), err error) {
 			l = renewed
 		}
 	}()
-	return func() {
+	return func(deleteLease bool) {
 		cancel()
 		<-done
+		if !deleteLease {
+			return
+		}
 		uid := l.UID
 		_ = leases.Delete(context.Background(), lockName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	}, nil
 }
 
-var errBusy = fmt.Errorf("the benchmark lease is held")
+var (
+	errBusy        = errors.New("the benchmark lease is held")
+	errClusterGone = errors.New("the cluster is gone")
+)
+
+// isAPIStatus reports whether err is the API server's answer, not a
+// failure to reach it.
+func isAPIStatus(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status)
+}
