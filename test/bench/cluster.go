@@ -148,18 +148,6 @@ func (c *cluster) up(ctx context.Context, nodes int) error {
 	return err
 }
 
-// waitGone waits, for up to two minutes, until another run's deletion of
-// the cluster is over.
-func (c *cluster) waitGone(ctx context.Context) error {
-	return testenv.Poll(ctx, 2*time.Minute, time.Second, func(ctx context.Context) error {
-		exists, err := c.local(0).Exists(ctx)
-		if err == nil && exists {
-			err = errors.New("the cluster still exists")
-		}
-		return err
-	})
-}
-
 // down deletes the cluster.
 func (c *cluster) down(ctx context.Context) error {
 	return c.local(0).Down(ctx)

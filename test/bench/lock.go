@@ -21,14 +21,24 @@ const (
 	lockDuration  = 30 * time.Second
 )
 
+// The lease's annotations that hand the cluster over: a run waiting for the
+// lease names itself in waitingAnnotation, and the holder that would delete
+// the cluster it made leaves it running for that run instead, marking the
+// lease handedOverAnnotation; the run that takes such a lease deletes the
+// cluster when it ends, as if it had made it.
+const (
+	waitingAnnotation    = "bench.podset.dev/waiting"
+	handedOverAnnotation = "bench.podset.dev/handed-over"
+)
+
 // lock takes the cluster's benchmark lease, waiting while another live run
 // holds it (a holder that stopped renewing for lockDuration is dead), and
-// keeps renewing it until release is called. release(false) stops
-// renewing and leaves the lease to go with the cluster: a run that deletes
-// the cluster it made holds the lease until the cluster is gone, so that
-// a run waiting for it never takes a cluster about to vanish; it finds
-// the cluster gone instead (errClusterGone) and starts its own.
-func (c *cluster) lock(ctx context.Context) (release func(deleteLease bool), err error) {
+// keeps renewing it until release is called. inherited says that the run
+// before handed the cluster over (it made it, and this run is to delete
+// it). release(deleting) stops renewing and gives the lease up; when this
+// run means to delete the cluster (deleting) and another run is waiting,
+// it hands the cluster over instead and reports keep: the cluster stays.
+func (c *cluster) lock(ctx context.Context) (release func(deleting bool) (keep bool), inherited bool, err error) {
 	host, _ := os.Hostname()
 	id := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), c.runID)
 	leases := c.cs.CoordinationV1().Leases(lockNamespace)
@@ -49,6 +59,8 @@ func (c *cluster) lock(ctx context.Context) (release func(deleteLease bool), err
 			}
 			l, err = leases.Create(ctx, l, metav1.CreateOptions{FieldManager: benchFieldManager})
 		case err == nil && (l.Spec.RenewTime == nil || time.Since(l.Spec.RenewTime.Time) > lockDuration):
+			inherited = l.Annotations[handedOverAnnotation] != ""
+			l.Annotations = nil
 			l.Spec.HolderIdentity, l.Spec.AcquireTime, l.Spec.RenewTime = &id, &now, &now
 			l, err = leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: benchFieldManager})
 		case err == nil:
@@ -57,21 +69,25 @@ func (c *cluster) lock(ctx context.Context) (release func(deleteLease bool), err
 				logf("waiting for the benchmark run %s to finish with the %s cluster", holder, clusterName)
 			}
 			err = errBusy
+			if l.Annotations[waitingAnnotation] != id {
+				metav1.SetMetaDataAnnotation(&l.ObjectMeta, waitingAnnotation, id)
+				if _, uerr := leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: benchFieldManager}); uerr != nil && !apierrors.IsConflict(uerr) {
+					err = uerr
+				}
+			}
 		}
 		if err == nil {
 			break
 		}
-		if waiting != "" && !errors.Is(err, errBusy) && !isAPIStatus(err) {
-			// The cluster stopped answering while another run held it:
-			// that run deleted it as it ended (main.go starts it again).
-			return nil, fmt.Errorf("%w: %w", errClusterGone, err)
-		}
 		if !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) && !errors.Is(err, errBusy) {
-			return nil, fmt.Errorf("taking the benchmark lease: %w", err)
+			if waiting != "" {
+				return nil, false, fmt.Errorf("the %s cluster stopped answering while run %s held it (an older benchmark deletes the cluster it made as it ends): run again: %w", clusterName, waiting, err)
+			}
+			return nil, false, fmt.Errorf("taking the benchmark lease: %w", err)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		case <-time.After(2 * time.Second):
 		}
 	}
@@ -89,6 +105,15 @@ func (c *cluster) lock(ctx context.Context) (release func(deleteLease bool), err
 			now := metav1.NewMicroTime(time.Now())
 			l.Spec.RenewTime = &now
 			renewed, err := leases.Update(rctx, l, metav1.UpdateOptions{FieldManager: benchFieldManager})
+			if apierrors.IsConflict(err) {
+				// A waiting run annotated the lease: renew the latest.
+				if renewed, err = leases.Get(rctx, lockName, metav1.GetOptions{}); err == nil && deref(renewed.Spec.HolderIdentity, "") == id {
+					renewed.Spec.RenewTime = &now
+					renewed, err = leases.Update(rctx, renewed, metav1.UpdateOptions{FieldManager: benchFieldManager})
+				} else if err == nil {
+					err = fmt.Errorf("held by %s now", deref(renewed.Spec.HolderIdentity, ""))
+				}
+			}
 			if err != nil {
 				if rctx.Err() == nil {
 					logf("renewing the benchmark lease: %v", err)
@@ -98,25 +123,25 @@ func (c *cluster) lock(ctx context.Context) (release func(deleteLease bool), err
 			l = renewed
 		}
 	}()
-	return func(deleteLease bool) {
+	return func(deleting bool) bool {
 		cancel()
 		<-done
-		if !deleteLease {
-			return
+		bg := context.Background()
+		if deleting {
+			if cur, err := leases.Get(bg, lockName, metav1.GetOptions{}); err == nil && cur.UID == l.UID && cur.Annotations[waitingAnnotation] != "" {
+				next := cur.Annotations[waitingAnnotation]
+				cur.Annotations = map[string]string{handedOverAnnotation: id}
+				cur.Spec.HolderIdentity, cur.Spec.RenewTime = nil, nil
+				if _, err := leases.Update(bg, cur, metav1.UpdateOptions{FieldManager: benchFieldManager}); err == nil {
+					logf("leaving the %s cluster to the benchmark run %s, which waits for it and deletes it when it ends", clusterName, next)
+					return true
+				}
+			}
 		}
 		uid := l.UID
-		_ = leases.Delete(context.Background(), lockName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	}, nil
+		_ = leases.Delete(bg, lockName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		return false
+	}, inherited, nil
 }
 
-var (
-	errBusy        = errors.New("the benchmark lease is held")
-	errClusterGone = errors.New("the cluster is gone")
-)
-
-// isAPIStatus reports whether err is the API server's answer, not a
-// failure to reach it.
-func isAPIStatus(err error) bool {
-	var status apierrors.APIStatus
-	return errors.As(err, &status)
-}
+var errBusy = fmt.Errorf("the benchmark lease is held")

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -262,6 +261,10 @@ func start(ctx context.Context, cfg config) (b *bench, stop func(), err error) {
 	go func() { built <- testenv.BuildOperator(ctx, c.root, b.operatorBin, true) }()
 	err = func() error {
 		logf("starting or reusing the %s cluster with %d nodes", clusterName, cfg.size.nodes)
+		if err := c.up(ctx, cfg.size.nodes); err != nil {
+			return err
+		}
+		b.deleteCluster = !c.existed && !cfg.keepCluster
 		undo = append(undo, func() {
 			if !b.deleteCluster {
 				logf("leaving the %s cluster running (%s)", clusterName, c.kubeconfig)
@@ -272,28 +275,18 @@ func start(ctx context.Context, cfg config) (b *bench, stop func(), err error) {
 				logf("%v", err)
 			}
 		})
-		var release func(deleteLease bool)
-		for release == nil {
-			if err := c.up(ctx, cfg.size.nodes); err != nil {
-				return err
-			}
-			b.deleteCluster = !c.existed && !cfg.keepCluster
-			var err error
-			switch release, err = c.lock(ctx); {
-			case errors.Is(err, errClusterGone):
-				// The run this one waited for is deleting the cluster it
-				// had made: once it is gone, start a new one, this run's
-				// own.
-				logf("the %s cluster is being deleted by the run this one waited for; starting it again once it is gone", clusterName)
-				if err := c.waitGone(ctx); err != nil {
-					return err
-				}
-				c.cfg = nil
-			case err != nil:
-				return err
-			}
+		release, inherited, err := c.lock(ctx)
+		if err != nil {
+			return err
 		}
-		undo = append(undo, func() { release(!b.deleteCluster) })
+		if inherited && !cfg.keepCluster {
+			b.deleteCluster = true
+		}
+		undo = append(undo, func() {
+			if release(b.deleteCluster) {
+				b.deleteCluster = false
+			}
+		})
 		if err := c.installCRD(ctx); err != nil {
 			return err
 		}
