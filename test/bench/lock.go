@@ -10,6 +10,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
 
 // The lease that lets one benchmark run at a time use the cluster: two runs
@@ -31,6 +32,13 @@ const (
 	handedOverAnnotation = "bench.podset.dev/handed-over"
 )
 
+// benchLease is this run's hold on the cluster's benchmark lease.
+type benchLease struct {
+	leases typedcoordinationv1.LeaseInterface
+	id     string
+	l      *coordinationv1.Lease
+}
+
 // lock takes the cluster's benchmark lease, waiting while another live run
 // holds it (a holder that stopped renewing for lockDuration is dead), and
 // keeps renewing it until release is called. inherited says that the run
@@ -40,44 +48,16 @@ const (
 // it hands the cluster over instead and reports keep: the cluster stays.
 func (c *cluster) lock(ctx context.Context) (release func(deleting bool) (keep bool), inherited bool, err error) {
 	host, _ := os.Hostname()
-	id := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), c.runID)
-	leases := c.cs.CoordinationV1().Leases(lockNamespace)
+	bl := &benchLease{leases: c.cs.CoordinationV1().Leases(lockNamespace), id: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), c.runID)}
 	waiting := ""
-	var l *coordinationv1.Lease
 	for {
-		now := metav1.NewMicroTime(time.Now())
-		var err error
-		l, err = leases.Get(ctx, lockName, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			l = &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Namespace: lockNamespace, Name: lockName},
-				Spec: coordinationv1.LeaseSpec{
-					HolderIdentity: &id, AcquireTime: &now, RenewTime: &now,
-					LeaseDurationSeconds: ptrTo(int32(lockDuration / time.Second)),
-				},
-			}
-			l, err = leases.Create(ctx, l, metav1.CreateOptions{FieldManager: benchFieldManager})
-		case err == nil && (l.Spec.RenewTime == nil || time.Since(l.Spec.RenewTime.Time) > lockDuration):
-			inherited = l.Annotations[handedOverAnnotation] != ""
-			l.Annotations = nil
-			l.Spec.HolderIdentity, l.Spec.AcquireTime, l.Spec.RenewTime = &id, &now, &now
-			l, err = leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: benchFieldManager})
-		case err == nil:
-			if holder := deref(l.Spec.HolderIdentity, ""); holder != waiting {
-				waiting = holder
-				logf("waiting for the benchmark run %s to finish with the %s cluster", holder, clusterName)
-			}
-			err = errBusy
-			if l.Annotations[waitingAnnotation] != id {
-				metav1.SetMetaDataAnnotation(&l.ObjectMeta, waitingAnnotation, id)
-				if _, uerr := leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: benchFieldManager}); uerr != nil && !apierrors.IsConflict(uerr) {
-					err = uerr
-				}
-			}
-		}
+		holder, err := bl.take(ctx, &inherited)
 		if err == nil {
 			break
+		}
+		if holder != "" && holder != waiting {
+			waiting = holder
+			logf("waiting for the benchmark run %s to finish with the %s cluster", holder, clusterName)
 		}
 		if !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) && !errors.Is(err, errBusy) {
 			if waiting != "" {
@@ -91,7 +71,6 @@ func (c *cluster) lock(ctx context.Context) (release func(deleting bool) (keep b
 		case <-time.After(2 * time.Second):
 		}
 	}
-
 	rctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -102,46 +81,96 @@ func (c *cluster) lock(ctx context.Context) (release func(deleting bool) (keep b
 				return
 			case <-time.After(lockDuration / 3):
 			}
-			now := metav1.NewMicroTime(time.Now())
-			l.Spec.RenewTime = &now
-			renewed, err := leases.Update(rctx, l, metav1.UpdateOptions{FieldManager: benchFieldManager})
-			if apierrors.IsConflict(err) {
-				// A waiting run annotated the lease: renew the latest.
-				if renewed, err = leases.Get(rctx, lockName, metav1.GetOptions{}); err == nil && deref(renewed.Spec.HolderIdentity, "") == id {
-					renewed.Spec.RenewTime = &now
-					renewed, err = leases.Update(rctx, renewed, metav1.UpdateOptions{FieldManager: benchFieldManager})
-				} else if err == nil {
-					err = fmt.Errorf("held by %s now", deref(renewed.Spec.HolderIdentity, ""))
-				}
+			if err := bl.renew(rctx); err != nil && rctx.Err() == nil {
+				logf("renewing the benchmark lease: %v", err)
 			}
-			if err != nil {
-				if rctx.Err() == nil {
-					logf("renewing the benchmark lease: %v", err)
-				}
-				continue
-			}
-			l = renewed
 		}
 	}()
 	return func(deleting bool) bool {
 		cancel()
 		<-done
-		bg := context.Background()
-		if deleting {
-			if cur, err := leases.Get(bg, lockName, metav1.GetOptions{}); err == nil && cur.UID == l.UID && cur.Annotations[waitingAnnotation] != "" {
-				next := cur.Annotations[waitingAnnotation]
-				cur.Annotations = map[string]string{handedOverAnnotation: id}
-				cur.Spec.HolderIdentity, cur.Spec.RenewTime = nil, nil
-				if _, err := leases.Update(bg, cur, metav1.UpdateOptions{FieldManager: benchFieldManager}); err == nil {
-					logf("leaving the %s cluster to the benchmark run %s, which waits for it and deletes it when it ends", clusterName, next)
-					return true
-				}
+		return bl.release(deleting)
+	}, inherited, nil
+}
+
+// take makes one attempt at the lease: it creates it, or takes it over
+// when its holder stopped renewing it (inherited, when the holder handed
+// the cluster over). While another run holds it, it returns errBusy and
+// the holder, and names this run on the lease as waiting for it.
+func (bl *benchLease) take(ctx context.Context, inherited *bool) (holder string, err error) {
+	now := metav1.NewMicroTime(time.Now())
+	l, err := bl.leases.Get(ctx, lockName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		l = &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: lockNamespace, Name: lockName},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity: &bl.id, AcquireTime: &now, RenewTime: &now,
+				LeaseDurationSeconds: ptrTo(int32(lockDuration / time.Second)),
+			},
+		}
+		bl.l, err = bl.leases.Create(ctx, l, metav1.CreateOptions{FieldManager: benchFieldManager})
+		return "", err
+	case err != nil:
+		return "", err
+	case l.Spec.RenewTime == nil || time.Since(l.Spec.RenewTime.Time) > lockDuration:
+		*inherited = l.Annotations[handedOverAnnotation] != ""
+		l.Annotations = nil
+		l.Spec.HolderIdentity, l.Spec.AcquireTime, l.Spec.RenewTime = &bl.id, &now, &now
+		bl.l, err = bl.leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: benchFieldManager})
+		return "", err
+	}
+	holder = deref(l.Spec.HolderIdentity, "")
+	if l.Annotations[waitingAnnotation] != bl.id {
+		metav1.SetMetaDataAnnotation(&l.ObjectMeta, waitingAnnotation, bl.id)
+		if _, err := bl.leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: benchFieldManager}); err != nil && !apierrors.IsConflict(err) {
+			return holder, err
+		}
+	}
+	return holder, errBusy
+}
+
+// renew renews the lease held; a conflict means a waiting run annotated
+// it, and the latest version is renewed, if this run still holds it.
+func (bl *benchLease) renew(ctx context.Context) error {
+	now := metav1.NewMicroTime(time.Now())
+	bl.l.Spec.RenewTime = &now
+	renewed, err := bl.leases.Update(ctx, bl.l, metav1.UpdateOptions{FieldManager: benchFieldManager})
+	if apierrors.IsConflict(err) {
+		if renewed, err = bl.leases.Get(ctx, lockName, metav1.GetOptions{}); err != nil {
+			return err
+		}
+		if holder := deref(renewed.Spec.HolderIdentity, ""); holder != bl.id {
+			return fmt.Errorf("held by %s now", holder)
+		}
+		renewed.Spec.RenewTime = &now
+		renewed, err = bl.leases.Update(ctx, renewed, metav1.UpdateOptions{FieldManager: benchFieldManager})
+	}
+	if err != nil {
+		return err
+	}
+	bl.l = renewed
+	return nil
+}
+
+// release gives the lease up: to a waiting run, with the cluster (keep),
+// when this run would delete it (deleting); otherwise by deleting it.
+func (bl *benchLease) release(deleting bool) (keep bool) {
+	bg := context.Background()
+	if deleting {
+		if cur, err := bl.leases.Get(bg, lockName, metav1.GetOptions{}); err == nil && cur.UID == bl.l.UID && cur.Annotations[waitingAnnotation] != "" {
+			next := cur.Annotations[waitingAnnotation]
+			cur.Annotations = map[string]string{handedOverAnnotation: bl.id}
+			cur.Spec.HolderIdentity, cur.Spec.RenewTime = nil, nil
+			if _, err := bl.leases.Update(bg, cur, metav1.UpdateOptions{FieldManager: benchFieldManager}); err == nil {
+				logf("leaving the %s cluster to the benchmark run %s, which waits for it and deletes it when it ends", clusterName, next)
+				return true
 			}
 		}
-		uid := l.UID
-		_ = leases.Delete(bg, lockName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		return false
-	}, inherited, nil
+	}
+	uid := bl.l.UID
+	_ = bl.leases.Delete(bg, lockName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	return false
 }
 
 var errBusy = fmt.Errorf("the benchmark lease is held")
