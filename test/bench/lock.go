@@ -51,8 +51,9 @@ func (c *cluster) lock(ctx context.Context) (release func(deleting bool) (keep b
 	bl := &benchLease{leases: c.cs.CoordinationV1().Leases(lockNamespace), id: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), c.runID)}
 	waiting := ""
 	for {
-		holder, err := bl.take(ctx, &inherited)
+		holder, handedOver, err := bl.take(ctx)
 		if err == nil {
+			inherited = handedOver
 			break
 		}
 		if holder != "" && holder != waiting {
@@ -61,7 +62,7 @@ func (c *cluster) lock(ctx context.Context) (release func(deleting bool) (keep b
 		}
 		if !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) && !errors.Is(err, errBusy) {
 			if waiting != "" {
-				return nil, false, fmt.Errorf("the %s cluster stopped answering while run %s held it (an older benchmark deletes the cluster it made as it ends): run again: %w", clusterName, waiting, err)
+				return nil, false, fmt.Errorf("the %s cluster stopped answering while run %s held it, which may have deleted it: run again: %w", clusterName, waiting, err)
 			}
 			return nil, false, fmt.Errorf("taking the benchmark lease: %w", err)
 		}
@@ -94,10 +95,10 @@ func (c *cluster) lock(ctx context.Context) (release func(deleting bool) (keep b
 }
 
 // take makes one attempt at the lease: it creates it, or takes it over
-// when its holder stopped renewing it (inherited, when the holder handed
-// the cluster over). While another run holds it, it returns errBusy and
-// the holder, and names this run on the lease as waiting for it.
-func (bl *benchLease) take(ctx context.Context, inherited *bool) (holder string, err error) {
+// when its holder stopped renewing it (handedOver: the holder handed the
+// cluster over). While another run holds it, it returns errBusy and the
+// holder, and names this run on the lease as waiting for it.
+func (bl *benchLease) take(ctx context.Context) (holder string, handedOver bool, err error) {
 	now := metav1.NewMicroTime(time.Now())
 	l, err := bl.leases.Get(ctx, lockName, metav1.GetOptions{})
 	switch {
@@ -110,24 +111,24 @@ func (bl *benchLease) take(ctx context.Context, inherited *bool) (holder string,
 			},
 		}
 		bl.l, err = bl.leases.Create(ctx, l, metav1.CreateOptions{FieldManager: benchFieldManager})
-		return "", err
+		return "", false, err
 	case err != nil:
-		return "", err
+		return "", false, err
 	case l.Spec.RenewTime == nil || time.Since(l.Spec.RenewTime.Time) > lockDuration:
-		*inherited = l.Annotations[handedOverAnnotation] != ""
+		handedOver = l.Annotations[handedOverAnnotation] != ""
 		l.Annotations = nil
 		l.Spec.HolderIdentity, l.Spec.AcquireTime, l.Spec.RenewTime = &bl.id, &now, &now
 		bl.l, err = bl.leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: benchFieldManager})
-		return "", err
+		return "", handedOver, err
 	}
 	holder = deref(l.Spec.HolderIdentity, "")
 	if l.Annotations[waitingAnnotation] != bl.id {
 		metav1.SetMetaDataAnnotation(&l.ObjectMeta, waitingAnnotation, bl.id)
 		if _, err := bl.leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: benchFieldManager}); err != nil && !apierrors.IsConflict(err) {
-			return holder, err
+			return holder, false, err
 		}
 	}
-	return holder, errBusy
+	return holder, false, errBusy
 }
 
 // renew renews the lease held; a conflict means a waiting run annotated
