@@ -103,9 +103,11 @@ type measurement struct {
 	start time.Time
 	curve []time.Duration
 	// passes and peakHeap are the operator's passes finished in the
-	// window and its largest heap in use (sampled HeapAlloc); podset only.
-	passes   int
-	peakHeap uint64
+	// window and its largest heap in use (sampled HeapAlloc), liveGrowth
+	// its largest live heap above the one at the window's start; podset
+	// only.
+	passes               int
+	peakHeap, liveGrowth uint64
 	// requests are the API server's requests in the window (the source of
 	// counts). gateWrites is, for podset, the operator's own count of its
 	// gate writes in the window (podset_operator_pod_writes_total, kind
@@ -334,6 +336,7 @@ func (b *bench) timed(ctx context.Context, budget time.Duration, trigger func(co
 	if b.ctrl != nil {
 		passes, gates, heap := b.ctrl.now()
 		m.passes, m.peakHeap, m.gateWrites = int(passes-passesBefore), heap, int(gates-gatesBefore+0.5)
+		m.liveGrowth = b.ctrl.liveGrowth()
 	}
 	after, err := b.c.scrape(ctx)
 	if err != nil && m.err == nil {
