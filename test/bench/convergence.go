@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
+	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +20,11 @@ import (
 type convergence struct {
 	k, n  int32
 	first bool
+	// again is how many times the shape ran before in this run (-conv
+	// 100x10,100x10): every other time the contenders run in the reverse
+	// order, so that none always runs first, and the table adds each
+	// ratio's median over the runs (repeats).
+	again int
 }
 
 // convergenceResult is what a convergence scenario measured.
@@ -38,12 +46,16 @@ func (s *convergence) run(ctx context.Context, b *bench) result {
 		res.down = &timedResult{id: fmt.Sprintf("scale %d -> %d", s.n, b.size.scaleTo)}
 	}
 	samples := map[string]*corev1.Pod{} // pod s0-0, by sampleKey
-	for _, x := range b.contenders() {
+	xs := b.contenders()
+	if s.again%2 == 1 {
+		slices.Reverse(xs)
+	}
+	for _, x := range xs {
 		if ctx.Err() != nil {
 			break
 		}
 		logf("== %s, %s", res.ready.id, x.name())
-		sample := b.converge(ctx, x, s.k, s.n, res.ready, res.down, b.size.scaleTo)
+		sample := b.converge(ctx, x, s.k, s.n, s.tag(), res.ready, res.down, b.size.scaleTo)
 		if key := sampleKey(x.name()); samples[key] == nil && sample != nil {
 			samples[key] = sample
 		}
@@ -58,12 +70,21 @@ func (s *convergence) run(ctx context.Context, b *bench) result {
 	return res
 }
 
+// tag tells a repeated shape's namespaces from the first run's, which the
+// tiny size deletes only at the end.
+func (s *convergence) tag() string {
+	if s.again == 0 {
+		return ""
+	}
+	return fmt.Sprintf("r%d", s.again+1)
+}
+
 // converge runs 0 -> n for k sets with one contender, into res, and then,
 // when down is not nil, the scale-down of every set to `to` pods, into
-// down. It returns the contender's pod s0-0 once converged, if it made
-// one.
-func (b *bench) converge(ctx context.Context, x contender, k, n int32, res, down *timedResult, to int32) (sample *corev1.Pod) {
-	err := b.session(ctx, fmt.Sprintf("%dx%d-%s", k, n, slug(x.name())), x, x.kinds(), func(ns string) error {
+// down. tag is added to its namespace's name. It returns the contender's
+// pod s0-0 once converged, if it made one.
+func (b *bench) converge(ctx context.Context, x contender, k, n int32, tag string, res, down *timedResult, to int32) (sample *corev1.Pod) {
+	err := b.session(ctx, fmt.Sprintf("%dx%d%s-%s", k, n, tag, slug(x.name())), x, x.kinds(), func(ns string) error {
 		j := job{ns: ns, sets: setNames(k), n: n}
 		if err := prepareContender(ctx, x, j); err != nil {
 			return err
@@ -157,4 +178,103 @@ func (r *convergenceResult) rows(b *bench) []row {
 		rows = append(rows, b.timedRows(fmt.Sprintf("1 x %d → %d (pods gone)", r.n, b.size.scaleTo), r.down, 0, false)...)
 	}
 	return rows
+}
+
+// repeats are the rows of the shapes that ran more than once: for each,
+// the median over its runs of each ratio the table holds to a target, with
+// every run's value, so that a run's noise (a quarter of the API server's
+// CPU for the same requests, docs/benchmarks.md) settles no target alone.
+func repeats(results []result) []row {
+	byID := map[string][]*timedResult{}
+	var ids []string
+	for _, r := range results {
+		c, ok := r.(*convergenceResult)
+		if !ok {
+			continue
+		}
+		if byID[c.ready.id] == nil {
+			ids = append(ids, c.ready.id)
+		}
+		byID[c.ready.id] = append(byID[c.ready.id], c.ready)
+	}
+	var rows []row
+	for _, id := range ids {
+		runs := byID[id]
+		if len(runs) < 2 {
+			continue
+		}
+		title := fmt.Sprintf("%s → ready, %d runs", id, len(runs))
+		for _, x := range []struct {
+			check string
+			bound float64
+			value func(*timedResult) (float64, bool)
+		}{
+			{"podset / limit", 1.1, timeRatio("podset", "limit")},
+			{"podset / replicaset", replicaSetBound(id, true), timeRatio("podset", "replicaset")},
+			{"podset / statefulset", 1.0, timeRatio("podset", "statefulset")},
+			{"API server CPU per pod, podset / replicaset", 1.25, cpuRatio(func(c cpuTimes) (time.Duration, bool) { return c.api, c.ok })},
+			{"controller CPU, podset-operator / kube-controller-manager (ReplicaSet)", 1.0, cpuRatio(func(c cpuTimes) (time.Duration, bool) { return c.ctrl, c.ctrlOK })},
+		} {
+			var vals []float64
+			var each []string
+			for _, r := range runs {
+				if v, ok := x.value(r); ok {
+					vals = append(vals, v)
+					each = append(each, fmt.Sprintf("%.2f", v))
+				}
+			}
+			if len(vals) < 2 {
+				continue
+			}
+			m := median(vals)
+			r := dashRow(title, "podset")
+			r.check = fmt.Sprintf("%s: median %.2f (runs: %s)", x.check, m, strings.Join(each, ", "))
+			if x.bound > 0 {
+				r.target, r.result = fmt.Sprintf("≤ %g", x.bound), metStr(m <= x.bound)
+			}
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+// timeRatio is podset's time over a contender's in a run, when both
+// completed.
+func timeRatio(a, b string) func(*timedResult) (float64, bool) {
+	return func(r *timedResult) (float64, bool) {
+		x, y := r.of(a), r.of(b)
+		if !finished(x) || !finished(y) || y.dur <= 0 {
+			return 0, false
+		}
+		return x.dur.Seconds() / y.dur.Seconds(), true
+	}
+}
+
+// cpuRatio is podset's CPU over ReplicaSet's in a run, of what pick takes
+// from their windows (both create the same pods).
+func cpuRatio(pick func(cpuTimes) (time.Duration, bool)) func(*timedResult) (float64, bool) {
+	return func(r *timedResult) (float64, bool) {
+		x, y := r.of("podset"), r.of("replicaset")
+		if !finished(x) || !finished(y) {
+			return 0, false
+		}
+		a, okA := pick(x.cpu)
+		b, okB := pick(y.cpu)
+		if !okA || !okB || b <= 0 {
+			return 0, false
+		}
+		return a.Seconds() / b.Seconds(), true
+	}
+}
+
+// finished reports that a contender ran to the end of a scenario.
+func finished(m *measurement) bool { return m != nil && !m.skipped && m.completed() }
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -160,8 +160,10 @@ type result interface {
 // the table shows them.
 func (c *config) scenarios() []scenario {
 	var out []scenario
+	seen := map[[2]int32]int{}
 	for i, kn := range c.size.conv {
-		out = append(out, &convergence{k: kn[0], n: kn[1], first: i == 0})
+		out = append(out, &convergence{k: kn[0], n: kn[1], first: i == 0, again: seen[kn]})
+		seen[kn]++
 	}
 	out = append(out, rollout{}, inPlace{}, reaction{}, memory{})
 	if c.phases["scale"] {

@@ -45,8 +45,13 @@ func (b *bench) writePlots(dir string, results []result) ([]string, error) {
 			scenarios = append(scenarios, r.res)
 		}
 	}
+	seen := map[string]int{}
 	for _, res := range scenarios {
 		id := res.id
+		name := strings.ReplaceAll(strings.ReplaceAll(id, " x ", "x"), " ", "-")
+		if seen[id]++; seen[id] > 1 { // a repeated shape (-conv 100x10,100x10)
+			name += fmt.Sprintf("-r%d", seen[id])
+		}
 		p := plot.New()
 		p.Title.Text = fmt.Sprintf("%s → ready: pods Ready over time (run %s)", id, b.c.runID)
 		p.X.Label.Text = "seconds since the sets were created"
@@ -81,7 +86,7 @@ func (b *bench) writePlots(dir string, results []result) ([]string, error) {
 		if lines == 0 {
 			continue
 		}
-		path := filepath.Join(dir, "ready-"+strings.ReplaceAll(strings.ReplaceAll(id, " x ", "x"), " ", "-")+".svg")
+		path := filepath.Join(dir, "ready-"+name+".svg")
 		if err := p.Save(7*vg.Inch, 4*vg.Inch, path); err != nil {
 			return files, fmt.Errorf("writing %s: %w", path, err)
 		}

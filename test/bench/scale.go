@@ -130,7 +130,7 @@ func (s scaleUp) run(ctx context.Context, b *bench) result {
 			continue
 		}
 		logf("== %s, %s", id, x.name())
-		b.converge(ctx, x, k, n, res.res, res.down, to)
+		b.converge(ctx, x, k, n, "", res.res, res.down, to)
 	}
 	if b.runs("podset") {
 		logf("== %s, podset, then its restart and a leader change", id)

@@ -20,6 +20,7 @@ func (b *bench) table(results []result) string {
 	for _, r := range results {
 		rows = append(rows, r.rows(b)...)
 	}
+	rows = append(rows, repeats(results)...)
 
 	var sb strings.Builder
 	sb.WriteString("| Scenario | Contender | Measured | Pod writes (create/apply + delete) | Status writes | Pod GETs | CPU per 1000 pods: API server / etcd / controller | Check | Target | Result |\n")
