@@ -32,11 +32,42 @@ type cpuTimes struct {
 	// run in the benchmark's own process (the limit, the tutorial).
 	ctrl   time.Duration
 	ctrlOK bool
+	// steal is the time the machine's virtual CPUs waited for the host
+	// (/proc/stat's steal, all CPUs together): CPU the window lost to
+	// whatever else the host ran, which no contender's figure shows;
+	// stealOK is false where it cannot be read.
+	steal   time.Duration
+	stealOK bool
 }
 
 func (a cpuTimes) sub(b cpuTimes) cpuTimes {
 	return cpuTimes{api: a.api - b.api, etcd: a.etcd - b.etcd, ok: a.ok && b.ok,
-		ctrl: a.ctrl - b.ctrl, ctrlOK: a.ctrlOK && b.ctrlOK}
+		ctrl: a.ctrl - b.ctrl, ctrlOK: a.ctrlOK && b.ctrlOK,
+		steal: a.steal - b.steal, stealOK: a.stealOK && b.stealOK}
+}
+
+// machineSteal is the steal time of all the machine's CPUs so far.
+func machineSteal() (time.Duration, error) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	return statSteal(string(raw))
+}
+
+// statSteal is the steal time of /proc/stat's first line ("cpu user nice
+// system idle iowait irq softirq steal ..."), in USER_HZ ticks.
+func statSteal(s string) (time.Duration, error) {
+	line, _, _ := strings.Cut(s, "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: no steal in %q", line)
+	}
+	n, err := strconv.ParseInt(f[8], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/stat: %w", err)
+	}
+	return time.Duration(n) * time.Second / clockTick, nil
 }
 
 // controlPlane finds the cluster's kube-apiserver and etcd processes once:
@@ -71,6 +102,9 @@ func (c *cluster) cpu() cpuTimes {
 		return cpuTimes{}
 	}
 	t := cpuTimes{api: api, etcd: etcd, ok: true}
+	if steal, err := machineSteal(); err == nil {
+		t.steal, t.stealOK = steal, true
+	}
 	if pid := c.ctrlPID.Load(); pid != 0 {
 		var err error
 		t.ctrl, err = procCPU(int(pid))
@@ -160,6 +194,9 @@ func (m *measurement) cpuLog() string {
 	s := fmt.Sprintf("; CPU: kube-apiserver %.2f s, etcd %.2f s", m.cpu.api.Seconds(), m.cpu.etcd.Seconds())
 	if m.cpu.ctrlOK {
 		s += fmt.Sprintf(", controller %.2f s", m.cpu.ctrl.Seconds())
+	}
+	if m.cpu.stealOK {
+		s += fmt.Sprintf(", stolen by the host %.2f s", m.cpu.steal.Seconds())
 	}
 	if m.peakHeap > 0 {
 		s += fmt.Sprintf("; operator: %d passes, peak heap %s", m.passes, mib(m.peakHeap))

@@ -23,3 +23,20 @@ func TestStatCPU(t *testing.T) {
 		t.Errorf("procCPU of this process: %v", err)
 	}
 }
+
+func TestStatSteal(t *testing.T) {
+	stat := "cpu  3199379 1135469 1010250 2168104 48116 0 91306 85351 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"
+	got, err := statSteal(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 853510 * time.Millisecond; got != want {
+		t.Errorf("statSteal = %v, want %v", got, want)
+	}
+	if _, err := statSteal("cpu 1 2 3\n"); err == nil {
+		t.Error("statSteal of a short line: no error")
+	}
+	if _, err := machineSteal(); err != nil {
+		t.Errorf("machineSteal on this machine: %v", err)
+	}
+}
