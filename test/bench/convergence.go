@@ -209,11 +209,11 @@ func repeats(results []result) []row {
 			bound float64
 			value func(*timedResult) (float64, bool)
 		}{
-			{"podset / limit", 1.1, timeRatio("podset", "limit")},
+			{"podset / limit", limitBound, timeRatio("podset", "limit")},
 			{"podset / replicaset", replicaSetBound(id, true), timeRatio("podset", "replicaset")},
-			{"podset / statefulset", 1.0, timeRatio("podset", "statefulset")},
-			{"API server CPU per pod, podset / replicaset", 1.25, cpuRatio(func(c cpuTimes) (time.Duration, bool) { return c.api, c.ok })},
-			{"controller CPU, podset-operator / kube-controller-manager (ReplicaSet)", 1.0, cpuRatio(func(c cpuTimes) (time.Duration, bool) { return c.ctrl, c.ctrlOK })},
+			{"podset / statefulset", statefulSetBound, timeRatio("podset", "statefulset")},
+			{"API server CPU per pod, podset / replicaset", apiCPUBound, cpuRatio(func(c cpuTimes) (time.Duration, bool) { return c.api, c.ok })},
+			{"controller CPU, podset-operator / kube-controller-manager (ReplicaSet)", controllerCPUBound, cpuRatio(func(c cpuTimes) (time.Duration, bool) { return c.ctrl, c.ctrlOK })},
 		} {
 			var vals []float64
 			var each []string

@@ -174,4 +174,4 @@ func (bl *benchLease) release(deleting bool) (keep bool) {
 	return false
 }
 
-var errBusy = fmt.Errorf("the benchmark lease is held")
+var errBusy = errors.New("the benchmark lease is held")
