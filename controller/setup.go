@@ -59,7 +59,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, mo manager.Options, o Opt
 	}
 	mo.Scheme = scheme
 	mo.Cache = CacheOptions(o.Namespaces)
-	mgr, err := ctrl.NewManager(cfg, mo)
+	mgr, err := ctrl.NewManager(limitRequestsInFlight(cfg, MaxRequestsInFlight), mo)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}

@@ -61,9 +61,9 @@ type podSetEvent struct {
 // apiWriter writes to the API server as the operator's field manager.
 type apiWriter struct {
 	// client sends the applies of everything but pods, answered as
-	// metadata, and deletions.
+	// metadata, and the deletions of everything but pods.
 	client client.Client
-	// pods sends the pod applies and patches, answered in protobuf
+	// pods sends the pod applies, patches and deletions, answered in protobuf
 	// (podClient): controller-runtime's Apply asks for JSON and decodes the
 	// whole pod into the apply configuration, which took about 8% of the
 	// operator's CPU creating 1000 PodSets of one pod (docs/benchmarks.md).
@@ -145,7 +145,17 @@ func (w apiWriter) patchPodStatus(ctx context.Context, namespace, name string, p
 }
 
 func (w apiWriter) delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	return w.client.Delete(ctx, obj, opts...)
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return w.client.Delete(ctx, obj, opts...)
+	}
+	// A pod through the typed client, which reads nothing of the answer:
+	// controller-runtime's Delete decodes the deleted pod and turns it into
+	// an unstructured object through JSON, which took 0.5 ms of the
+	// operator's CPU per pod deleted (docs/benchmarks.md).
+	o := &client.DeleteOptions{}
+	o.ApplyOptions(opts)
+	return w.pods.Pods(pod.Namespace).Delete(ctx, pod.Name, *o.AsDeleteOptions())
 }
 
 func (w apiWriter) event(ps *podsetv1alpha1.PodSet, e podSetEvent) {
