@@ -1,15 +1,15 @@
 package controller
 
 import (
+	"context"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
-
-	"k8s.io/client-go/rest"
 )
 
-// MaxRequestsInFlight bounds the operator's requests to the API server
-// that are in flight at once, watches aside.
+// MaxPodWritesInFlight bounds the operator's pod writes (applies, gate
+// patches, deletions) in flight at once, over all passes.
 //
 // kube-apiserver lets a client open 100 streams on one HTTP/2 connection
 // unless --http2-max-streams-per-connection says otherwise (k8s.io/apiserver,
@@ -22,53 +22,107 @@ import (
 // connections in the two seconds its writes passed 100: a client
 // certificate's signature for the operator and a handshake for the API
 // server each (docs/benchmarks.md). 90 leaves the operator's watches, its
-// Lease and its events their streams on the one connection.
-const MaxRequestsInFlight = 90
+// Lease, its events and its other writes their streams on the connection.
+const MaxPodWritesInFlight = 90
 
-// limitRequestsInFlight returns a copy of cfg whose transport holds at most
-// n requests in flight, watches aside: a request beyond them waits for one
-// to end (its body closed) or for its context to end.
-func limitRequestsInFlight(cfg *rest.Config, n int) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	slots := make(chan struct{}, n)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return &inFlightLimiter{rt: rt, slots: slots}
-	})
-	return cfg
+// limitInFlight wraps rt so that at most n of its requests are in flight: a
+// request beyond them waits for one to end (its answer's body closed) or for
+// its context to end. A request whose context is urgent (withUrgency) takes
+// the next slot that frees before any other waiting request does.
+func limitInFlight(rt http.RoundTripper, n int) http.RoundTripper {
+	return &limitedTransport{rt: rt, l: &inFlightLimiter{free: n}}
 }
 
-// inFlightLimiter is the transport limitRequestsInFlight adds.
+type urgentKey struct{}
+
+// withUrgency marks the requests made with ctx as urgent: the readiness
+// gate's writes. A gate that opens after the kubelet has first reported
+// its pod costs the kubelet a second status write (kwok's patch is refused
+// and played again), so the gate of a pod just created must not wait
+// behind the creates of the pods after it.
+func withUrgency(ctx context.Context) context.Context {
+	return context.WithValue(ctx, urgentKey{}, true)
+}
+
+func urgent(ctx context.Context) bool {
+	u, _ := ctx.Value(urgentKey{}).(bool)
+	return u
+}
+
+// inFlightLimiter hands out the slots of the requests in flight, first to
+// the urgent requests waiting, then to the others, each in the order they
+// came.
 type inFlightLimiter struct {
-	rt    http.RoundTripper
-	slots chan struct{}
+	mu              sync.Mutex
+	free            int
+	urgent, waiting []chan struct{}
 }
 
-func (l *inFlightLimiter) RoundTrip(req *http.Request) (*http.Response, error) {
-	if isWatch(req) {
-		return l.rt.RoundTrip(req)
+// acquire takes a slot, waiting for one for as long as ctx lasts.
+func (l *inFlightLimiter) acquire(ctx context.Context) error {
+	l.mu.Lock()
+	queue := &l.waiting
+	if urgent(ctx) {
+		queue = &l.urgent
 	}
+	if l.free > 0 && len(*queue) == 0 && (queue == &l.urgent || len(l.urgent) == 0) {
+		l.free--
+		l.mu.Unlock()
+		return nil
+	}
+	ready := make(chan struct{})
+	*queue = append(*queue, ready)
+	l.mu.Unlock()
 	select {
-	case l.slots <- struct{}{}:
-	case <-req.Context().Done():
-		return nil, req.Context().Err()
+	case <-ready:
+		return nil
+	case <-ctx.Done():
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if i := slices.Index(*queue, ready); i >= 0 {
+			*queue = slices.Delete(*queue, i, i+1)
+			return ctx.Err()
+		}
+		// Handed a slot as the context ended: give it on.
+		l.releaseLocked()
+		return ctx.Err()
 	}
-	resp, err := l.rt.RoundTrip(req)
+}
+
+func (l *inFlightLimiter) release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.releaseLocked()
+}
+
+func (l *inFlightLimiter) releaseLocked() {
+	for _, queue := range []*[]chan struct{}{&l.urgent, &l.waiting} {
+		if len(*queue) > 0 {
+			close((*queue)[0])
+			*queue = (*queue)[1:]
+			return
+		}
+	}
+	l.free++
+}
+
+// limitedTransport is the transport limitInFlight makes.
+type limitedTransport struct {
+	rt http.RoundTripper
+	l  *inFlightLimiter
+}
+
+func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := t.l.acquire(req.Context()); err != nil {
+		return nil, err
+	}
+	resp, err := t.rt.RoundTrip(req)
 	if err != nil || resp.Body == nil {
-		<-l.slots
+		t.l.release()
 		return resp, err
 	}
-	resp.Body = &releasingBody{ReadCloser: resp.Body, release: func() { <-l.slots }}
+	resp.Body = &releasingBody{ReadCloser: resp.Body, release: t.l.release}
 	return resp, nil
-}
-
-// isWatch says whether req is a watch, which holds its stream for as long
-// as it lasts and is not counted.
-func isWatch(req *http.Request) bool {
-	switch req.URL.Query().Get("watch") {
-	case "true", "1":
-		return true
-	}
-	return false
 }
 
 // releasingBody gives the request's slot back once the body is closed

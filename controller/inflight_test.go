@@ -6,32 +6,31 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"k8s.io/client-go/rest"
 )
 
 // blockingServer answers every request once release is closed, and counts
-// the requests it holds at once, watches apart.
+// the requests it holds at once.
 type blockingServer struct {
 	*httptest.Server
-	release        chan struct{}
-	once           sync.Once
-	now, most      atomic.Int32
-	watches, total atomic.Int32
+	release   chan struct{}
+	once      sync.Once
+	now, most atomic.Int32
+	total     atomic.Int32
+	mu        sync.Mutex
+	order     []string
 }
 
 func newBlockingServer(t *testing.T) *blockingServer {
 	s := &blockingServer{release: make(chan struct{})}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isWatch(r) {
-			s.watches.Add(1)
-			_, _ = io.WriteString(w, "watch")
-			return
-		}
+		s.mu.Lock()
+		s.order = append(s.order, r.URL.Path)
+		s.mu.Unlock()
 		n := s.now.Add(1)
 		for m := s.most.Load(); n > m && !s.most.CompareAndSwap(m, n); m = s.most.Load() {
 		}
@@ -47,17 +46,12 @@ func newBlockingServer(t *testing.T) *blockingServer {
 	return s
 }
 
-// client is an HTTP client made as the manager makes its own, from a
-// rest.Config that limitRequestsInFlight bounded to n.
 // free answers the requests held, and every request after them.
 func (s *blockingServer) free() { s.once.Do(func() { close(s.release) }) }
 
-func (s *blockingServer) client(t *testing.T, n int) *http.Client {
-	c, err := rest.HTTPClientFor(limitRequestsInFlight(&rest.Config{Host: s.URL}, n))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+// limitedClient is an HTTP client over limitInFlight(n), as the pod client's.
+func limitedClient(n int) *http.Client {
+	return &http.Client{Transport: limitInFlight(http.DefaultTransport, n)}
 }
 
 func get(ctx context.Context, c *http.Client, url string) error {
@@ -73,20 +67,16 @@ func get(ctx context.Context, c *http.Client, url string) error {
 	return errors.Join(err, resp.Body.Close())
 }
 
-func TestRequestsInFlightBounded(t *testing.T) {
+func TestPodWritesInFlightBounded(t *testing.T) {
 	s := newBlockingServer(t)
-	c := s.client(t, 3)
+	c := limitedClient(3)
 	var wg sync.WaitGroup
 	errs := make(chan error, 10)
 	for range 10 {
 		wg.Go(func() { errs <- get(t.Context(), c, s.URL+"/api/v1/pods") })
 	}
-	// While three requests are held, the other seven wait in the client;
-	// a watch is not held back by them.
+	// While three requests are held, the other seven wait in the client.
 	waitFor(t, "three requests held", func() bool { return s.now.Load() == 3 })
-	if err := get(t.Context(), c, s.URL+"/api/v1/pods?watch=true"); err != nil {
-		t.Fatalf("a watch while the slots are taken: %v", err)
-	}
 	time.Sleep(50 * time.Millisecond)
 	if n := s.now.Load(); n != 3 {
 		t.Fatalf("%d requests reached the server at once, want 3", n)
@@ -99,14 +89,14 @@ func TestRequestsInFlightBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if most, total, watches := s.most.Load(), s.total.Load(), s.watches.Load(); most != 3 || total != 10 || watches != 1 {
-		t.Fatalf("at most %d in flight, %d answered, %d watches: want 3, 10, 1", most, total, watches)
+	if most, total := s.most.Load(), s.total.Load(); most != 3 || total != 10 {
+		t.Fatalf("at most %d in flight, %d answered: want 3, 10", most, total)
 	}
 }
 
-func TestRequestsInFlightWaitEndsWithItsContext(t *testing.T) {
+func TestPodWritesInFlightWaitEndsWithItsContext(t *testing.T) {
 	s := newBlockingServer(t)
-	c := s.client(t, 1)
+	c := limitedClient(1)
 	held := make(chan error, 1)
 	go func() { held <- get(t.Context(), c, s.URL+"/held") }()
 	waitFor(t, "the request held", func() bool { return s.now.Load() == 1 })
@@ -126,11 +116,8 @@ func TestRequestsInFlightWaitEndsWithItsContext(t *testing.T) {
 	}
 }
 
-func TestRequestsInFlightFailedRequestFreesItsSlot(t *testing.T) {
-	c, err := rest.HTTPClientFor(limitRequestsInFlight(&rest.Config{Host: "http://127.0.0.1:1"}, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
+func TestPodWritesInFlightFailedRequestFreesItsSlot(t *testing.T) {
+	c := limitedClient(1)
 	for range 3 {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		err := get(ctx, c, "http://127.0.0.1:1/refused")
@@ -138,5 +125,42 @@ func TestRequestsInFlightFailedRequestFreesItsSlot(t *testing.T) {
 		if err == nil || errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("a request to a closed port: %v, want it refused at once, not waiting for a slot", err)
 		}
+	}
+}
+
+func TestPodWritesInFlightUrgentFirst(t *testing.T) {
+	s := newBlockingServer(t)
+	c := limitedClient(1)
+	l := c.Transport.(*limitedTransport).l
+	queued := func(urgent, waiting int) func() bool {
+		return func() bool {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return len(l.urgent) == urgent && len(l.waiting) == waiting
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	send := func(ctx context.Context, path string) { wg.Go(func() { errs <- get(ctx, c, s.URL+path) }) }
+	send(t.Context(), "/held")
+	waitFor(t, "the request held", func() bool { return s.now.Load() == 1 })
+	send(t.Context(), "/create-1")
+	waitFor(t, "a create waiting", queued(0, 1))
+	send(t.Context(), "/create-2")
+	waitFor(t, "two creates waiting", queued(0, 2))
+	send(withUrgency(t.Context()), "/gate")
+	waitFor(t, "the gate waiting", queued(1, 2))
+
+	s.free()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"/held", "/gate", "/create-1", "/create-2"}
+	if !slices.Equal(s.order, want) {
+		t.Fatalf("the server saw %v, want %v: the gate first of those waiting, then the creates in order", s.order, want)
 	}
 }

@@ -59,7 +59,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, mo manager.Options, o Opt
 	}
 	mo.Scheme = scheme
 	mo.Cache = CacheOptions(o.Namespaces)
-	mgr, err := ctrl.NewManager(limitRequestsInFlight(cfg, MaxRequestsInFlight), mo)
+	mgr, err := ctrl.NewManager(cfg, mo)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
@@ -84,15 +84,18 @@ func NewManager(ctx context.Context, cfg *rest.Config, mo manager.Options, o Opt
 	return mgr, nil
 }
 
-// podClient is the typed client of pods that the reconciler applies pods
-// with: over the manager's HTTP client (one connection), asking for
-// protobuf answers, which the API server encodes and the operator decodes
-// at a fraction of JSON's cost.
+// podClient is the typed client of pods that the reconciler writes pods
+// with: over the manager's HTTP client (one connection), with at most
+// MaxPodWritesInFlight of its requests in flight, asking for protobuf
+// answers, which the API server encodes and the operator decodes at a
+// fraction of JSON's cost.
 func podClient(mgr manager.Manager) (corev1client.PodsGetter, error) {
 	cfg := rest.CopyConfig(mgr.GetConfig())
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	c, err := corev1client.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
+	hc := *mgr.GetHTTPClient()
+	hc.Transport = limitInFlight(hc.Transport, MaxPodWritesInFlight)
+	c, err := corev1client.NewForConfigAndClient(cfg, &hc)
 	if err != nil {
 		return nil, fmt.Errorf("creating the pod client: %w", err)
 	}

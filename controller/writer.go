@@ -141,7 +141,9 @@ func (w apiWriter) apply(ctx context.Context, ac runtime.ApplyConfiguration, sub
 }
 
 func (w apiWriter) patchPodStatus(ctx context.Context, namespace, name string, patch []byte) (*corev1.Pod, error) {
-	return w.pods.Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, WriteOptions(false), "status")
+	// The gate's writes go before the other requests waiting for a slot
+	// (limitRequestsInFlight).
+	return w.pods.Pods(namespace).Patch(withUrgency(ctx), name, types.StrategicMergePatchType, patch, WriteOptions(false), "status")
 }
 
 func (w apiWriter) delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
