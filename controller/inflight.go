@@ -112,6 +112,8 @@ type limitedTransport struct {
 	l  *inFlightLimiter
 }
 
+// RoundTrip sends req once it holds a slot, which it gives back when the
+// answer's body is closed, or at once if there is no answer.
 func (t *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := t.l.acquire(req.Context()); err != nil {
 		return nil, err
@@ -133,6 +135,7 @@ type releasingBody struct {
 	release func()
 }
 
+// Close closes the body and gives its request's slot back, once.
 func (b *releasingBody) Close() error {
 	err := b.ReadCloser.Close()
 	b.once.Do(b.release)
