@@ -48,6 +48,20 @@ func newBlockingServer(t *testing.T) *blockingServer {
 // free answers the requests held, and every request after them.
 func (s *blockingServer) free() { s.once.Do(func() { close(s.release) }) }
 
+// answerAll frees the requests held, waits for the requests sent (wg), and
+// fails the test on any of their errors.
+func (s *blockingServer) answerAll(t *testing.T, wg *sync.WaitGroup, errs chan error) {
+	t.Helper()
+	s.free()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // limitedClient is an HTTP client over limitInFlight(n), as the pod client's.
 func limitedClient(n int) *http.Client {
 	return &http.Client{Transport: limitInFlight(http.DefaultTransport, n)}
@@ -80,14 +94,7 @@ func TestPodWritesInFlightBounded(t *testing.T) {
 	if n := s.now.Load(); n != 3 {
 		t.Fatalf("%d requests reached the server at once, want 3", n)
 	}
-	s.free()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	s.answerAll(t, &wg, errs)
 	if most, total := s.most, s.total.Load(); most != 3 || total != 10 {
 		t.Fatalf("at most %d in flight, %d answered: want 3, 10", most, total)
 	}
@@ -150,14 +157,7 @@ func TestPodWritesInFlightUrgentFirst(t *testing.T) {
 	send(withUrgency(t.Context()), "/gate")
 	waitFor(t, "the gate waiting", queued(1, 2))
 
-	s.free()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	s.answerAll(t, &wg, errs)
 	want := []string{"/held", "/gate", "/create-1", "/create-2"}
 	if !slices.Equal(s.order, want) {
 		t.Fatalf("the server saw %v, want %v: the gate first of those waiting, then the creates in order", s.order, want)
