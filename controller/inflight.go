@@ -61,14 +61,16 @@ type inFlightLimiter struct {
 // acquire takes a slot, waiting for one for as long as ctx lasts.
 func (l *inFlightLimiter) acquire(ctx context.Context) error {
 	l.mu.Lock()
-	queue := &l.waiting
-	if urgent(ctx) {
-		queue = &l.urgent
-	}
-	if l.free > 0 && len(*queue) == 0 && (queue == &l.urgent || len(l.urgent) == 0) {
+	// A slot is free only while no request waits (releaseLocked hands a
+	// slot to the first waiting before it frees one).
+	if l.free > 0 {
 		l.free--
 		l.mu.Unlock()
 		return nil
+	}
+	queue := &l.waiting
+	if urgent(ctx) {
+		queue = &l.urgent
 	}
 	ready := make(chan struct{})
 	*queue = append(*queue, ready)

@@ -142,7 +142,7 @@ func (w apiWriter) apply(ctx context.Context, ac runtime.ApplyConfiguration, sub
 
 func (w apiWriter) patchPodStatus(ctx context.Context, namespace, name string, patch []byte) (*corev1.Pod, error) {
 	// The gate's writes go before the other requests waiting for a slot
-	// (limitRequestsInFlight).
+	// (limitInFlight).
 	return w.pods.Pods(namespace).Patch(withUrgency(ctx), name, types.StrategicMergePatchType, patch, WriteOptions(false), "status")
 }
 
