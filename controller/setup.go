@@ -50,8 +50,8 @@ func NewScheme() (*runtime.Scheme, error) {
 // NewManager is the one way the operator is built, by main.go, the test
 // suites and the benchmark alike: a manager with the operator's scheme and
 // cache, and the PodSet controller registered. mo carries what the caller
-// decides (metrics, probes, leader election); its Scheme and Cache are
-// replaced. Start the manager to run the operator.
+// decides (metrics, probes, leader election); its Scheme, Cache and
+// MapperProvider are replaced. Start the manager to run the operator.
 func NewManager(ctx context.Context, cfg *rest.Config, mo manager.Options, o Options) (manager.Manager, error) {
 	scheme, err := NewScheme()
 	if err != nil {
@@ -59,6 +59,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, mo manager.Options, o Opt
 	}
 	mo.Scheme = scheme
 	mo.Cache = CacheOptions(o.Namespaces)
+	mo.MapperProvider = newMapper
 	mgr, err := ctrl.NewManager(cfg, mo)
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
