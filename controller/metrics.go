@@ -1,11 +1,16 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,7 +61,7 @@ const (
 
 // conditionTypes are the conditions podset_status_condition reports, each
 // with all three statuses, as kube-state-metrics does.
-var conditionTypes = []string{podsetv1alpha1.ReadyCondition, podsetv1alpha1.ReconcilingCondition, podsetv1alpha1.StalledCondition}
+var conditionTypes = [...]string{podsetv1alpha1.ReadyCondition, podsetv1alpha1.ReconcilingCondition, podsetv1alpha1.StalledCondition}
 
 // metrics are the operator's metrics of one manager: the write counters,
 // the rollout histogram and the status gauges of the PodSets its memory
@@ -163,7 +168,11 @@ func (m *memory) rolloutEnded(ps *podsetv1alpha1.PodSet, shown podsetv1alpha1.Po
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.recordOf(keyOf(ps))
-	r.shown = &shownStatus{specReplicas: ptr.Deref(ps.Spec.Replicas, 1), status: shown}
+	// The status stored is kept while a pass shows the same (most
+	// passes), and with it the gauges a scrape built from it.
+	if replicas := ptr.Deref(ps.Spec.Replicas, 1); r.shown == nil || r.shown.specReplicas != replicas || !equality.Semantic.DeepEqual(r.shown.status, shown) {
+		r.shown = &shownStatus{specReplicas: replicas, status: shown}
+	}
 	if ps.Generation != ps.Status.ObservedGeneration && (r.rollout == nil || r.rollout.generation != ps.Generation) {
 		r.rollout = &rollout{generation: ps.Generation, since: m.clock.Now()}
 	}
@@ -198,11 +207,42 @@ type statusCollector struct {
 	lastProgress                                      *prometheus.Desc
 }
 
-// shownStatus is what the gauges of one PodSet report.
+// shownStatus is what the gauges of one PodSet report. It is not changed
+// once stored: a pass that shows a different status stores a new one, so
+// the gauges built from it (once, by the first scrape that reads it) hold
+// until then.
 type shownStatus struct {
 	specReplicas int32
 	status       podsetv1alpha1.PodSetStatus
+
+	once   sync.Once
+	gauges podSetGauges
 }
+
+// podSetGauges are the status gauges of one PodSet, by family (the
+// gauge* indexes).
+type podSetGauges [gaugeFamilies][]prometheus.Metric
+
+// The families of podSetGauges, in the order their label values sort: a
+// condition's series by condition type first (conditionTypes is sorted),
+// then by namespace and PodSet (the scrape's order), then status.
+const (
+	gaugeSpecReplicas = iota
+	gaugeReplicas
+	gaugeReady
+	gaugeAvailable
+	gaugeUpdated
+	// gaugeConditions is the first of one family per condition type.
+	gaugeConditions
+	gaugeCurrentRevision = gaugeConditions + len(conditionTypes)
+	gaugeUpdateRevision  = gaugeCurrentRevision + 1
+	gaugeLastProgress    = gaugeUpdateRevision + 1
+	gaugeFamilies        = gaugeLastProgress + 1
+)
+
+// conditionStatuses are the statuses of each condition, in the order of
+// their labels (false, true, unknown).
+var conditionStatuses = []metav1.ConditionStatus{metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionUnknown}
 
 // rollout is a spec generation the operator is rolling out, and since when.
 type rollout struct {
@@ -239,46 +279,71 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect sends the status gauges of every PodSet the operator knows.
+// Collect sends the status gauges of every PodSet the operator knows, each
+// family's in the order the registry sorts them into (by namespace and
+// PodSet), which it then sorts in linear time; out of order, that sort
+// was a third of a scrape with 1000 PodSets. The operator's memory is held
+// only to read which status each PodSet shows: not while the gauges are
+// built or sent, so a scrape does not hold up the passes.
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
+	type shown struct {
+		key types.NamespacedName
+		s   *shownStatus
+	}
 	m := c.memory
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	sets := make([]shown, 0, len(m.records))
 	for key, r := range m.records {
 		if r.shown != nil {
-			c.collect(ch, key, *r.shown)
+			sets = append(sets, shown{key, r.shown})
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(sets, func(a, b shown) int {
+		return cmp.Or(strings.Compare(a.key.Namespace, b.key.Namespace), strings.Compare(a.key.Name, b.key.Name))
+	})
+	for _, set := range sets {
+		set.s.once.Do(func() { set.s.gauges = c.build(set.key, set.s) })
+	}
+	for f := range gaugeFamilies {
+		for _, set := range sets {
+			for _, g := range set.s.gauges[f] {
+				ch <- g
+			}
 		}
 	}
 }
 
-// collect sends the status gauges of one PodSet.
-func (c *statusCollector) collect(ch chan<- prometheus.Metric, key types.NamespacedName, s shownStatus) {
-	gauge := func(d *prometheus.Desc, v float64, extra ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{key.Namespace, key.Name}, extra...)...)
+// build makes the status gauges of one PodSet.
+func (c *statusCollector) build(key types.NamespacedName, s *shownStatus) podSetGauges {
+	var g podSetGauges
+	gauge := func(f int, d *prometheus.Desc, v float64, extra ...string) {
+		g[f] = append(g[f], prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{key.Namespace, key.Name}, extra...)...))
 	}
-	gauge(c.specReplicas, float64(s.specReplicas))
-	gauge(c.replicas, float64(s.status.Replicas))
-	gauge(c.ready, float64(s.status.ReadyReplicas))
-	gauge(c.available, float64(s.status.AvailableReplicas))
-	gauge(c.updated, float64(s.status.UpdatedReplicas))
-	for _, typ := range conditionTypes {
+	gauge(gaugeSpecReplicas, c.specReplicas, float64(s.specReplicas))
+	gauge(gaugeReplicas, c.replicas, float64(s.status.Replicas))
+	gauge(gaugeReady, c.ready, float64(s.status.ReadyReplicas))
+	gauge(gaugeAvailable, c.available, float64(s.status.AvailableReplicas))
+	gauge(gaugeUpdated, c.updated, float64(s.status.UpdatedReplicas))
+	for i, typ := range conditionTypes {
 		status, reason := metav1.ConditionUnknown, ""
 		if cond := meta.FindStatusCondition(s.status.Conditions, typ); cond != nil {
 			status, reason = cond.Status, cond.Reason
 		}
-		for _, st := range []metav1.ConditionStatus{metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown} {
-			gauge(c.condition, boolValue(st == status), typ, conditionLabel(st), reason)
+		for _, st := range conditionStatuses {
+			gauge(gaugeConditions+i, c.condition, boolValue(st == status), typ, conditionLabel(st), reason)
 		}
 	}
 	if s.status.CurrentRevision != "" {
-		gauge(c.currentRevision, 1, s.status.CurrentRevision)
+		gauge(gaugeCurrentRevision, c.currentRevision, 1, s.status.CurrentRevision)
 	}
 	if s.status.UpdateRevision != "" {
-		gauge(c.updateRevision, 1, s.status.UpdateRevision)
+		gauge(gaugeUpdateRevision, c.updateRevision, 1, s.status.UpdateRevision)
 	}
 	if t := s.status.LastProgressTime; t != nil {
-		gauge(c.lastProgress, float64(t.Unix()))
+		gauge(gaugeLastProgress, c.lastProgress, float64(t.Unix()))
 	}
+	return g
 }
 
 // conditionLabel is a condition status as kube-state-metrics writes it.

@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -92,4 +94,94 @@ func statusAt(generation int64, ready bool) podsetv1alpha1.PodSetStatus {
 		ObservedGeneration: generation,
 		Conditions:         []metav1.Condition{{Type: podsetv1alpha1.ReadyCondition, Status: status}},
 	}
+}
+
+// BenchmarkScrape is one scrape of the operator's registry with 1000
+// PodSets in its memory, each with a status as a converged PodSet shows.
+func BenchmarkScrape(b *testing.B) {
+	m, _ := newTestMemory()
+	x := newMetrics(m)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(x)
+	now := metav1.Now()
+	for i := range 1000 {
+		ps := &podsetv1alpha1.PodSet{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ps-%04d", i), Namespace: "bench", Generation: 1}}
+		status := podsetv1alpha1.PodSetStatus{
+			ObservedGeneration: 1, Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 1,
+			CurrentRevision: ps.Name + "-5d8f7c9b", UpdateRevision: ps.Name + "-5d8f7c9b", LastProgressTime: &now,
+			Conditions: []metav1.Condition{
+				{Type: podsetv1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "AllPodsReady"},
+				{Type: podsetv1alpha1.ReconcilingCondition, Status: metav1.ConditionFalse, Reason: "Converged"},
+				{Type: podsetv1alpha1.StalledCondition, Status: metav1.ConditionFalse, Reason: "Converged"},
+			},
+		}
+		m.rolloutEnded(ps, status)
+		x.countPodWrite(ps, "create", nil)
+		x.countPodWrite(ps, "gate", nil)
+		x.countStatusWrite(ps, nil)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := reg.Gather(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestStatusGaugesFollowTheStatusShown: the gauges a scrape built for a
+// PodSet are those of the status its last pass showed, rebuilt when a
+// pass shows another, and a scrape does not hold the operator's memory
+// (which every pass takes) while it sends them.
+func TestStatusGaugesFollowTheStatusShown(t *testing.T) {
+	m, _ := newTestMemory()
+	x := newMetrics(m)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(x)
+	ps := &podsetv1alpha1.PodSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "demo", Generation: 1}}
+	ready := func() float64 {
+		t.Helper()
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == metricReadyReplicas && len(f.GetMetric()) == 1 {
+				return f.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatalf("no single %s series", metricReadyReplicas)
+		return 0
+	}
+
+	m.rolloutEnded(ps, podsetv1alpha1.PodSetStatus{ObservedGeneration: 1, ReadyReplicas: 1})
+	if v := ready(); v != 1 {
+		t.Errorf("ready replicas %v, want 1", v)
+	}
+	shown := m.records[keyOf(ps)].shown
+	m.rolloutEnded(ps, podsetv1alpha1.PodSetStatus{ObservedGeneration: 1, ReadyReplicas: 1})
+	if m.records[keyOf(ps)].shown != shown {
+		t.Error("a pass that showed the same status replaced the gauges' status")
+	}
+	m.rolloutEnded(ps, podsetv1alpha1.PodSetStatus{ObservedGeneration: 1, ReadyReplicas: 3})
+	if v := ready(); v != 3 {
+		t.Errorf("ready replicas %v after a pass showed 3, want 3", v)
+	}
+
+	ch := make(chan prometheus.Metric)
+	go func() {
+		x.status.Collect(ch)
+		close(ch)
+	}()
+	<-ch
+	// Collect now waits to send its next gauge.
+	if !m.mu.TryLock() {
+		t.Fatal("the memory is held while a scrape sends the gauges")
+	}
+	m.mu.Unlock()
+	for range ch {
+	}
+}
+
+func webKeyOf(ps *podsetv1alpha1.PodSet) types.NamespacedName {
+	return types.NamespacedName{Namespace: ps.Namespace, Name: ps.Name}
 }
