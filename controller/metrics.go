@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -168,11 +166,7 @@ func (m *memory) rolloutEnded(ps *podsetv1alpha1.PodSet, shown podsetv1alpha1.Po
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.recordOf(keyOf(ps))
-	// The status stored is kept while a pass shows the same (most
-	// passes), and with it the gauges a scrape built from it.
-	if replicas := ptr.Deref(ps.Spec.Replicas, 1); r.shown == nil || r.shown.specReplicas != replicas || !equality.Semantic.DeepEqual(r.shown.status, shown) {
-		r.shown = &shownStatus{specReplicas: replicas, status: shown}
-	}
+	r.shown = &shownStatus{specReplicas: ptr.Deref(ps.Spec.Replicas, 1), status: shown}
 	if ps.Generation != ps.Status.ObservedGeneration && (r.rollout == nil || r.rollout.generation != ps.Generation) {
 		r.rollout = &rollout{generation: ps.Generation, since: m.clock.Now()}
 	}
@@ -208,15 +202,11 @@ type statusCollector struct {
 }
 
 // shownStatus is what the gauges of one PodSet report. It is not changed
-// once stored: a pass that shows a different status stores a new one, so
-// the gauges built from it (once, by the first scrape that reads it) hold
-// until then.
+// once stored (a pass stores a new one), so a scrape reads it without
+// holding the memory.
 type shownStatus struct {
 	specReplicas int32
 	status       podsetv1alpha1.PodSetStatus
-
-	once   sync.Once
-	gauges podSetGauges
 }
 
 // podSetGauges are the status gauges of one PodSet, by family (the
@@ -284,7 +274,8 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 // PodSet), which it then sorts in linear time; out of order, that sort
 // was a third of a scrape with 1000 PodSets. The operator's memory is held
 // only to read which status each PodSet shows: not while the gauges are
-// built or sent, so a scrape does not hold up the passes.
+// built or sent, so a scrape does not hold up the passes. The gauges are
+// built anew by each scrape: kept, they would hold 10 KB per PodSet.
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	type shown struct {
 		key types.NamespacedName
@@ -302,12 +293,13 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	slices.SortFunc(sets, func(a, b shown) int {
 		return cmp.Or(strings.Compare(a.key.Namespace, b.key.Namespace), strings.Compare(a.key.Name, b.key.Name))
 	})
-	for _, set := range sets {
-		set.s.once.Do(func() { set.s.gauges = c.build(set.key, set.s) })
+	gauges := make([]podSetGauges, len(sets))
+	for i, set := range sets {
+		gauges[i] = c.build(set.key, set.s)
 	}
 	for f := range gaugeFamilies {
-		for _, set := range sets {
-			for _, g := range set.s.gauges[f] {
+		for i := range gauges {
+			for _, g := range gauges[i][f] {
 				ch <- g
 			}
 		}
