@@ -175,7 +175,3 @@ func TestStatusGaugesFollowTheStatusShown(t *testing.T) {
 	for range ch {
 	}
 }
-
-func webKeyOf(ps *podsetv1alpha1.PodSet) types.NamespacedName {
-	return types.NamespacedName{Namespace: ps.Namespace, Name: ps.Name}
-}
