@@ -3,6 +3,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -370,11 +371,11 @@ func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
 	}
 	ps := results[0].phases
 	fmt.Fprintf(&b, "\nThe in-place pods, seconds from the change (median / p90 of %d pods):\n\n", ps.pods)
-	fmt.Fprintln(&b, "| contender | first gate closed | gate closed | out of ready EndpointSlices | image applied | container restarted | gate open again | Ready | critical path (gate closed → Ready) | per pod: restarted → gate open | per pod: gate open → Ready | handover: a pod Ready → the next gate closed |")
-	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(&b, "| contender | first gate closed | gate closed | out of ready EndpointSlices | image applied | container restarted | gate open again | Ready | critical path (gate closed → Ready) | per pod: restarted → gate open | per pod: gate open → Ready | handover: a pod Ready → the next gate closed | pods out at once: most / mean until the last gate closed |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		if ph := r.phases; ph != nil {
-			fmt.Fprintf(&b, "| %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.name, ph.firstClosed.Seconds(), ph.gateClosed, ph.outOfEndpoints, ph.imageApplied, ph.restarted, ph.gateOpened, ph.ready, ph.critical, ph.restartToGate, ph.gateToReady, ph.handover)
+			fmt.Fprintf(&b, "| %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d / %.1f |\n", r.name, ph.firstClosed.Seconds(), ph.gateClosed, ph.outOfEndpoints, ph.imageApplied, ph.restarted, ph.gateOpened, ph.ready, ph.critical, ph.restartToGate, ph.gateToReady, ph.handover, ph.peakOut, ph.meanOut)
 		}
 	}
 	fmt.Fprintf(&b, "\nFloor: the drain (%d s) + the kubelet's own restart and Ready report of a bare pod of this shape (image patched, %s at a time: median %.2f s, p90 %.2f s) = %.2f s\n",
@@ -533,6 +534,12 @@ type podPhases struct {
 	firstClosed    time.Duration
 	handover       quantiles
 	criticalMedian time.Duration
+	// peakOut is the most pods out at once (gate closed, not yet Ready
+	// again); meanOut their mean number from the first gate closed to
+	// the last: the window the rollout kept full, which with the
+	// critical path makes its time.
+	peakOut int
+	meanOut float64
 }
 
 func (tl *podTimeline) phases(start time.Time, leftEndpoints map[string]time.Time) *podPhases {
@@ -584,7 +591,49 @@ func (tl *podTimeline) phases(start time.Time, leftEndpoints map[string]time.Tim
 		}
 		ph.handover = quantilesOf(handover)
 	}
+	ph.peakOut, ph.meanOut = outAtOnce(tl.gateClosed, tl.readyAt)
 	return ph
+}
+
+// outAtOnce is the most pods out at once, each from its gate closed to
+// Ready again, and their mean number from the first gate closed to the
+// last.
+func outAtOnce(closed, ready map[string]time.Time) (peak int, mean float64) {
+	type step struct {
+		at time.Time
+		d  int
+	}
+	var steps []step
+	for name, c := range closed {
+		steps = append(steps, step{c, 1})
+		if r, ok := ready[name]; ok {
+			steps = append(steps, step{r, -1})
+		}
+	}
+	closes := sortedTimes(closed)
+	if len(closes) < 2 {
+		return len(closes), float64(len(closes))
+	}
+	slices.SortFunc(steps, func(a, b step) int { return cmp.Or(a.at.Compare(b.at), a.d-b.d) })
+	first, last := closes[0], closes[len(closes)-1]
+	out, area := 0, 0.0
+	for i, s := range steps {
+		out += s.d
+		peak = max(peak, out)
+		if i+1 < len(steps) {
+			from, to := s.at, steps[i+1].at
+			if from.Before(first) {
+				from = first
+			}
+			if to.After(last) {
+				to = last
+			}
+			if to.After(from) {
+				area += float64(out) * to.Sub(from).Seconds()
+			}
+		}
+	}
+	return peak, area / last.Sub(first).Seconds()
 }
 
 // sortedTimes is the times of m, earliest first.
