@@ -604,33 +604,33 @@ func outAtOnce(closed, ready map[string]time.Time) (peak int, mean float64) {
 		d  int
 	}
 	var steps []step
+	var last time.Time
 	for name, c := range closed {
 		steps = append(steps, step{c, 1})
+		if c.After(last) {
+			last = c
+		}
 		if r, ok := ready[name]; ok {
 			steps = append(steps, step{r, -1})
 		}
 	}
-	closes := sortedTimes(closed)
-	if len(closes) < 2 {
-		return len(closes), float64(len(closes))
+	if len(closed) < 2 {
+		return len(closed), float64(len(closed))
 	}
+	// The first step is the first gate closed: a pod is Ready again only
+	// after its gate closed.
 	slices.SortFunc(steps, func(a, b step) int { return cmp.Or(a.at.Compare(b.at), a.d-b.d) })
-	first, last := closes[0], closes[len(closes)-1]
+	first := steps[0].at
 	out, area := 0, 0.0
 	for i, s := range steps {
 		out += s.d
 		peak = max(peak, out)
-		if i+1 < len(steps) {
-			from, to := s.at, steps[i+1].at
-			if from.Before(first) {
-				from = first
-			}
+		if i+1 < len(steps) && s.at.Before(last) {
+			to := steps[i+1].at
 			if to.After(last) {
 				to = last
 			}
-			if to.After(from) {
-				area += float64(out) * to.Sub(from).Seconds()
-			}
+			area += float64(out) * to.Sub(s.at).Seconds()
 		}
 	}
 	return peak, area / last.Sub(first).Seconds()
