@@ -159,7 +159,7 @@ func (p *pass) write(ctx context.Context) error {
 	}
 	var revErr error
 	var revWrites sync.WaitGroup
-	revWrites.Go(func() { revErr = p.r.syncRevisions(ctx, p.ps, p.revPlan, p.view.Revs) })
+	revWrites.Go(func() { revErr = p.r.syncRevisions(ctx, p.revPlan, p.view.Revs) })
 	done, err := p.r.execute(ctx, p.ps, &p.podPlan, p.view.Revs, p.now)
 	// The PodDisruptionBudget after the pods: a pod's stall says more.
 	budgetStalled, budgetErr := p.r.syncBudget(ctx, p.ps, p.budgetPlan, &done)

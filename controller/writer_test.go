@@ -34,7 +34,9 @@ import (
 //	APPLY pods/web-0/resize uid=u0
 //	PATCH pods/web-0/status uid=u0 podset.dev/InPlaceUpdateReady=True Ready=False
 //	DELETE pods/web-0 uid=u0 [grace=0]
-//	APPLY podsets/web/status, APPLY controllerrevisions/web-abc, ...
+//	POST controllerrevisions/web-abc
+//	PATCH controllerrevisions/web-abc {"metadata":{"resourceVersion":"7"},"revision":3}
+//	APPLY podsets/web/status, APPLY poddisruptionbudgets/web, ...
 type recordingWriter struct {
 	// fail holds the error of a write, by its line's first two words
 	// ("APPLY pods/web-0").
@@ -116,6 +118,26 @@ func (w *recordingWriter) apply(_ context.Context, ac runtime.ApplyConfiguration
 		target += "/" + subresource
 	}
 	return w.record("APPLY " + target)
+}
+
+func (w *recordingWriter) create(_ context.Context, obj client.Object) error {
+	if _, ok := obj.(*appsv1.ControllerRevision); !ok {
+		return fmt.Errorf("recordingWriter: create of a %T", obj)
+	}
+	_, err := w.record("POST controllerrevisions/" + obj.GetName())
+	return err
+}
+
+func (w *recordingWriter) patch(_ context.Context, obj client.Object, p client.Patch) error {
+	if _, ok := obj.(*appsv1.ControllerRevision); !ok {
+		return fmt.Errorf("recordingWriter: patch of a %T", obj)
+	}
+	data, err := p.Data(obj)
+	if err != nil {
+		return err
+	}
+	_, err = w.record(fmt.Sprintf("PATCH controllerrevisions/%s %s", obj.GetName(), data))
+	return err
 }
 
 func (w *recordingWriter) patchPodStatus(_ context.Context, namespace, name string, patch []byte) (*corev1.Pod, error) {

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,8 +26,9 @@ import (
 // through send, sendPod, deletePod or, for the readiness gate's
 // conditions, patchConditions (updates.go): a count by kind and outcome,
 // and, for pods, the expectation that keeps a pass from acting on a cache
-// that does not show the write yet. The deletions of a
-// ControllerRevision and of a PodDisruptionBudget are not counted. A pod apply
+// that does not show the write yet. The writes of a ControllerRevision
+// (syncRevisions) and the deletion of a PodDisruptionBudget are not
+// counted. A pod apply
 // names the pod's UID (an update of that pod only) or a createOnly
 // resourceVersion (a create only); a delete carries the UID as a
 // precondition.
@@ -37,8 +37,6 @@ import (
 const (
 	// writeStatus is the apply of a PodSet's status.
 	writeStatus = "status"
-	// writeRevision is the apply of a ControllerRevision; not counted.
-	writeRevision = "revision"
 	// writeBudget is the apply of the PodDisruptionBudget of
 	// spec.disruptionBudget; not counted.
 	writeBudget = "budget"
@@ -69,7 +67,7 @@ func (r *PodSetReconciler) send(ctx context.Context, ps *podsetv1alpha1.PodSet, 
 	switch kind {
 	case writeStatus:
 		r.metrics.countStatusWrite(ps, err)
-	case writeRevision, writeBudget:
+	case writeBudget:
 	default:
 		r.metrics.countPodWrite(ps, kind, err)
 	}
@@ -270,26 +268,25 @@ func (r *PodSetReconciler) applyExisting(ctx context.Context, ps *podsetv1alpha1
 	return nil
 }
 
-// syncRevisions writes the ControllerRevisions: the current template's, if
-// it is missing or an older template came back, then deletes the ones
-// pruned, each with its UID as a precondition. A new revision is created
-// with an apply that can only create; if its name is taken, the cache has
-// not shown the revision yet (its event brings the next pass) or someone
-// else holds the name, and the pods do not need it either way.
-func (r *PodSetReconciler) syncRevisions(ctx context.Context, ps *podsetv1alpha1.PodSet, plan podset.RevisionPlan, revs *podset.Revisions) error {
+// syncRevisions writes the ControllerRevisions, as StatefulSet's
+// controller does: the current template's is created if it is missing,
+// or renumbered the newest if an older template came back (a merge patch
+// of its revision number alone, on the resourceVersion the pass saw: the
+// data of a revision is immutable to the byte, so it is never sent
+// again); then it deletes the ones pruned, each with its UID as a
+// precondition. If a new revision's name is taken, or the one to renumber
+// changed, the cache has not shown the revision yet (its event brings the
+// next pass) or someone else holds the name, and the pods do not need it
+// either way.
+func (r *PodSetReconciler) syncRevisions(ctx context.Context, plan podset.RevisionPlan, revs *podset.Revisions) error {
 	if cr := plan.Apply; cr != nil {
-		ac := appsv1ac.ControllerRevision(cr.Name, cr.Namespace).
-			WithLabels(cr.Labels).
-			WithOwnerReferences(podset.ControllerReference(ps)).
-			WithData(cr.Data).
-			WithRevision(cr.Revision)
 		if existing, ok := revs.Objects[revs.Update]; ok {
-			ac.WithUID(existing.UID)
-		} else {
-			ac.WithResourceVersion(createOnly)
-		}
-		if _, err := r.send(ctx, ps, writeRevision, "", ac); err != nil && !apierrors.IsConflict(err) {
-			return fmt.Errorf("applying ControllerRevision %s: %w", cr.Name, err)
+			body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"revision":%d}`, existing.ResourceVersion, cr.Revision)
+			if err := r.writes.patch(ctx, existing.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(body))); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("renumbering ControllerRevision %s: %w", cr.Name, err)
+			}
+		} else if err := r.writes.create(ctx, cr.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating ControllerRevision %s: %w", cr.Name, err)
 		}
 	}
 	for _, cr := range plan.Prune {
