@@ -32,7 +32,7 @@ func TestSyncRevisions(t *testing.T) {
 		other := executePodSet()
 		other.Spec.Template.Spec.Containers[0].Image = image
 		p := (&podset.View{PodSet: other, Revs: podset.NewRevisions(other, nil)}).PlanRevisions(nil)
-		cr := *p.Apply
+		cr := *p.Write
 		cr.Revision, cr.ResourceVersion = number, rv
 		return cr
 	}

@@ -37,10 +37,10 @@ type writer interface {
 	// ("resize"), with ownership of every field it sends, and returns the
 	// pod written.
 	applyPod(ctx context.Context, ac *corev1ac.PodApplyConfiguration, subresource string) (*corev1.Pod, error)
-	// apply applies ac (a PodSet's status, a ControllerRevision, a
-	// PodDisruptionBudget) to its object, or to the object's subresource
-	// ("status"), with ownership of every field it sends, and returns the
-	// object's resourceVersion after the write.
+	// apply applies ac (a PodSet's status, a PodDisruptionBudget) to its
+	// object, or to the object's subresource ("status"), with ownership
+	// of every field it sends, and returns the object's resourceVersion
+	// after the write.
 	apply(ctx context.Context, ac runtime.ApplyConfiguration, subresource string) (resourceVersion string, err error)
 	// create creates obj (a new ControllerRevision), which fails with
 	// AlreadyExists if its name is taken.

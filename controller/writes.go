@@ -279,7 +279,7 @@ func (r *PodSetReconciler) applyExisting(ctx context.Context, ps *podsetv1alpha1
 // next pass) or someone else holds the name, and the pods do not need it
 // either way.
 func (r *PodSetReconciler) syncRevisions(ctx context.Context, plan podset.RevisionPlan, revs *podset.Revisions) error {
-	if cr := plan.Apply; cr != nil {
+	if cr := plan.Write; cr != nil {
 		if existing, ok := revs.Objects[revs.Update]; ok {
 			body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"revision":%d}`, existing.ResourceVersion, cr.Revision)
 			if err := r.writes.patch(ctx, existing.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(body))); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {

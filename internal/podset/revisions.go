@@ -140,10 +140,11 @@ func (r *Revisions) Older(a, b string) bool {
 
 // RevisionPlan is what a pass writes to a PodSet's ControllerRevisions.
 type RevisionPlan struct {
-	// apply is the revision of the current template to write, with its new
-	// number: it is missing, or an older template came back (a rollback),
-	// which makes it the newest again, as StatefulSet does. Nil: nothing.
-	Apply *appsv1.ControllerRevision
+	// Write is the revision of the current template to write, with its new
+	// number: it is missing (created), or an older template came back (a
+	// rollback), which makes it the newest again (renumbered), as
+	// StatefulSet does. Nil: nothing.
+	Write *appsv1.ControllerRevision
 	// prune lists revisions beyond revisionHistoryLimit that nothing uses.
 	Prune []*appsv1.ControllerRevision
 }
@@ -157,7 +158,7 @@ func (v *View) PlanRevisions(kept []string) RevisionPlan {
 	ps, revs := v.PodSet, v.Revs
 	var p RevisionPlan
 	if cr, ok := revs.Objects[revs.Update]; !ok || cr.Revision < revs.Latest() {
-		p.Apply = newRevision(ps, revs.Update, revs.Latest()+1)
+		p.Write = newRevision(ps, revs.Update, revs.Latest()+1)
 	}
 
 	inUse := map[string]bool{revs.Update: true}

@@ -134,10 +134,10 @@ func TestPlanRevisions(t *testing.T) {
 			}
 			p := NewView(tc.ps, NewRevisions(tc.ps, tc.history), pods, time.Time{}).PlanRevisions(tc.kept)
 			var got want
-			if p.Apply != nil {
-				got.Apply, got.Rev = p.Apply.Name, p.Apply.Revision
-				if h := p.Apply.Labels[podsetv1alpha1.TemplateHashLabel]; "web-"+h != p.Apply.Name {
-					t.Errorf("revision %s labelled with hash %s", p.Apply.Name, h)
+			if p.Write != nil {
+				got.Apply, got.Rev = p.Write.Name, p.Write.Revision
+				if h := p.Write.Labels[podsetv1alpha1.TemplateHashLabel]; "web-"+h != p.Write.Name {
+					t.Errorf("revision %s labelled with hash %s", p.Write.Name, h)
 				}
 			}
 			for _, cr := range p.Prune {
