@@ -28,8 +28,7 @@ import (
 // and, for pods, the expectation that keeps a pass from acting on a cache
 // that does not show the write yet. The writes of a ControllerRevision
 // (syncRevisions) and the deletion of a PodDisruptionBudget are not
-// counted. A pod apply
-// names the pod's UID (an update of that pod only) or a createOnly
+// counted. A pod apply names the pod's UID (an update of that pod only) or a createOnly
 // resourceVersion (a create only); a delete carries the UID as a
 // precondition.
 
@@ -281,8 +280,9 @@ func (r *PodSetReconciler) applyExisting(ctx context.Context, ps *podsetv1alpha1
 func (r *PodSetReconciler) syncRevisions(ctx context.Context, plan podset.RevisionPlan, revs *podset.Revisions) error {
 	if cr := plan.Write; cr != nil {
 		if existing, ok := revs.Objects[revs.Update]; ok {
-			body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"revision":%d}`, existing.ResourceVersion, cr.Revision)
-			if err := r.writes.patch(ctx, existing.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(body))); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			renumbered := existing.DeepCopy()
+			renumbered.Revision = cr.Revision
+			if err := r.writes.patch(ctx, renumbered, client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("renumbering ControllerRevision %s: %w", cr.Name, err)
 			}
 		} else if err := r.writes.create(ctx, cr.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
