@@ -210,7 +210,7 @@ func repeats(results []result) []row {
 			value func(*timedResult) (float64, bool)
 		}{
 			{"podset / limit", limitBound, timeRatio("podset", "limit")},
-			{"podset / replicaset", replicaSetBound(id, true), timeRatio("podset", "replicaset")},
+			{"podset / replicaset", replicaSetBound(id, title, true), timeRatio("podset", "replicaset")},
 			{"podset / statefulset", statefulSetBound, timeRatio("podset", "statefulset")},
 			{"API server CPU per pod, podset / replicaset", apiCPUBound, cpuRatio(func(c cpuTimes) (time.Duration, bool) { return c.api, c.ok })},
 			{"controller CPU, podset-operator / kube-controller-manager (ReplicaSet)", controllerCPUBound, cpuRatio(func(c cpuTimes) (time.Duration, bool) { return c.ctrl, c.ctrlOK })},

@@ -61,7 +61,7 @@ func (b *bench) timedRows(title string, res *timedResult, newPods int, requestTa
 		bound       float64
 	}{
 		{"podset", "podset / limit", ps, ps, lim, limitBound},
-		{rsName, "podset / replicaset", rs, ps, rs, replicaSetBound(id, requestTargets)},
+		{rsName, "podset / replicaset", rs, ps, rs, replicaSetBound(id, title, requestTargets)},
 		{"statefulset (Parallel)", "podset / statefulset", sts, ps, sts, statefulSetBound},
 		{"kruise (CloneSet)", "podset / kruise", kr, ps, kr, 0},
 		{"tutorial", "tutorial / podset", tut, tut, ps, 0},
@@ -126,9 +126,11 @@ const (
 // Service selects: 1.15 (issue 39), since nothing routes to them and so
 // nothing drains, but each set still writes its status as a custom
 // resource. Everything else (the rollout): 1.0.
-func replicaSetBound(id string, growth bool) float64 {
+// The scale-downs are told by their row's title, which ends in "(pods
+// gone)"; their id is that of the scale ("scale 1000 -> 100").
+func replicaSetBound(id, title string, growth bool) float64 {
 	switch {
-	case strings.HasSuffix(id, "(pods gone)"):
+	case strings.HasSuffix(title, "(pods gone)"):
 		return 1.15
 	case !growth:
 		return 1.0
