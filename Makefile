@@ -355,7 +355,7 @@ bench: controlplane kruise ## Measure podset-operator beside the physical limit,
 NODE_BENCH_PODS ?= 40
 
 .PHONY: bench-node
-bench-node: node-host node-deps node-bins $(NODE_IMAGES) $(COREDNS) kruise ## On the real node, under client load through a Service: an image change across NODE_BENCH_PODS pods (two pod shapes) by a PodSet in place, a Deployment, a StatefulSet and OpenKruise's CloneSet of equal safety, and a Deployment as users run it, beside the floor; and the creation of as many pods by a PodSet, a Deployment and a StatefulSet (needs root).
+bench-node: node-host node-deps node-bins $(NODE_IMAGES) $(COREDNS) kruise ## On the real node, under client load through a Service: an image change across NODE_BENCH_PODS pods (two pod shapes) by a PodSet in place, a Deployment, a StatefulSet and OpenKruise's CloneSet of equal safety, a Deployment as users run it and a CloneSet as users set it, beside the floor; and the creation of as many pods by a PodSet, a Deployment and a StatefulSet (needs root).
 	@$(NODE_ENV) hack/node.sh check
 	rc=0; $(NODE_ENV) KRUISE_DIR=$(KRUISE_DIR) NODE_BENCH=1 NODE_BENCH_PODS=$(NODE_BENCH_PODS) go test -tags node ./test/node/ -run "TestDrainSweep|TestRolloutBenchmark|TestCreateBenchmark" -count=1 -v -timeout 60m || rc=$$?; \
 	$(NODE_ENV) hack/node.sh down; exit $$rc

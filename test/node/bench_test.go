@@ -39,12 +39,15 @@ import (
 // alone, and the test app with an init container, a sidecar the rollout
 // does not change, the service-account token and a ConfigMap volume. The
 // contenders:
-//   - the PodSet in place, with its default drain (2 s);
+//   - the PodSet in place, with its default drain (3 s);
 //   - a Deployment with maxSurge 0 and a preStop sleep equal to the
 //     drain: the peer of equal safety and capacity;
 //   - a StatefulSet (Parallel) with the same preStop sleep;
 //   - a Deployment as users run it, with its default surge (25%) and no
-//     preStop hook: an extra row, whose failed requests are reported.
+//     preStop hook: an extra row, whose failed requests are reported;
+//   - with KRUISE_DIR, OpenKruise's CloneSet in place twice: with
+//     gracePeriodSeconds equal to the drain, as a user would set it, and
+//     with the one that drains every pod that long (cloneSetGraces).
 //
 // It prints, per shape, a table of the time from the change until every
 // pod runs the new image and is Ready, the requests that failed, the API
@@ -52,10 +55,11 @@ import (
 // PodSet's pods' phases (median and p90 from the change); the floor, what
 // no operator can take away: the drain plus the kubelet's own restart and
 // one sync, measured on bare pods of the same shape on the same node; and
-// two summary lines, `bench-node <shape>: podset / deployment = <ratio>`
-// (the Deployment of equal safety) and `bench-node <shape>: podset / floor
+// its summary lines, `bench-node <shape>: podset / deployment = <ratio>`
+// (the Deployment of equal safety), `bench-node <shape>: podset / floor
 // = <ratio>` (the median pod's critical path, gate closed to Ready, over
-// the floor). It runs with NODE_BENCH=1 (make bench-node; make bench runs
+// the floor) and, with KRUISE_DIR, `podset / kruise` (the CloneSet of
+// equal safety) and `podset / kruise at gracePeriodSeconds <drain>`. It runs with NODE_BENCH=1 (make bench-node; make bench runs
 // it when the machine can run the node) and asserts nothing about the
 // figures.
 func TestRolloutBenchmark(t *testing.T) {
@@ -224,24 +228,51 @@ type rolloutContender struct {
 	// start runs what the contender needs beside the cluster for
 	// namespace ns, and returns what stops it.
 	start func(ns string) (stop func() error)
+	// versus, when set, is the contender's name in a summary line,
+	// `podset / <versus> = <ratio>`.
+	versus string
+}
+
+// cloneSetGraces are the CloneSet's gracePeriodSeconds the benchmark runs,
+// with each one's name in the summary lines: the drain, as a user would
+// set it, and one more, the CloneSet of equal safety. kruise counts the
+// grace from the update's timestamp, which it keeps in an annotation in
+// whole seconds (InPlaceUpdateState.UpdateTimestamp, a metav1.Time;
+// finishGracePeriod in kruise's pkg/util/inplaceupdate/inplace_update.go),
+// so a reconcile in the grace's last second, which a rollout's other pods
+// bring, finds it over up to a second early: gracePeriodSeconds G drains a
+// pod more than G-1 and at most G seconds before its image changes. A
+// PodSet's pod drains drainSeconds at least: the preStop sleep begins
+// once its gate has closed and its image changed.
+var cloneSetGraces = []struct {
+	seconds int32
+	versus  string
+}{
+	{drainSeconds, fmt.Sprintf("kruise at gracePeriodSeconds %d", drainSeconds)},
+	{drainSeconds + 1, "kruise"},
 }
 
 // cloneSetContender is OpenKruise's CloneSet of n pods of template, in
-// place, with its manager started for the contender's namespace.
-func cloneSetContender(t *testing.T, n int32, maxUnavailable intstr.IntOrString, template func(ns string, preStop bool) corev1.PodTemplateSpec) rolloutContender {
+// place with gracePeriodSeconds grace, with its manager started for the
+// contender's namespace.
+func cloneSetContender(t *testing.T, n int32, maxUnavailable intstr.IntOrString, template func(ns string, preStop bool) corev1.PodTemplateSpec, grace int32, versus string) rolloutContender {
+	safety := ""
+	if grace-1 == drainSeconds {
+		safety = ", equal safety"
+	}
 	return rolloutContender{
-		fmt.Sprintf("OpenKruise CloneSet (InPlaceIfPossible, gracePeriodSeconds %d)", drainSeconds),
-		func(ns string) client.Object {
-			return cloneSet(t, ns, n, hardened(template(ns, false)), maxUnavailable)
+		name: fmt.Sprintf("OpenKruise CloneSet (InPlaceIfPossible, gracePeriodSeconds %d: drains %d to %d s%s)", grace, grace-1, grace, safety),
+		create: func(ns string) client.Object {
+			return cloneSet(t, ns, n, hardened(template(ns, false)), maxUnavailable, grace)
 		},
-		func(obj client.Object) {
+		change: func(obj client.Object) {
 			// A custom resource takes no strategic merge patch.
 			patch := fmt.Appendf(nil, `[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":%q}]`, app("v2"))
 			if err := suite.client.Patch(t.Context(), obj, client.RawPatch(types.JSONPatchType, patch)); err != nil {
 				t.Fatal(err)
 			}
 		},
-		func(ns string) func() error {
+		start: func(ns string) func() error {
 			state := t.TempDir()
 			m, err := kruise.Start(t.Context(), kruise.Options{
 				Dir: kruise.Dir(), Kubeconfig: suite.kubeconfig, Client: suite.client,
@@ -253,6 +284,7 @@ func cloneSetContender(t *testing.T, n int32, maxUnavailable intstr.IntOrString,
 			}
 			return m.Stop
 		},
+		versus: versus,
 	}
 }
 
@@ -262,8 +294,11 @@ type contenderResult struct {
 	took            time.Duration
 	sent, failed    int
 	writes, keptIPs int
-	// phases of the PodSet's pods, from the change (podset only).
+	// phases of the in-place pods, from the change (the PodSet's and the
+	// CloneSets').
 	phases *podPhases
+	// versus is the contender's rolloutContender.versus.
+	versus string
 }
 
 func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
@@ -285,19 +320,21 @@ func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
 			ps.Spec.ProgressDeadlineSeconds = ptr.To[int32](600)
 			ps.Spec.UpdateStrategy.RollingUpdate = &podsetv1alpha1.RollingUpdatePodSet{MaxUnavailable: &maxUnavailable}
 			return ps
-		}, func(obj client.Object) { setImage(t, obj.(*podsetv1alpha1.PodSet), app("v2")) }, nil},
-		{fmt.Sprintf("Deployment (maxSurge 0, preStop sleep %d s)", drainSeconds), deployment(ptr.To(intstr.FromInt32(0)), true), func(obj client.Object) { patchImage(t, obj) }, nil},
+		}, func(obj client.Object) { setImage(t, obj.(*podsetv1alpha1.PodSet), app("v2")) }, nil, ""},
+		{fmt.Sprintf("Deployment (maxSurge 0, preStop sleep %d s)", drainSeconds), deployment(ptr.To(intstr.FromInt32(0)), true), func(obj client.Object) { patchImage(t, obj) }, nil, "deployment"},
 		{fmt.Sprintf("StatefulSet (Parallel, preStop sleep %d s)", drainSeconds), func(ns string) client.Object {
 			ss := benchStatefulSet(ns, n, template(ns, true))
 			ss.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType, RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{
 				MaxUnavailable: &maxUnavailable,
 			}}
 			return ss
-		}, func(obj client.Object) { patchImage(t, obj) }, nil},
-		{"Deployment (default surge 25%, no preStop; unequal safety)", deployment(nil, false), func(obj client.Object) { patchImage(t, obj) }, nil},
+		}, func(obj client.Object) { patchImage(t, obj) }, nil, ""},
+		{"Deployment (default surge 25%, no preStop; unequal safety)", deployment(nil, false), func(obj client.Object) { patchImage(t, obj) }, nil, ""},
 	}
 	if kruise.Dir() != "" {
-		contenders = append(contenders, cloneSetContender(t, n, maxUnavailable, template))
+		for _, g := range cloneSetGraces {
+			contenders = append(contenders, cloneSetContender(t, n, maxUnavailable, template, g.seconds, g.versus))
+		}
 	}
 
 	var results []contenderResult
@@ -345,6 +382,7 @@ func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
 			}
 		}
 		timeline.stop()
+		r.versus = c.versus
 		results = append(results, r)
 		// The next contender gets the node to itself.
 		deleteAndWait(t, c.name, ns, obj)
@@ -382,13 +420,13 @@ func runShape(t *testing.T, shape benchShape, n int32) shapeResult {
 		drainSeconds, maxUnavailable.String(), restart.median.Seconds(), restart.p90.Seconds(), floor.Seconds())
 	fmt.Fprintf(&b, "The same bare pods with a preStop sleep of the drain (%d s), as the operator gives its pods: the kubelet's restart and Ready report, median %.2f s, p90 %.2f s\n",
 		drainSeconds, hooked.median.Seconds(), hooked.p90.Seconds())
-	summary := []string{
-		fmt.Sprintf("bench-node %s: podset / deployment = %.2f", shape.name, results[0].took.Seconds()/results[1].took.Seconds()),
-		fmt.Sprintf("bench-node %s: podset / floor = %.2f", shape.name, ps.criticalMedian.Seconds()/floor.Seconds()),
+	var summary []string
+	for _, r := range results[1:] {
+		if r.versus != "" {
+			summary = append(summary, fmt.Sprintf("bench-node %s: podset / %s = %.2f", shape.name, r.versus, results[0].took.Seconds()/r.took.Seconds()))
+		}
 	}
-	if len(results) > 4 {
-		summary = append(summary, fmt.Sprintf("bench-node %s: podset / kruise = %.2f", shape.name, results[0].took.Seconds()/results[4].took.Seconds()))
-	}
+	summary = append(summary, fmt.Sprintf("bench-node %s: podset / floor = %.2f", shape.name, ps.criticalMedian.Seconds()/floor.Seconds()))
 	return shapeResult{table: b.String(), summary: summary}
 }
 
@@ -785,10 +823,10 @@ func TestDrainSweep(t *testing.T) {
 }
 
 // cloneSet is OpenKruise's CloneSet of n pods of tmpl, updated in place
-// where it can, maxUnavailable at a time, each drained for drainSeconds
+// where it can, maxUnavailable at a time, each after grace seconds
 // (gracePeriodSeconds: the time between its readiness gate going False
-// and the update).
-func cloneSet(t *testing.T, ns string, n int32, tmpl corev1.PodTemplateSpec, maxUnavailable intstr.IntOrString) client.Object {
+// and the update, cloneSetGraces).
+func cloneSet(t *testing.T, ns string, n int32, tmpl corev1.PodTemplateSpec, maxUnavailable intstr.IntOrString, grace int32) client.Object {
 	t.Helper()
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&tmpl)
 	if err != nil {
@@ -802,7 +840,7 @@ func cloneSet(t *testing.T, ns string, n int32, tmpl corev1.PodTemplateSpec, max
 		"updateStrategy": map[string]any{
 			"type":                  "InPlaceIfPossible",
 			"maxUnavailable":        maxUnavailable.String(),
-			"inPlaceUpdateStrategy": map[string]any{"gracePeriodSeconds": int64(drainSeconds)},
+			"inPlaceUpdateStrategy": map[string]any{"gracePeriodSeconds": int64(grace)},
 		},
 	}
 	return cs
