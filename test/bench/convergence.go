@@ -212,8 +212,10 @@ func repeats(results []result) []row {
 			{"podset / limit", limitBound, timeRatio("podset", "limit")},
 			{"podset / replicaset", replicaSetBound(id, title, true), timeRatio("podset", "replicaset")},
 			{"podset / statefulset", statefulSetBound, timeRatio("podset", "statefulset")},
-			{"API server CPU per pod, podset / replicaset", apiCPUBound, cpuRatio(func(c cpuTimes) (time.Duration, bool) { return c.api, c.ok })},
-			{"controller CPU, podset-operator / kube-controller-manager (ReplicaSet)", controllerCPUBound, cpuRatio(func(c cpuTimes) (time.Duration, bool) { return c.ctrl, c.ctrlOK })},
+			{"API server CPU per pod, podset / replicaset", apiCPUBound, cpuRatio("podset", "replicaset", apiCPU)},
+			{"API server CPU per pod, the limit's apply loop / replicaset: the floor of the operator's pod and gate writes", 0, cpuRatio("limit apply", "replicaset", apiCPU)},
+			{"API server CPU per pod, podset / the limit's apply loop", limitBound, cpuRatio("podset", "limit apply", apiCPU)},
+			{"controller CPU, podset-operator / kube-controller-manager (ReplicaSet)", controllerCPUBound, cpuRatio("podset", "replicaset", func(c cpuTimes) (time.Duration, bool) { return c.ctrl, c.ctrlOK })},
 		} {
 			var vals []float64
 			var each []string
@@ -250,11 +252,12 @@ func timeRatio(a, b string) func(*timedResult) (float64, bool) {
 	}
 }
 
-// cpuRatio is podset's CPU over ReplicaSet's in a run, of what pick takes
-// from their windows (both create the same pods).
-func cpuRatio(pick func(cpuTimes) (time.Duration, bool)) func(*timedResult) (float64, bool) {
+// cpuRatio is contender a's CPU over b's in a run (kinds, or "limit
+// apply"), of what pick takes from their windows (all create the same
+// pods).
+func cpuRatio(a, b string, pick func(cpuTimes) (time.Duration, bool)) func(*timedResult) (float64, bool) {
 	return func(r *timedResult) (float64, bool) {
-		x, y := r.of("podset"), r.of("replicaset")
+		x, y := r.of(a), r.of(b)
 		if !finished(x) || !finished(y) {
 			return 0, false
 		}
@@ -266,6 +269,9 @@ func cpuRatio(pick func(cpuTimes) (time.Duration, bool)) func(*timedResult) (flo
 		return a.Seconds() / b.Seconds(), true
 	}
 }
+
+// apiCPU picks the API server's CPU.
+func apiCPU(c cpuTimes) (time.Duration, bool) { return c.api, c.ok }
 
 // finished reports that a contender ran to the end of a scenario.
 func finished(m *measurement) bool { return m != nil && !m.skipped && m.completed() }

@@ -166,9 +166,15 @@ type timedResult struct {
 	apply, create *limitRun
 }
 
-// of is the measurement of a contender kind ("limit" is the limit's best),
-// or nil.
+// of is the measurement of a contender kind ("limit" is the limit's best,
+// "limit apply" its apply loop's best), or nil.
 func (r *timedResult) of(kind string) *measurement {
+	if kind == "limit apply" {
+		if r.apply == nil {
+			return nil
+		}
+		return r.apply.m
+	}
 	if s := r.slot(kind); s != nil {
 		return *s
 	}
