@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -329,13 +328,9 @@ func (b *bench) metricsToken(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("creating the metrics reader: %w", err)
 		}
 	}
-	tr, err := b.c.cs.CoreV1().ServiceAccounts(sa.Namespace).CreateToken(ctx, sa.Name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptrTo[int64](3600)}}, metav1.CreateOptions{})
-	if err != nil {
-		return "", fmt.Errorf("requesting a token for the metrics reader: %w", err)
-	}
-	b.token = tr.Status.Token
-	return b.token, nil
+	token, err := testenv.ServiceAccountToken(ctx, b.c.cl, sa, time.Hour)
+	b.token = token
+	return token, err
 }
 
 // operatorMetrics reads one operator's metrics endpoint.

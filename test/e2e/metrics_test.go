@@ -24,12 +24,10 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -272,11 +270,11 @@ func newServiceAccountToken(t *testing.T, clusterRole string) string {
 		}
 		t.Cleanup(func() { _ = suite.client.Delete(context.Background(), binding) })
 	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	if err := suite.client.SubResource("token").Create(t.Context(), sa, tr); err != nil {
-		t.Fatalf("requesting a token for %s/%s: %v", ns, sa.Name, err)
+	token, err := testenv.ServiceAccountToken(t.Context(), suite.client, sa, time.Hour)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return tr.Status.Token
+	return token
 }
 
 // checkPodSetMetrics is nil when the scraped body has the gauges of ps with

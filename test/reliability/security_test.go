@@ -10,9 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -371,9 +371,9 @@ func TestMetricsEndpointRefusesUnauthenticatedRequests(t *testing.T) {
 // token issues a short-lived token for a service account (TokenRequest).
 func token(t *testing.T, sa *corev1.ServiceAccount) string {
 	t.Helper()
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptrTo[int64](600)}}
-	if err := env.Client.SubResource("token").Create(t.Context(), sa, req); err != nil {
+	token, err := testenv.ServiceAccountToken(t.Context(), env.Client, sa, 10*time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return req.Status.Token
+	return token
 }

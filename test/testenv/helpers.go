@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	podsetv1alpha1 "github.com/podset-dev/podset-operator/apis/v1alpha1"
@@ -21,8 +23,8 @@ import (
 
 // The helpers every suite shares (test/integration, test/reliability,
 // test/e2e, test/node, config/prometheus) and the benchmark: waiting,
-// namespaces, PodSet conditions (the PodSets themselves are
-// test/fixture's).
+// namespaces, service-account tokens, PodSet conditions (the PodSets
+// themselves are test/fixture's).
 
 // Poll calls check every interval until it returns nil, and returns nil
 // then. Once timeout has passed, or ctx is done, it returns check's last
@@ -116,6 +118,17 @@ func Namespace(t testing.TB, c client.Client, name string, labels map[string]str
 		t.Fatal(err)
 	}
 	return ns
+}
+
+// ServiceAccountToken requests a token of the service account sa that
+// lasts ttl (TokenRequest), as a Prometheus or any in-cluster client has
+// one: what the suites scrape the operator's metrics with.
+func ServiceAccountToken(ctx context.Context, c client.Client, sa *corev1.ServiceAccount, ttl time.Duration) (string, error) {
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(ttl.Seconds()))}}
+	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
+		return "", fmt.Errorf("requesting a token for %s/%s: %w", sa.Namespace, sa.Name, err)
+	}
+	return tr.Status.Token, nil
 }
 
 // CRDEstablished is nil once the CRD named name has the condition
