@@ -215,7 +215,7 @@ func repeats(results []result) []row {
 			{"API server CPU per pod, podset / replicaset", apiCPUBound, cpuRatio("podset", "replicaset", apiCPU)},
 			{"API server CPU per pod, the limit's apply loop / replicaset: the floor of the operator's pod and gate writes", 0, cpuRatio("limit apply", "replicaset", apiCPU)},
 			{"API server CPU per pod, podset / the limit's apply loop", limitBound, cpuRatio("podset", "limit apply", apiCPU)},
-			{"controller CPU, podset-operator / kube-controller-manager (ReplicaSet)", controllerCPUBound, cpuRatio("podset", "replicaset", func(c cpuTimes) (time.Duration, bool) { return c.ctrl, c.ctrlOK })},
+			{"controller CPU, podset-operator / kube-controller-manager (ReplicaSet)", controllerCPUBound, cpuRatio("podset", "replicaset", controllerCPU)},
 		} {
 			var vals []float64
 			var each []string
@@ -270,8 +270,10 @@ func cpuRatio(a, b string, pick func(cpuTimes) (time.Duration, bool)) func(*time
 	}
 }
 
-// apiCPU picks the API server's CPU.
-func apiCPU(c cpuTimes) (time.Duration, bool) { return c.api, c.ok }
+// apiCPU and controllerCPU pick the API server's CPU and the
+// controller's.
+func apiCPU(c cpuTimes) (time.Duration, bool)        { return c.api, c.ok }
+func controllerCPU(c cpuTimes) (time.Duration, bool) { return c.ctrl, c.ctrlOK }
 
 // finished reports that a contender ran to the end of a scenario.
 func finished(m *measurement) bool { return m != nil && !m.skipped && m.completed() }
